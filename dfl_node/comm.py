@@ -1,0 +1,278 @@
+"""Comm: the only interface a protocol sees (tagged send, receive, exchange, barrier).
+
+Why results cannot depend on arrival order: every message is addressed by (source, Tag) and a
+receive asks for one exact (source, tag). Whatever arrives first is buffered under its own key
+until asked for, and every multi-neighbour result (`exchange`, `gather_neighbors`) is a dict in
+ascending neighbour id. Protocols must run neighbour sums over that order (or `sorted(...)`), so
+floating-point sums are the same on every run and under every transport.
+
+Why a received message can never hurt the protocol: it is taken apart and checked first (wire
+limits, then the rules below) and refused messages are dropped and counted in
+`ledger.rejected[reason]`, never raised. Reasons added to the wire codec's:
+- not_neighbour: the connection is not one of this node's neighbours;
+- src_mismatch: the header's `src` differs from the connection's peer id;
+- stale_or_future: the tag's round is more than `window` rounds from `comm.round`;
+- schema_mismatch: names, dtypes or shapes differ from the schema set for the tag's phase;
+- duplicate: the same (source, tag) is already buffered or was already consumed;
+- expired: buffered but never asked for before `comm.round` moved `window` rounds past it;
+- unconsumed: still buffered when `close()` ran.
+
+Copies, deliberately one per side: `send` snapshots the tensors (CPU, contiguous) because ZeroMQ
+reads the buffers after `send` returns, while the protocol updates its parameters in place; one
+snapshot then serves every neighbour. An accepted message is copied once from the frames into
+fresh torch tensors: they are writable and owned by the protocol (no read-only views, no warning
+to suppress), they have torch's 64-byte alignment whatever the transport delivered (ZeroMQ
+frames are only 8-byte aligned, and some CPU kernels may round differently on differently
+aligned data, which would break the bit-identity of transports), and the socket buffers are
+released at once.
+
+Timeouts: every receive (one neighbour or all) has one deadline, `recv_timeout_s` after the call;
+messages that are refused or meant for other tags do not extend it. `PeerTimeout` names the
+missing neighbours. A Comm and its transport are used by one thread only.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from dfl_node.ledger import Ledger
+from dfl_node.tags import Tag
+from dfl_node.transport import Transport
+from dfl_node.wire import DTYPES, Frame, Message, WireError, WireLimits, decode, encode
+
+DEFAULT_WINDOW = 2
+HELLO_PHASE = "hello"
+BYE_PHASE = "bye"
+
+Tensors = Mapping[str, torch.Tensor | np.ndarray]
+Received = dict[str, torch.Tensor]
+Layout = tuple[str, tuple[int, ...]]
+
+_TORCH_DTYPES = {
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "float16": torch.float16,
+    "int8": torch.int8,
+    "uint8": torch.uint8,
+    "int16": torch.int16,
+    "int32": torch.int32,
+    "int64": torch.int64,
+    "bool": torch.bool,
+}
+
+
+class PeerTimeout(TimeoutError):
+    """Expected messages did not arrive within the receive timeout."""
+
+    def __init__(self, src: int, tag: Tag, missing: tuple[int, ...] = ()) -> None:
+        self.src = src
+        self.tag = tag
+        self.missing = missing or (src,)
+        super().__init__(f"no message {tag} from node(s) {list(self.missing)} before timeout")
+
+
+@dataclass(frozen=True)
+class _Outgoing:
+    frames: list[Frame]
+    message: Message  # the frames as a receiver will decode them (sizes for the ledger)
+
+
+class Comm:
+    def __init__(
+        self,
+        node_id: int,
+        neighbors: Sequence[int],
+        transport: Transport,
+        limits: WireLimits,
+        ledger: Ledger,
+        recv_timeout_s: float = 60.0,
+        schemas: Mapping[str, Mapping[str, Layout]] | None = None,
+        *,
+        window: int = DEFAULT_WINDOW,
+    ) -> None:
+        if node_id in neighbors:
+            raise ValueError(f"node {node_id} cannot be its own neighbour")
+        self.node_id = node_id
+        self.neighbors = tuple(sorted(set(neighbors)))
+        self.transport = transport
+        self.limits = limits
+        self.ledger = ledger
+        self.recv_timeout_s = recv_timeout_s
+        self.window = window
+        self._schemas: dict[str, dict[str, Layout]] = {}
+        for phase, schema in (schemas or {}).items():
+            self.set_schema(phase, schema)
+        self._round = 0
+        self._inbox: dict[tuple[int, Tag], Received] = {}
+        self._consumed: set[tuple[int, Tag]] = set()
+        self._barriers = 0
+        self._closed = False
+
+    @property
+    def round(self) -> int:
+        """The node's current round; the caller sets it at the start of every round."""
+        return self._round
+
+    @round.setter
+    def round(self, value: int) -> None:
+        self._round = value
+        floor = value - self.window
+        for key in [key for key in self._inbox if key[1].round < floor]:
+            del self._inbox[key]
+            self.ledger.record_rejected("expired")
+        # Older tags are refused as stale anyway, so their duplicate record can go.
+        self._consumed = {key for key in self._consumed if key[1].round >= floor}
+
+    def set_schema(self, phase: str, schema: Mapping[str, Layout]) -> None:
+        """Require messages of `phase` to hold exactly these tensors: name -> (dtype, shape)."""
+        layouts = {name: (dtype, tuple(shape)) for name, (dtype, shape) in schema.items()}
+        unknown = {dtype for dtype, _ in layouts.values()} - DTYPES
+        if unknown:
+            raise ValueError(f"schema {phase!r}: unknown dtypes {sorted(unknown)}")
+        self._schemas[phase] = layouts
+
+    def send(self, dst: int, tag: Tag, tensors: Tensors) -> None:
+        self._check_neighbor(dst)
+        self._post(dst, self._outgoing(tag, tensors))
+
+    def broadcast(self, tag: Tag, tensors: Tensors) -> None:
+        """Send the same tensors to every neighbour (one snapshot, one encoding)."""
+        outgoing = self._outgoing(tag, tensors)
+        for dst in self.neighbors:
+            self._post(dst, outgoing)
+
+    def recv(self, src: int, tag: Tag) -> Received:
+        """Block until neighbour `src`'s message `tag` is here; PeerTimeout after the timeout."""
+        self._check_neighbor(src)
+        return self._await((src,), tag)[src]
+
+    def gather_neighbors(self, tag: Tag) -> dict[int, Received]:
+        """Every neighbour's message `tag`, keyed and ordered by ascending neighbour id."""
+        return self._await(self.neighbors, tag)
+
+    def exchange(self, tag: Tag, tensors: Tensors) -> dict[int, Received]:
+        """Send mine to every neighbour, then gather theirs (ordered by neighbour id)."""
+        self.broadcast(tag, tensors)
+        return self.gather_neighbors(tag)
+
+    def barrier(self, tag_round: int = -1) -> None:
+        """Neighbourhood barrier: returns once every neighbour has reached the same barrier.
+
+        `tag_round` < 0 means the current round. Barriers are numbered in call order, so every
+        node must call them in the same sequence (as the shared schedule does).
+        """
+        round_ = self._round if tag_round < 0 else tag_round
+        tag = Tag("ctrl", round_, HELLO_PHASE, step=self._barriers)
+        self._barriers += 1
+        self.exchange(tag, {})
+
+    def close(self) -> None:
+        """Closing barrier, then transport close.
+
+        A neighbour's "bye" is the last message it sends us and each connection keeps its
+        order, so once every bye is here nothing addressed to this node is still in flight.
+        Like `barrier`, it is collective: neighbours close at the same `comm.round`.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.exchange(Tag("ctrl", self._round, BYE_PHASE), {})
+        finally:
+            if self._inbox:
+                self.ledger.record_rejected("unconsumed", len(self._inbox))
+            self._inbox.clear()
+            self.transport.close()
+
+    def _check_neighbor(self, peer: int) -> None:
+        if peer not in self.neighbors:
+            raise ValueError(f"node {self.node_id}: {peer} is not a neighbour")
+
+    def _outgoing(self, tag: Tag, tensors: Tensors) -> _Outgoing:
+        """Snapshot and encode, then check the frames exactly as a receiver will."""
+        if abs(tag.round - self._round) > self.window:
+            raise ValueError(
+                f"node {self.node_id}: {tag} is outside the window of round {self._round}"
+                "; set comm.round first"
+            )
+        frames = encode(self.node_id, tag, {name: _snapshot(t) for name, t in tensors.items()})
+        try:
+            message = decode(frames, self.limits)
+            self._check_schema(message)
+        except WireError as err:
+            raise ValueError(f"node {self.node_id}: peers would refuse {tag}: {err}") from err
+        return _Outgoing(frames, message)
+
+    def _post(self, dst: int, outgoing: _Outgoing) -> None:
+        self.transport.send(dst, outgoing.frames)
+        message = outgoing.message
+        self.ledger.record_send(dst, message.tag, message.payload_bytes, message.framing_bytes)
+
+    def _await(self, sources: Sequence[int], tag: Tag) -> dict[int, Received]:
+        deadline = time.monotonic() + self.recv_timeout_s
+        while missing := tuple(src for src in sources if (src, tag) not in self._inbox):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise PeerTimeout(missing[0], tag, missing)
+            arrival = self.transport.recv(remaining)
+            if arrival is not None:
+                self._admit(*arrival)
+        return {src: self._take((src, tag)) for src in sources}
+
+    def _take(self, key: tuple[int, Tag]) -> Received:
+        self._consumed.add(key)
+        return self._inbox.pop(key)
+
+    def _admit(self, peer: int, frames: list[Frame]) -> None:
+        try:
+            message = self._accepted(peer, frames)
+        except WireError as err:
+            self.ledger.record_rejected(err.reason)
+            return
+        self.ledger.record_recv(
+            message.src, message.tag, message.payload_bytes, message.framing_bytes
+        )
+        tensors = {name: _owned_tensor(array) for name, array in message.tensors.items()}
+        self._inbox[(message.src, message.tag)] = tensors
+
+    def _accepted(self, peer: int, frames: list[Frame]) -> Message:
+        """The decoded message if it passes every check; WireError(reason) otherwise."""
+        if peer not in self.neighbors:
+            raise WireError("not_neighbour", str(peer))
+        message = decode(frames, self.limits)
+        if message.src != peer:
+            raise WireError("src_mismatch", f"header {message.src}, connection {peer}")
+        if abs(message.tag.round - self._round) > self.window:
+            raise WireError("stale_or_future", f"round {message.tag.round} at {self._round}")
+        self._check_schema(message)
+        if (peer, message.tag) in self._inbox or (peer, message.tag) in self._consumed:
+            raise WireError("duplicate", str(message.tag))
+        return message
+
+    def _check_schema(self, message: Message) -> None:
+        schema = self._schemas.get(message.tag.phase)
+        layouts = {name: (a.dtype.name, a.shape) for name, a in message.tensors.items()}
+        if schema is not None and layouts != schema:
+            raise WireError("schema_mismatch", message.tag.phase)
+
+
+def _snapshot(value: torch.Tensor | np.ndarray) -> np.ndarray:
+    """A private, C-contiguous CPU copy that the caller can no longer modify."""
+    if isinstance(value, torch.Tensor):
+        cpu = value.detach().to("cpu", memory_format=torch.contiguous_format, copy=True)
+        return cpu.numpy()
+    if isinstance(value, np.ndarray):
+        return np.array(value, order="C", copy=True)
+    raise TypeError(f"tensors must be torch.Tensor or numpy.ndarray, got {type(value).__name__}")
+
+
+def _owned_tensor(array: np.ndarray) -> torch.Tensor:
+    """A fresh torch tensor (torch-allocated, hence aligned and writable) holding `array`."""
+    tensor = torch.empty(array.shape, dtype=_TORCH_DTYPES[array.dtype.name])
+    np.copyto(tensor.numpy(), array)
+    return tensor

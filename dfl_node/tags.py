@@ -1,0 +1,41 @@
+"""Message tags: the address of a message within a run's communication schedule.
+
+Every message carries (kind, round, phase, step, slot) and `Comm` buffers early arrivals by
+(source, tag). A receiver asks for exactly the tag its schedule expects, so the order in which
+messages arrive can never change which data a protocol computes with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# "data": training traffic; "ctrl": barriers, hello/bye and other control traffic, which the
+# ledger counts apart so that training costs are not inflated by runtime bookkeeping.
+KINDS = ("data", "ctrl")
+
+
+@dataclass(frozen=True, order=True)
+class Tag:
+    """Where a message belongs in the schedule; identical on sender and receiver."""
+
+    kind: str
+    round: int
+    phase: str = ""
+    step: int = 0
+    slot: int = 0
+
+    def __post_init__(self) -> None:
+        # Checked at construction so a malformed tag fails in the sender, not as a silent
+        # rejection at every receiver.
+        if self.kind not in KINDS:
+            raise ValueError(f"tag kind must be one of {KINDS}, got {self.kind!r}")
+        if not isinstance(self.phase, str):
+            raise TypeError(f"tag phase must be a str, got {type(self.phase).__name__}")
+        for field in ("round", "step", "slot"):
+            value = getattr(self, field)
+            if type(value) is not int or value < 0:
+                raise ValueError(f"tag {field} must be a non-negative int, got {value!r}")
+
+    @property
+    def is_control(self) -> bool:
+        return self.kind != "data"

@@ -1,0 +1,42 @@
+"""What `Comm` needs from a transport: addressed, ordered, whole-message delivery.
+
+A transport moves lists of frames between nodes and reports, for every received message, the
+peer id taken from the *connection* it came in on, never from the message itself; `Comm` checks
+that the header agrees. Per sender, messages arrive in the order they were sent (both transports
+guarantee it), which is what makes the closing barrier lossless. A transport is used by one
+thread only, the one that runs its node's `Comm`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from dfl_node.wire import Frame
+
+# Peer id reported for a connection whose identity is not a well-formed node id.
+UNKNOWN_PEER = -1
+
+
+class TransportError(RuntimeError):
+    """The transport cannot do what was asked (unknown peer, closed, send timed out, bind)."""
+
+
+class Transport(Protocol):
+    node_id: int
+
+    def send(self, dst: int, frames: Sequence[Frame]) -> None:
+        """Queue one message to neighbour `dst`.
+
+        The buffers must stay unchanged until the transport has sent them; `Comm` guarantees
+        this by sending snapshots it never touches again.
+        """
+        ...
+
+    def recv(self, timeout_s: float) -> tuple[int, list[Frame]] | None:
+        """The next message as (peer id from the connection, frames), or None after timeout_s."""
+        ...
+
+    def close(self) -> None:
+        """Release sockets after delivering what is queued (bounded by the linger time)."""
+        ...

@@ -1,0 +1,139 @@
+"""The ZeroMQ transport: one bound ROUTER per node, one connected DEALER per neighbour.
+
+Why ROUTER/DEALER:
+- The sender's identity comes from the connection, not from the message: each DEALER sets its
+  ROUTING_ID to its node id, and the ROUTER prefixes every received message with the routing id
+  of the connection it came in on. `Comm` then checks that the header's `src` agrees, so a peer
+  cannot pose as another one by writing a different id into its header.
+- No lockstep: REQ/REP would force send-receive alternation, and a gossip step sends to every
+  neighbour before it receives from any. DEALER and ROUTER are fully asynchronous.
+- Per-peer queues: each DEALER has its own send queue (SNDHWM) to exactly one neighbour, so a slow
+  neighbour fills only its own queue; the ROUTER fair-queues arrivals from all connections and
+  keeps each connection's order, which the closing barrier relies on.
+- One ROUTER per node means one port per node, which the launcher and compose files allocate.
+
+Routing ids are the node id as 4 bytes, big-endian unsigned: fixed length, no parsing of text,
+and distinct from the 5-byte ids ZeroMQ invents for connections that set none, so such a
+connection is reported as UNKNOWN_PEER. DEALERs connect with IMMEDIATE off, so messages queue
+while a neighbour is still starting (up to the high-water mark); a send that cannot queue within
+`send_timeout_s` raises TransportError instead of blocking forever.
+
+Tensor frames go out with copy=False: ZeroMQ's I/O thread reads the caller's buffers after
+`send` returns, which is safe because `Comm` sends snapshots it never modifies. Received frames
+are zero-copy memoryviews of ZeroMQ's message buffers. `close()` belongs after `Comm`'s closing
+barrier; sockets linger so that everything queued still goes out.
+
+MAXMSGSIZE is a per-frame limit enforced by ZeroMQ: a peer that sends a larger frame is
+disconnected (and reconnects), and that message is lost before `Comm` can count it, so pass
+`WireLimits.max_frame_bytes`.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Mapping, Sequence
+
+import zmq
+
+from dfl_node.transport import UNKNOWN_PEER, TransportError
+from dfl_node.wire import Frame
+
+_ROUTING_ID = struct.Struct("!I")
+
+
+def routing_id(node_id: int) -> bytes:
+    """The ZeroMQ routing id of a node's DEALERs: its id as 4 bytes, big-endian."""
+    return _ROUTING_ID.pack(node_id)
+
+
+def peer_of(identity: bytes) -> int:
+    """The node id a routing id stands for, or UNKNOWN_PEER when it is not one of ours."""
+    return _ROUTING_ID.unpack(identity)[0] if len(identity) == _ROUTING_ID.size else UNKNOWN_PEER
+
+
+class ZmqTransport:
+    def __init__(
+        self,
+        node_id: int,
+        bind_addr: str,
+        peers: Mapping[int, str],
+        *,
+        max_message_bytes: int,
+        hwm: int = 1000,
+        linger_ms: int = 5000,
+        send_timeout_s: float = 60.0,
+        context: zmq.Context | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self._hwm = hwm
+        self._linger_ms = linger_ms
+        self._send_timeout_ms = math.ceil(send_timeout_s * 1000)
+        self._own_context = context is None
+        self._context = zmq.Context() if context is None else context
+        self._dealers: dict[int, zmq.Socket] = {}
+        self._closed = False
+        self._router = self._socket(zmq.ROUTER)
+        try:
+            self._router.setsockopt(zmq.MAXMSGSIZE, max_message_bytes)
+            self._router.bind(bind_addr)
+            for peer, address in sorted(peers.items()):
+                self.add_peer(peer, address)
+        except (zmq.ZMQError, TransportError) as err:
+            self.close()
+            raise TransportError(f"node {node_id}: cannot set up on {bind_addr}: {err}") from err
+
+    @property
+    def bound_address(self) -> str:
+        """The address actually bound (resolves port 0 to the port the OS chose)."""
+        return self._router.getsockopt_string(zmq.LAST_ENDPOINT)
+
+    def add_peer(self, peer: int, address: str) -> None:
+        """Connect a DEALER to a neighbour's ROUTER (for peers whose address came later)."""
+        if peer in self._dealers:
+            raise TransportError(f"node {self.node_id}: peer {peer} is already connected")
+        dealer = self._socket(zmq.DEALER)
+        self._dealers[peer] = dealer
+        dealer.setsockopt(zmq.ROUTING_ID, routing_id(self.node_id))
+        try:
+            dealer.connect(address)
+        except zmq.ZMQError as err:
+            raise TransportError(f"node {self.node_id}: cannot connect to {address}") from err
+
+    def send(self, dst: int, frames: Sequence[Frame]) -> None:
+        self._check_open()
+        dealer = self._dealers.get(dst)
+        if dealer is None:
+            raise TransportError(f"node {self.node_id}: {dst} is not a peer")
+        try:
+            dealer.send_multipart(frames, copy=False)
+        except zmq.Again as err:
+            raise TransportError(f"node {self.node_id}: send to {dst} timed out") from err
+
+    def recv(self, timeout_s: float) -> tuple[int, list[Frame]] | None:
+        self._check_open()
+        if not self._router.poll(max(math.ceil(timeout_s * 1000), 0), zmq.POLLIN):
+            return None
+        identity, *frames = self._router.recv_multipart(zmq.NOBLOCK, copy=False)
+        return peer_of(identity.bytes), [frame.buffer for frame in frames]
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for socket in (*self._dealers.values(), self._router):
+            socket.close(linger=self._linger_ms)
+        if self._own_context:
+            self._context.term()  # returns once queued messages are out or linger expired
+
+    def _socket(self, kind: int) -> zmq.Socket:
+        socket = self._context.socket(kind)
+        socket.setsockopt(zmq.SNDHWM, self._hwm)
+        socket.setsockopt(zmq.RCVHWM, self._hwm)
+        socket.setsockopt(zmq.LINGER, self._linger_ms)
+        socket.setsockopt(zmq.SNDTIMEO, self._send_timeout_ms)
+        return socket
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise TransportError(f"node {self.node_id}: transport is closed")
