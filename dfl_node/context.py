@@ -1,0 +1,37 @@
+"""What the runtime hands a protocol: its comm, model, data, clock and settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from dfl_node.comm import Comm
+from dfl_node.linkmodel import VirtualClock
+from dfl_node.plan import RunPlan
+from dfl_node.seeds import numpy_stream, torch_stream
+from dfl_node.shards import NodeData
+
+
+@dataclass
+class NodeContext:
+    node_id: int
+    plan: RunPlan
+    comm: Comm
+    model: nn.Module
+    data: NodeData
+    device: torch.device
+    clock: VirtualClock
+
+    @property
+    def hyper(self) -> dict[str, Any]:
+        return self.plan.hyper
+
+    def rng(self, name: str) -> np.random.Generator:
+        return numpy_stream(self.plan.seed, self.node_id, name)
+
+    def torch_rng(self, name: str) -> torch.Generator:
+        return torch_stream(self.plan.seed, self.node_id, name)

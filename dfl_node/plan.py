@@ -1,0 +1,139 @@
+"""The RunPlan: everything a node needs to run, resolved once by the launcher.
+
+The plan is plain JSON (no pickle, nothing executable). Every process of a run computes the same
+schedule, weights and random streams from it, so it is the single source of truth shared by the
+launcher, `dfl-node` started by hand, and the in-process transport. Per-section hashes let two
+processes say which part of their plans differs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+# Which plan fields make up each hashed section.
+SECTIONS: dict[str, tuple[str, ...]] = {
+    "topology": ("topology_name", "topology", "nodes"),
+    "protocol": ("protocol", "hyper", "model", "mixing", "weights", "rounds", "eval_every"),
+    "data": ("data",),
+    "seeds": ("seed",),
+    "runtime": ("link", "wire", "transport"),
+}
+
+
+class PlanError(ValueError):
+    """A plan file that cannot be used; the message is one line."""
+
+
+@dataclass(frozen=True)
+class NodeEntry:
+    id: int
+    bind: str
+    address: str
+    host: str
+    device: str
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    protocol: str
+    topology_name: str
+    topology: dict[str, Any]
+    nodes: tuple[NodeEntry, ...]
+    mixing: str
+    weights: tuple[tuple[int, int, float], ...]
+    rounds: int
+    seed: int
+    eval_every: int
+    data: dict[str, Any]
+    model: dict[str, Any]
+    hyper: dict[str, Any]
+    link: dict[str, Any]
+    wire: dict[str, Any]
+    transport: str
+    collector: str
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def ids(self) -> list[int]:
+        return [n.id for n in self.nodes]
+
+    def node(self, node_id: int) -> NodeEntry:
+        for entry in self.nodes:
+            if entry.id == node_id:
+                return entry
+        raise PlanError(f"node {node_id} is not in the plan (nodes: {self.ids})")
+
+    def neighbors(self, node_id: int) -> list[int]:
+        """Sorted neighbour ids: the order every neighbour sum runs in."""
+        out = set()
+        for u, v in self.edges():
+            if u == node_id:
+                out.add(v)
+            elif v == node_id:
+                out.add(u)
+        return sorted(out)
+
+    def edges(self) -> list[tuple[int, int]]:
+        return [_edge_pair(e) for e in self.topology["edges"]]
+
+    def weight_row(self, node_id: int) -> dict[int, float]:
+        """Row i of the mixing matrix, self included, keyed by node id in sorted order."""
+        return dict(sorted((j, w) for i, j, w in self.weights if i == node_id))
+
+    def section_hashes(self) -> dict[str, str]:
+        data = self.to_dict()
+        return {
+            name: _digest({key: data[key] for key in keys}) for name, keys in SECTIONS.items()
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["weights"] = [list(w) for w in self.weights]
+        return out
+
+    def dump(self, path: Path) -> None:
+        body = self.to_dict()
+        body["hashes"] = self.section_hashes()
+        path.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunPlan:
+        data = dict(data)
+        data.pop("hashes", None)
+        if data.get("schema_version") != SCHEMA_VERSION:
+            raise PlanError(f"plan schema_version {data.get('schema_version')!r} is not "
+                            f"{SCHEMA_VERSION}")
+        try:
+            data["nodes"] = tuple(NodeEntry(**n) for n in data["nodes"])
+            data["weights"] = tuple((int(i), int(j), float(w)) for i, j, w in data["weights"])
+            return cls(**data)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PlanError(f"plan is malformed: {exc}") from None
+
+    @classmethod
+    def load(cls, path: Path) -> RunPlan:
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise PlanError(f"{path}: cannot read plan: {exc}") from None
+        if not isinstance(data, dict):
+            raise PlanError(f"{path}: plan must be a JSON object")
+        return cls.from_dict(data)
+
+
+def _edge_pair(edge: Any) -> tuple[int, int]:
+    if isinstance(edge, dict):
+        return int(edge["u"]), int(edge["v"])
+    return int(edge[0]), int(edge[1])
+
+
+def _digest(obj: Any) -> str:
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -1,0 +1,67 @@
+"""Topology + resolved config -> RunPlan."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dfl_node.plan import NodeEntry, RunPlan
+from launcher.dataprep import prepare_data
+from launcher.devices import resolve_devices
+from launcher.errors import LaunchError
+from launcher.ports import PortClaims
+from topologies.errors import TopologyError
+from topologies.mixing import mixing_matrix
+from topologies.model import Topology
+
+LOCAL_HOST = "127.0.0.1"
+
+
+def node_entries(topology: Topology, claims: PortClaims) -> tuple[NodeEntry, ...]:
+    """Addresses for every node: the topology's host/port where given, claimed local ports else."""
+    missing = [n for n in topology.nodes if n.port is None]
+    spare = iter(claims.claim(len(missing)))
+    devices = resolve_devices([(n.id, n.device) for n in topology.nodes])
+    out = []
+    for node, device in zip(topology.nodes, devices, strict=True):
+        host = node.host or LOCAL_HOST
+        port = node.port if node.port is not None else next(spare)
+        bind_host = host if host in (LOCAL_HOST, "localhost") else "0.0.0.0"
+        out.append(NodeEntry(id=node.id, bind=f"tcp://{bind_host}:{port}",
+                             address=f"tcp://{host}:{port}", host=host,
+                             device=device, attrs=dict(node.attrs)))
+    return tuple(sorted(out, key=lambda e: e.id))
+
+
+def mixing_weights(topology: Topology, name: str) -> tuple[tuple[int, int, float], ...]:
+    try:
+        matrix = mixing_matrix(topology, name)
+    except TopologyError as exc:
+        raise LaunchError(str(exc)) from None
+    ids = topology.ids
+    rows, cols = np.nonzero(matrix)
+    return tuple((ids[a], ids[b], float(matrix[a, b])) for a, b in zip(rows, cols, strict=True))
+
+
+def data_section(config: dict[str, Any]) -> dict[str, Any]:
+    return {"dataset": config["dataset"], "data_root": config["data_root"],
+            "partition": config["partition"], "eval_split": config["eval_split"],
+            "seed": config["seed"], "synthetic": config["synthetic"]}
+
+
+def build_plan(topology: Topology, config: dict[str, Any], claims: PortClaims) -> RunPlan:
+    for key in ("rounds", "eval_every"):
+        if not isinstance(config[key], int) or config[key] < 1:
+            raise LaunchError(f"{key}: must be a positive integer, got {config[key]!r}")
+    if config["transport"] not in ("zmq", "inproc"):
+        raise LaunchError(f"transport: must be zmq or inproc, got {config['transport']!r}")
+    return RunPlan(
+        protocol=config["protocol"], topology_name=topology.name, topology=topology.to_dict(),
+        nodes=node_entries(topology, claims), mixing=config["mixing"],
+        weights=mixing_weights(topology, config["mixing"]), rounds=config["rounds"],
+        seed=config["seed"], eval_every=config["eval_every"],
+        data={**data_section(config), **prepare_data(config, len(topology.nodes))},
+        model=config["model"], hyper=config["hyper"], link=config["link"], wire=config["wire"],
+        transport=config["transport"],
+        collector=f"tcp://{LOCAL_HOST}:{claims.claim(1)[0]}")

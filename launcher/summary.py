@@ -1,0 +1,101 @@
+"""summary.json and ledger.json from the nodes' final records.
+
+A run's traffic is the sum over nodes of what each node *sent*, so every message counts once;
+data (training) traffic and control traffic are kept apart.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from dfl_node.plan import RunPlan
+from launcher.collector import Collector
+from launcher.outcome import Outcome
+from launcher.rundir import write_json
+
+SUMMARY_SCHEMA = 1
+COUNTERS = ("messages", "payload_bytes", "framing_bytes")
+
+
+def sent_cells(done: dict[int, dict[str, Any]], traffic: str) -> list[dict[str, Any]]:
+    return [cell for node, rec in sorted(done.items()) for cell in rec["ledger"]["cells"]
+            if cell["src"] == node and cell["traffic"] == traffic]
+
+
+def add_cell(table: dict[str, dict[str, int]], key: str, cell: dict[str, Any]) -> None:
+    row = table.setdefault(key, dict.fromkeys(COUNTERS, 0))
+    for name in COUNTERS:
+        row[name] += int(cell[name])
+
+
+def traffic_tables(done: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """Data traffic per round and per link, control traffic in total."""
+    per_round: dict[str, dict[str, int]] = {}
+    per_link: dict[str, dict[str, int]] = {}
+    for cell in sorted(sent_cells(done, "data"), key=lambda c: (c["round"], c["src"], c["dst"])):
+        add_cell(per_round, str(cell["round"]), cell)
+        add_cell(per_link, f"{cell['src']}->{cell['dst']}", cell)
+    control: dict[str, dict[str, int]] = {}
+    for cell in sent_cells(done, "control"):
+        add_cell(control, "total", cell)
+    return {"per_round": per_round, "per_link": per_link,
+            "control": control.get("total", dict.fromkeys(COUNTERS, 0))}
+
+
+def node_rows(plan: RunPlan, done: dict[int, dict[str, Any]],
+              outcome: Outcome) -> list[dict[str, Any]]:
+    rows = []
+    for node_id in plan.ids:
+        rec = done.get(node_id, {})
+        entry = plan.node(node_id)
+        rows.append({"id": node_id, "pid": rec.get("pid", outcome.pids.get(node_id)),
+                     "host": rec.get("host", entry.host), "device": entry.device,
+                     "accuracy": rec.get("accuracy"), "loss": rec.get("loss")})
+    return rows
+
+
+def summarize(plan: RunPlan, config: dict[str, Any], collector: Collector, outcome: Outcome,
+              wall_seconds: float) -> dict[str, Any]:
+    done = collector.done
+    nodes = node_rows(plan, done, outcome)
+    accs = [n["accuracy"] for n in nodes if n["accuracy"] is not None]
+    tables = traffic_tables(done)
+    rejected: Counter[str] = Counter(collector.rejected)
+    for rec in done.values():
+        rejected.update(rec.get("rejected", {}))
+    data_sent = list(tables["per_round"].values())
+    return {
+        "schema_version": SUMMARY_SCHEMA, "protocol": plan.protocol,
+        "topology": plan.topology_name, "rounds": plan.rounds, "seed": plan.seed,
+        "transport": plan.transport, "dataset": plan.data["dataset"],
+        "partition": plan.data["partition"], "eval_split": plan.data["eval_split"],
+        "status": outcome.status, "failed_node": outcome.failed_node,
+        "nodes": nodes,
+        "avg_accuracy": sum(accs) / len(accs) if accs else None,
+        "worst_accuracy": min(accs) if accs else None,
+        "wire_bytes": sum(r["payload_bytes"] + r["framing_bytes"] for r in data_sent),
+        "payload_bytes": sum(r["payload_bytes"] for r in data_sent),
+        "framing_bytes": sum(r["framing_bytes"] for r in data_sent),
+        "control_bytes": tables["control"]["payload_bytes"] + tables["control"]["framing_bytes"],
+        "virtual_seconds": max((rec["virtual_seconds"] for rec in done.values()), default=0.0),
+        "wall_seconds": wall_seconds,
+        "startup_seconds": max(collector.ready_at.values(), default=None),
+        "rejected_messages": dict(sorted(rejected.items())),
+        "ledger": {"per_round": tables["per_round"], "control": tables["control"]},
+        "config": {"mixing": plan.mixing, "model": plan.model, "hyper": config["hyper"]},
+    }
+
+
+def write_ledger(run_dir: Path, done: dict[int, dict[str, Any]]) -> None:
+    """ledger.json: every node's own per-link, per-round cells and what it rejected."""
+    out = {}
+    for node, rec in sorted(done.items()):
+        per_link: dict[str, dict[str, int]] = {}
+        for cell in rec["ledger"]["cells"]:
+            if cell["traffic"] == "data":
+                add_cell(per_link, f"{cell['src']}->{cell['dst']}", cell)
+        out[str(node)] = {"per_link": per_link, "cells": rec["ledger"]["cells"],
+                          "rejected": rec["ledger"]["rejected"]}
+    write_json(run_dir / "ledger.json", out)

@@ -1,0 +1,26 @@
+"""The protocol interface: one object per node, driven round by round by the runtime.
+
+A protocol speaks only through `ctx.comm` and advances `ctx.clock` by its schedule; it never
+touches a socket, a file or the collector.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from torch import nn
+
+from dfl_node.context import NodeContext
+
+
+class Protocol(ABC):
+    def __init__(self, ctx: NodeContext) -> None:
+        self.ctx = ctx
+
+    @abstractmethod
+    def run_round(self, r: int) -> dict[str, float]:
+        """Run round `r`; return protocol metrics for this round (e.g. `train_loss`)."""
+
+    def eval_model(self) -> nn.Module:
+        """The model that evaluation and `final/` report (personalised protocols may differ)."""
+        return self.ctx.model

@@ -1,0 +1,51 @@
+"""D-PSGD (Lian et al., 2017): w_i <- sum_j W_ij w_j - eta * g_i(w_i).
+
+Each round runs `local_steps - 1` plain local SGD steps, then the D-PSGD step: the gradient is
+taken at the current local model while that model is exchanged with the neighbours, and the
+mixed model minus the step is the new model. With `local_steps = 1` this is exactly
+Theta <- W Theta - eta G. The neighbour sum runs over j in sorted order (self included), so its
+floating-point result does not depend on arrival order.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dfl_node.context import NodeContext
+from dfl_node.tags import Tag
+from dfl_node.training import BatchSampler, compute_gradients, sgd_step
+from protocols.base import Protocol
+
+PHASE = "gossip"
+
+
+class DPSGD(Protocol):
+    def __init__(self, ctx: NodeContext) -> None:
+        super().__init__(ctx)
+        self.lr = float(ctx.hyper["lr"])
+        self.local_steps = int(ctx.hyper.get("local_steps", 1))
+        self.weights = ctx.plan.weight_row(ctx.node_id)
+        self.params = dict(ctx.model.named_parameters())
+        self.batches = BatchSampler(ctx.data.x_train, ctx.data.y_train,
+                                    int(ctx.hyper["batch_size"]), ctx.rng("batches"), ctx.device)
+        ctx.comm.set_schema(PHASE, {n: ("float32", tuple(p.shape))
+                                    for n, p in self.params.items()})
+        self.message_bytes = sum(p.numel() * p.element_size() for p in self.params.values())
+
+    def run_round(self, r: int) -> dict[str, float]:
+        model = self.ctx.model
+        for _ in range(self.local_steps - 1):
+            compute_gradients(model, *self.batches.next())
+            sgd_step(model, self.lr)
+        loss = compute_gradients(model, *self.batches.next())
+        mine = {n: p.detach() for n, p in self.params.items()}
+        theirs = self.ctx.comm.exchange(Tag("data", r, PHASE), mine)
+        with torch.no_grad():
+            for name, p in self.params.items():
+                mixed = torch.zeros_like(p)
+                for j, w_ij in self.weights.items():
+                    x = mine[name] if j == self.ctx.node_id else theirs[j][name].to(p.device)
+                    mixed.add_(x, alpha=w_ij)
+                p.copy_(mixed - self.lr * p.grad)
+        self.ctx.clock.sync_step(self.message_bytes, self.local_steps)
+        return {"train_loss": loss}

@@ -1,0 +1,66 @@
+"""The exactness harness: run a plan under both transports and demand identical `final/` files.
+
+Each protocol adds one line: `assert_transports_identical(tmp_path, "ring20", "<protocol>")`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from safetensors.numpy import load_file
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def launch(
+    out: Path, topology: str, protocol: str, *args: str, timeout_s: float = 600
+) -> subprocess.CompletedProcess:
+    """`dfl-launch` as a user runs it, in a subprocess, never hanging the suite."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "launcher.cli",
+        "--topology",
+        topology,
+        "--protocol",
+        protocol,
+        "--out",
+        str(out),
+        *args,
+    ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env, cwd=ROOT)
+
+
+def launch_ok(out: Path, topology: str, protocol: str, *args: str) -> dict[str, Any]:
+    proc = launch(out, topology, protocol, *args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads((out / "summary.json").read_text())
+
+
+def final_files(run_dir: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((run_dir / "final").glob("*.safetensors"))}
+
+
+def assert_transports_identical(
+    tmp_path: Path, topology: str, protocol: str, *args: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    zmq_sum = launch_ok(tmp_path / "zmq", topology, protocol, "--transport", "zmq", *args)
+    inproc_sum = launch_ok(tmp_path / "inproc", topology, protocol, "--transport", "inproc", *args)
+    a, b = final_files(tmp_path / "zmq"), final_files(tmp_path / "inproc")
+    assert sorted(a) == sorted(b) and len(a) == len(zmq_sum["nodes"])
+    for name in a:
+        ta, tb = (
+            load_file(str(tmp_path / "zmq" / "final" / name)),
+            load_file(str(tmp_path / "inproc" / "final" / name)),
+        )
+        assert ta.keys() == tb.keys()
+        for key in ta:
+            assert ta[key].tobytes() == tb[key].tobytes(), f"{name}:{key} differs"
+        assert a[name] == b[name]
+    return zmq_sum, inproc_sum

@@ -1,0 +1,161 @@
+"""Fashion-MNIST from Debian's dataset-fashion-mnist files, through the cache, to node shards."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from dfl_node.datacache import DataError, open_arrays
+from dfl_node.datasets import load_arrays
+from dfl_node.shards import global_subset, load_node_data
+from launcher import data_fmnist
+from launcher.dataprep import prepare_data
+from launcher.errors import LaunchError
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = {"dataset": "fmnist", "data_root": None, "partition": "iid", "eval_split": "global",
+          "seed": 0, "synthetic": {}}
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="module")
+def prepared(cache: Path) -> dict[str, Any]:
+    """The plan's data section for FMNIST, prepared once into a fresh cache."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DFL_MESH_CACHE", str(cache))
+        return {**CONFIG, **prepare_data(CONFIG, 20)}
+
+
+def test_debian_files_give_the_full_dataset(prepared: dict[str, Any]) -> None:
+    arrays = open_arrays(Path(prepared["cache_dir"]))
+    assert arrays["x_train"].shape == (60000, 1, 28, 28)
+    assert arrays["x_test"].shape == (10000, 1, 28, 28)
+    assert arrays["x_train"].dtype == np.uint8 and arrays["y_train"].dtype == np.int64
+    assert np.bincount(arrays["y_train"]).tolist() == [6000] * 10
+    assert np.bincount(arrays["y_test"]).tolist() == [1000] * 10
+    assert prepared["num_classes"] == 10 and prepared["shape"] == [1, 28, 28]
+    assert prepared["eval_size"] == 2000 and len(prepared["fingerprint"]) == 64
+
+
+def test_normalisation_uses_the_training_set_statistics(prepared: dict[str, Any]) -> None:
+    arrays = load_arrays(prepared)
+    assert isinstance(arrays.x_train, np.memmap)
+    assert arrays.mean is not None and arrays.std is not None
+    np.testing.assert_allclose(arrays.mean, [0.2860], atol=1e-4)
+    np.testing.assert_allclose(arrays.std, [0.3530], atol=1e-4)
+
+
+def test_second_prepare_hits_the_cache(prepared: dict[str, Any], cache: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    x_train = Path(prepared["cache_dir"]) / "x_train.npy"
+    before = x_train.stat()
+
+    def no_decode(files: object) -> None:
+        raise AssertionError("decoded again")
+
+    monkeypatch.setenv("DFL_MESH_CACHE", str(cache))
+    monkeypatch.setattr(data_fmnist, "decode", no_decode)
+    started = time.monotonic()
+    again = {**CONFIG, **prepare_data(CONFIG, 20)}
+    assert again == prepared
+    assert time.monotonic() - started < 2.0
+    after = x_train.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_same_files_elsewhere_hit_the_same_entry(prepared: dict[str, Any], cache: Path,
+                                                 tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = tmp_path / "FashionMNIST" / "raw"  # torchvision's layout under --data-root
+    raw.mkdir(parents=True)
+    for path in data_fmnist.DEBIAN_DIR.glob("*-ubyte.gz"):
+        (raw / path.name).symlink_to(path)
+    monkeypatch.setenv("DFL_MESH_CACHE", str(cache))
+    monkeypatch.setattr(data_fmnist, "decode", None)
+    extra = prepare_data({**CONFIG, "data_root": str(tmp_path)})
+    assert extra["fingerprint"] == prepared["fingerprint"]
+
+
+CONCURRENT = """
+import json, os, sys, time
+from launcher import dataprep
+build = dataprep.build_entry
+def counted(*args):
+    open(os.path.join(sys.argv[1], f"decoded-{os.getpid()}"), "w").close()
+    return build(*args)
+dataprep.build_entry = counted
+time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
+config = {"dataset": "fmnist", "data_root": None, "partition": "shards:2", "eval_split": "local",
+          "seed": 1, "synthetic": {}}
+print(json.dumps(dataprep.prepare_data(config, 20)))
+"""
+
+
+def test_two_concurrent_prepares_both_succeed_with_one_decode(tmp_path: Path) -> None:
+    env = {**os.environ, "DFL_MESH_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+    start_at = str(time.time() + 4.0)  # after both have imported numpy and torch
+    procs = [subprocess.Popen([sys.executable, "-c", CONCURRENT, str(tmp_path), start_at],
+                              env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
+    first, second = (json.loads(out) for out, _ in outs)
+    assert first == second
+    assert len(list(tmp_path.glob("decoded-*"))) == 1
+    entries = sorted(p.name for p in (tmp_path / "cache").iterdir() if p.is_dir())
+    assert entries == [Path(first["cache_dir"]).name]  # no temporary directory left behind
+
+
+def test_nodes_get_normalised_float32_shards(prepared: dict[str, Any]) -> None:
+    ids = list(range(20))
+    nodes = [load_node_data(prepared, ids, i) for i in ids]
+    assert sum(len(n.y_train) for n in nodes) == 60000
+    node = nodes[3]
+    assert node.x_train.dtype == np.float32 and node.y_train.dtype == np.int64
+    assert node.x_train.shape == (3000, 1, 28, 28) and node.input_shape == (1, 28, 28)
+    assert not isinstance(node.x_train, np.memmap)  # a private copy of the shard only
+    assert abs(float(node.x_train.mean())) < 0.05 and abs(float(node.x_train.std()) - 1) < 0.05
+    assert node.x_eval.shape == (2000, 1, 28, 28)
+    assert all(np.array_equal(n.y_eval, node.y_eval) for n in nodes)  # one global subset
+    subset = global_subset(10000, 2000, prepared["seed"])
+    raw = open_arrays(Path(prepared["cache_dir"]))
+    np.testing.assert_array_equal(node.y_eval, raw["y_test"][subset])
+    pixels = raw["x_test"][subset[:5]].astype(np.float64) / 255
+    np.testing.assert_allclose(node.x_eval[:5], (pixels - 0.28604) / 0.35302, atol=1e-3)
+
+
+def test_a_node_on_another_host_finds_the_entry_under_its_cache_root(
+        prepared: dict[str, Any], cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DFL_MESH_CACHE", str(cache))
+    elsewhere = {**prepared, "cache_dir": "/no/such/host/path/" + Path(prepared["cache_dir"]).name}
+    assert len(load_arrays(elsewhere).y_train) == 60000
+    with pytest.raises(DataError, match="no prepared data"):
+        load_arrays({**prepared, "fingerprint": "0" * 64})
+
+
+def test_missing_dataset_says_where_it_looked_and_how_to_get_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def offline(root: Path) -> None:
+        raise OSError("network unreachable")
+
+    monkeypatch.setattr(data_fmnist, "download", offline)
+    monkeypatch.setenv("DFL_MESH_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(LaunchError) as info:
+        prepare_data({**CONFIG, "data_root": str(tmp_path / "data")})
+    message = str(info.value)
+    assert "\n" not in message
+    assert str(tmp_path / "data" / "FashionMNIST" / "raw") in message
+    assert "apt-get install dataset-fashion-mnist" in message
+    assert "network unreachable" in message

@@ -1,0 +1,124 @@
+"""Partitioners: exactly-once assignment, the SSD-FL slot scheme, Dirichlet's minimum, seeds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dfl_node.partition import PartitionError, partition, split_like
+from dfl_node.seeds import numpy_stream
+
+SPECS = ["iid", "shards:1", "shards:2", "shards:3", "dirichlet:0.1", "dirichlet:0.5:10"]
+
+
+@pytest.fixture(scope="module")
+def labels() -> np.ndarray:
+    """12000 samples, 1200 per class, in shuffled order (like a real training set)."""
+    return numpy_stream(1, -1, "test-labels").permutation(np.repeat(np.arange(10), 1200))
+
+
+@pytest.fixture(scope="module")
+def test_labels() -> np.ndarray:
+    return numpy_stream(2, -1, "test-labels").permutation(np.repeat(np.arange(10), 100))
+
+
+@pytest.mark.parametrize("spec", SPECS)
+@pytest.mark.parametrize("parts", [20, 30])
+def test_every_training_sample_is_assigned_exactly_once(labels: np.ndarray, spec: str,
+                                                        parts: int) -> None:
+    shards = partition(spec, labels, parts, seed=7)
+    assert len(shards) == parts
+    assert all(np.all(np.diff(s) > 0) for s in shards)  # sorted, no repeats within a node
+    np.testing.assert_array_equal(np.sort(np.concatenate(shards)), np.arange(len(labels)))
+
+
+def test_shards_1_gives_each_node_one_label_in_equal_shares(labels: np.ndarray) -> None:
+    shards = partition("shards:1", labels, 20, seed=3)
+    held = [np.unique(labels[s]) for s in shards]
+    assert all(len(h) == 1 for h in held)
+    assert sorted(int(h[0]) for h in held) == sorted(list(range(10)) * 2)
+    assert {len(s) for s in shards} == {600}
+
+
+def test_shards_3_follows_the_slot_scheme(labels: np.ndarray) -> None:
+    shards = partition("shards:3", labels, 20, seed=3)
+    for s in shards:
+        held = np.unique(labels[s])
+        assert len(held) == 3
+        # three consecutive classes mod 10: {d*3, d*3+1, d*3+2} for some device d
+        assert any({(3 * d + t) % 10 for t in range(3)} == set(held.tolist())
+                   for d in range(20))
+        assert np.bincount(labels[s], minlength=10)[held].tolist() == [200, 200, 200]
+
+
+def test_shards_permutation_decides_which_node_is_which_device(labels: np.ndarray) -> None:
+    a = [tuple(np.unique(labels[s])) for s in partition("shards:1", labels, 20, seed=1)]
+    b = [tuple(np.unique(labels[s])) for s in partition("shards:1", labels, 20, seed=2)]
+    assert sorted(a) == sorted(b) and a != b
+
+
+@pytest.mark.parametrize(("spec", "minimum"), [("dirichlet:0.1", 64), ("dirichlet:0.1:200", 200),
+                                               ("dirichlet:0.05:50", 50)])
+def test_dirichlet_respects_the_minimum_size(labels: np.ndarray, spec: str, minimum: int) -> None:
+    sizes = [len(s) for s in partition(spec, labels, 20, seed=11)]
+    assert min(sizes) >= minimum
+    assert max(sizes) > 3 * min(sizes)  # still skewed, not an equal split
+
+
+def test_dirichlet_alpha_controls_label_skew(labels: np.ndarray) -> None:
+    def top_share(alpha: str) -> float:
+        shards = partition(f"dirichlet:{alpha}:1", labels, 20, seed=5)
+        return float(np.mean([np.bincount(labels[s]).max() / len(s) for s in shards]))
+
+    assert top_share("0.1") > 0.5
+    assert top_share("100") < 0.25
+
+
+@pytest.mark.parametrize(("spec", "parts", "minimum"),
+                         [("dirichlet:0.1:500", 20, 500), ("dirichlet:0.1", 100, 64)])
+def test_dirichlet_unreachable_minimum_is_an_error(labels: np.ndarray, spec: str, parts: int,
+                                                   minimum: int) -> None:
+    with pytest.raises(PartitionError, match=f"at least {minimum} samples"):
+        partition(spec, labels, parts, seed=0)
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_partitions_are_deterministic_per_seed(labels: np.ndarray, spec: str) -> None:
+    a, b = partition(spec, labels, 20, seed=4), partition(spec, labels, 20, seed=4)
+    c = partition(spec, labels, 20, seed=5)
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    assert any(not np.array_equal(x, y) for x, y in zip(a, c, strict=True))
+
+
+@pytest.mark.parametrize(
+    ("spec", "parts", "message"),
+    [("random", 20, "unknown partition"), ("iid:2", 20, "unknown partition"),
+     ("shards:x", 20, "whole number"), ("shards:0", 20, "1 to 10"), ("shards:11", 20, "1 to 10"),
+     ("shards:1", 5, "covers only 5 of 10"), ("dirichlet:0", 20, "positive"),
+     ("dirichlet:nan", 20, "positive"), ("dirichlet:0.1:-3", 20, "whole number"),
+     ("iid", 0, "into 0 parts")],
+)
+def test_bad_specs_are_errors(labels: np.ndarray, spec: str, parts: int, message: str) -> None:
+    with pytest.raises(PartitionError, match=message):
+        partition(spec, labels, parts, seed=0)
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_local_test_splits_follow_the_train_label_distribution(
+        labels: np.ndarray, test_labels: np.ndarray, spec: str) -> None:
+    train = partition(spec, labels, 20, seed=9)
+    local = split_like(train, labels, test_labels, seed=9)
+    joined = np.concatenate(local)
+    assert len(np.unique(joined)) == len(joined) == len(test_labels)  # disjoint and complete
+    for tr, te in zip(train, local, strict=True):
+        # test share of class k = train share of class k (1200 train vs 100 test per class)
+        expected = np.bincount(labels[tr], minlength=10) / 12
+        assert np.all(np.abs(np.bincount(test_labels[te], minlength=10) - expected) <= 1)
+
+
+def test_shards_1_local_split_holds_only_the_node_label(labels: np.ndarray,
+                                                        test_labels: np.ndarray) -> None:
+    train = partition("shards:1", labels, 20, seed=2)
+    for tr, te in zip(train, split_like(train, labels, test_labels, seed=2), strict=True):
+        assert set(test_labels[te].tolist()) == set(labels[tr].tolist())
+        assert len(te) == 50  # each class's 100 test samples shared by its 2 holders
