@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from dfl_node.comm import Comm
+from dfl_node.formula import FormulaLedger
 from dfl_node.linkmodel import VirtualClock
 from dfl_node.plan import RunPlan
 from dfl_node.seeds import numpy_stream, torch_stream
@@ -25,6 +26,7 @@ class NodeContext:
     data: NodeData
     device: torch.device
     clock: VirtualClock
+    formula: FormulaLedger
 
     @property
     def hyper(self) -> dict[str, Any]:

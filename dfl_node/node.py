@@ -16,6 +16,7 @@ from safetensors.torch import save_file
 
 from dfl_node.comm import Comm
 from dfl_node.context import NodeContext
+from dfl_node.formula import FormulaLedger
 from dfl_node.ledger import Ledger
 from dfl_node.linkmodel import LinkModel, VirtualClock
 from dfl_node.models import build_model
@@ -46,7 +47,7 @@ def run_node(plan: RunPlan, node_id: int, transport: Transport, reporter: Report
     data = load_node_data(plan.data, plan.ids, node_id)
     model = build_model(plan.model, data.input_shape, data.classes, plan.seed).to(device)
     clock = VirtualClock(LinkModel.from_plan(plan.topology, plan.link))
-    ctx = NodeContext(node_id, plan, comm, model, data, device, clock)
+    ctx = NodeContext(node_id, plan, comm, model, data, device, clock, FormulaLedger(node_id))
     proto = protocol_class(plan.protocol)(ctx)
     reporter.emit({"type": "ready", "node": node_id, "pid": os.getpid()})
     last: dict[str, Any] = {}
@@ -61,16 +62,20 @@ def run_node(plan: RunPlan, node_id: int, transport: Transport, reporter: Report
                     **info}
             reporter.emit(last)
     comm.close()
-    save_final(proto.eval_model(), out_dir / "final" / f"node-{node_id}.safetensors")
+    final = out_dir / "final"
+    save_tensors(proto.eval_model().state_dict(), final / f"node-{node_id}.safetensors")
+    extra = proto.extra_state()
+    if extra:
+        save_tensors(extra, final / f"node-{node_id}-copies.safetensors")
     reporter.emit({"type": "done", "node": node_id, "pid": os.getpid(),
                    "host": socket.gethostname(), "device": entry.device,
                    "accuracy": last.get("accuracy"), "loss": last.get("loss"),
                    "virtual_seconds": clock.seconds, "ledger": comm.ledger.to_json(),
+                   "formula": ctx.formula.to_json(), "protocol": proto.summary(),
                    "rejected": dict(comm.ledger.rejected)})
 
 
-def save_final(model: torch.nn.Module, path: Path) -> None:
-    """Final parameters as safetensors: a pickle-free format any peer tool can read."""
+def save_tensors(tensors: dict[str, torch.Tensor], path: Path) -> None:
+    """Safetensors: a pickle-free format any peer tool can read."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    save_file(state, str(path))
+    save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(path))

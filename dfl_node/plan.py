@@ -83,6 +83,24 @@ class RunPlan:
     def edges(self) -> list[tuple[int, int]]:
         return [_edge_pair(e) for e in self.topology["edges"]]
 
+    def diameter(self) -> int:
+        """Longest shortest path (hops) of the topology, by breadth-first search."""
+        adjacency = {i: self.neighbors(i) for i in self.ids}
+        longest = 0
+        for source in self.ids:
+            depth = {source: 0}
+            frontier = [source]
+            while frontier:
+                nxt = []
+                for i in frontier:
+                    for j in adjacency[i]:
+                        if j not in depth:
+                            depth[j] = depth[i] + 1
+                            nxt.append(j)
+                frontier = nxt
+            longest = max(longest, max(depth.values()))
+        return longest
+
     def weight_row(self, node_id: int) -> dict[int, float]:
         """Row i of the mixing matrix, self included, keyed by node id in sorted order."""
         return dict(sorted((j, w) for i, j, w in self.weights if i == node_id))

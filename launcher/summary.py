@@ -12,6 +12,7 @@ from typing import Any
 
 from dfl_node.plan import RunPlan
 from launcher.collector import Collector
+from launcher.fairness import fairness
 from launcher.outcome import Outcome
 from launcher.rundir import write_json
 
@@ -44,6 +45,34 @@ def traffic_tables(done: dict[int, dict[str, Any]]) -> dict[str, Any]:
             "control": control.get("total", dict.fromkeys(COUNTERS, 0))}
 
 
+def formula_tables(done: dict[int, dict[str, Any]], n: int) -> dict[str, Any]:
+    """The paper's bits: network totals per round and component, and per client."""
+    per_round: dict[str, dict[str, int]] = {}
+    per_client: dict[str, int] = {}
+    for node, rec in sorted(done.items()):
+        for cell in rec.get("formula", {}).get("cells", []):
+            row = per_round.setdefault(str(cell["round"]), {})
+            row[cell["component"]] = row.get(cell["component"], 0) + int(cell["bits"])
+            per_client[str(node)] = per_client.get(str(node), 0) + int(cell["bits"])
+    total = sum(per_client.values())
+    return {"per_round": per_round, "per_client": per_client, "total_bits": total,
+            "bits_per_client": total / n if n else 0.0}
+
+
+def mean_over_nodes(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """Protocol keys averaged over the nodes that report them (dicts elementwise)."""
+    out: dict[str, Any] = {}
+    for key in sorted({k for rep in reports for k in rep}):
+        values = [rep[key] for rep in reports if key in rep]
+        if all(isinstance(v, dict) for v in values):
+            names = sorted({name for v in values for name in v})
+            out[key] = {name: sum(v.get(name, 0) for v in values) / len(values)
+                        for name in names}
+        else:
+            out[key] = sum(values) / len(values)
+    return out
+
+
 def node_rows(plan: RunPlan, done: dict[int, dict[str, Any]],
               outcome: Outcome) -> list[dict[str, Any]]:
     rows = []
@@ -60,7 +89,9 @@ def summarize(plan: RunPlan, config: dict[str, Any], collector: Collector, outco
               wall_seconds: float) -> dict[str, Any]:
     done = collector.done
     nodes = node_rows(plan, done, outcome)
-    accs = [n["accuracy"] for n in nodes if n["accuracy"] is not None]
+    finished = [n for n in nodes if n["accuracy"] is not None]
+    accs = [n["accuracy"] for n in finished]
+    formula = formula_tables(done, len(plan.ids))
     tables = traffic_tables(done)
     rejected: Counter[str] = Counter(collector.rejected)
     for rec in done.values():
@@ -84,6 +115,10 @@ def summarize(plan: RunPlan, config: dict[str, Any], collector: Collector, outco
         "startup_seconds": max(collector.ready_at.values(), default=None),
         "rejected_messages": dict(sorted(rejected.items())),
         "ledger": {"per_round": tables["per_round"], "control": tables["control"]},
+        "bits_per_client": formula["bits_per_client"],
+        "formula": {"per_round": formula["per_round"], "total_bits": formula["total_bits"]},
+        **(fairness(accs, [n["loss"] for n in finished]) if finished else {}),
+        **mean_over_nodes([rec.get("protocol", {}) for rec in done.values()]),
         "config": {"mixing": plan.mixing, "model": plan.model, "hyper": config["hyper"]},
     }
 
@@ -97,5 +132,6 @@ def write_ledger(run_dir: Path, done: dict[int, dict[str, Any]]) -> None:
             if cell["traffic"] == "data":
                 add_cell(per_link, f"{cell['src']}->{cell['dst']}", cell)
         out[str(node)] = {"per_link": per_link, "cells": rec["ledger"]["cells"],
-                          "rejected": rec["ledger"]["rejected"]}
+                          "rejected": rec["ledger"]["rejected"],
+                          "formula_cells": rec.get("formula", {}).get("cells", [])}
     write_json(run_dir / "ledger.json", out)

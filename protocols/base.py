@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+import torch
 from torch import nn
 
 from dfl_node.context import NodeContext
@@ -24,3 +25,11 @@ class Protocol(ABC):
     def eval_model(self) -> nn.Module:
         """The model that evaluation and `final/` report (personalised protocols may differ)."""
         return self.ctx.model
+
+    def summary(self) -> dict[str, float | dict[str, float]]:
+        """Protocol keys for summary.json; the launcher averages them over nodes."""
+        return {}
+
+    def extra_state(self) -> dict[str, torch.Tensor]:
+        """Tensors beside the model worth keeping (e.g. neighbour copies), saved in final/."""
+        return {}
