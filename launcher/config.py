@@ -32,7 +32,7 @@ BASE: dict[str, Any] = {
     "hyper": {"torch_threads": 1},
     "synthetic": {},
     "link": {"latency_ms": 1.0, "bandwidth_mbps": 100.0, "compute_ms": 10.0},
-    "wire": {"hwm": 1000, "recv_timeout_s": 60.0, "max_tensors": 4096,
+    "wire": {"hwm": 1000, "recv_timeout_s": 300.0, "max_tensors": 4096,
              "max_message_bytes": 1 << 30},
 }
 
