@@ -34,7 +34,8 @@ def launch(
         str(out),
         *args,
     ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=ENV_ROOT, cwd=ROOT)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=ENV_ROOT,
+                          cwd=ROOT)
 
 
 def launch_ok(out: Path, topology: str, protocol: str, *args: str) -> dict[str, Any]:
