@@ -21,7 +21,7 @@ from launcher.collector import Collector
 from launcher.outcome import Outcome
 
 TERM_GRACE_S = 3.0
-PRELOAD = ["torch", "zmq", "dfl_node.cli"]
+PRELOAD = ["dfl_node.preload"]
 
 
 def forkserver() -> mp.context.BaseContext:
@@ -32,15 +32,15 @@ def forkserver() -> mp.context.BaseContext:
     return ctx
 
 
-def start_nodes(plan: RunPlan, plan_path: Path, run_dir: Path) -> dict[int, BaseProcess]:
+def start_nodes(plan: RunPlan, plan_path: Path, run_dir: Path,
+                procs: dict[int, BaseProcess]) -> None:
+    """Start every node into `procs`, so a caller interrupted half-way can stop those started."""
     ctx = forkserver()
-    procs: dict[int, BaseProcess] = {}
     for node_id in plan.ids:
         args = (str(plan_path), node_id, str(run_dir), os.getpid())
-        proc = ctx.Process(target=run_launched, args=args, name=f"node-{node_id}")
+        proc = ctx.Process(target=run_launched, args=args, name=f"node-{node_id}", daemon=True)
         proc.start()
         procs[node_id] = proc
-    return procs
 
 
 def stop_nodes(procs: dict[int, BaseProcess]) -> None:
@@ -76,9 +76,10 @@ def log_tail(run_dir: Path, node_id: int, lines: int = 5) -> str:
 
 def run_processes(plan: RunPlan, plan_path: Path, run_dir: Path,
                   collector: Collector) -> Outcome:
-    procs = start_nodes(plan, plan_path, run_dir)
-    pids = {i: p.pid for i, p in procs.items() if p.pid is not None}
+    procs: dict[int, BaseProcess] = {}
     try:
+        start_nodes(plan, plan_path, run_dir, procs)
+        pids = {i: p.pid for i, p in procs.items() if p.pid is not None}
         while any(p.exitcode is None for p in procs.values()):
             collector.pump(0.1)
             failure = first_failure(procs)
