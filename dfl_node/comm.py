@@ -12,7 +12,8 @@ limits, then the rules below) and refused messages are dropped and counted in
 - not_neighbour: the connection is not one of this node's neighbours;
 - src_mismatch: the header's `src` differs from the connection's peer id;
 - stale_or_future: the tag's round is more than `window` rounds from `comm.round`;
-- schema_mismatch: names, dtypes or shapes differ from the schema set for the tag's phase;
+- schema_mismatch: names, dtypes or shapes differ from the schema set for the tag's phase, or
+  the validator set for the phase (`set_validator`) refused the tensors;
 - duplicate: the same (source, tag) is already buffered or was already consumed;
 - expired: buffered but never asked for before `comm.round` moved `window` rounds past it;
 - unconsumed: still buffered when `close()` ran.
@@ -26,6 +27,14 @@ frames are only 8-byte aligned, and some CPU kernels may round differently on di
 aligned data, which would break the bit-identity of transports), and the socket buffers are
 released at once.
 
+Optional sends (event triggers): in `exchange_optional` a node may send nothing on the data
+plane. Silence must not be confused with delay, and waiting for a timeout would make every silent
+step cost the timeout, so every node ends the step with an empty end-of-step marker (kind
+"ctrl", phase f"{phase}/end") to each neighbour. Each connection keeps its order, so a
+neighbour's data message, if it sent one, is already buffered when its marker arrives. Markers
+are control traffic in the ledger: they are the runtime's, not the algorithm's (the paper's
+b_trig = 0, "silence indicates an inactive trigger").
+
 Timeouts: every receive (one neighbour or all) has one deadline, `recv_timeout_s` after the call;
 messages that are refused or meant for other tags do not extend it. `PeerTimeout` names the
 missing neighbours. A Comm and its transport are used by one thread only.
@@ -34,7 +43,7 @@ missing neighbours. A Comm and its transport are used by one thread only.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,10 +57,12 @@ from dfl_node.wire import DTYPES, Frame, Message, WireError, WireLimits, decode,
 DEFAULT_WINDOW = 2
 HELLO_PHASE = "hello"
 BYE_PHASE = "bye"
+END_OF_STEP = "end"  # exchange_optional's marker phase is f"{phase}/{END_OF_STEP}"
 
 Tensors = Mapping[str, torch.Tensor | np.ndarray]
 Received = dict[str, torch.Tensor]
 Layout = tuple[str, tuple[int, ...]]
+Validator = Callable[[Mapping[str, np.ndarray]], None]
 
 _TORCH_DTYPES = {
     "float32": torch.float32,
@@ -104,14 +115,15 @@ class Comm:
         self.ledger = ledger
         self.recv_timeout_s = recv_timeout_s
         self.window = window
-        self._schemas: dict[str, dict[str, Layout]] = {}
-        for phase, schema in (schemas or {}).items():
-            self.set_schema(phase, schema)
         self._round = 0
         self._inbox: dict[tuple[int, Tag], Received] = {}
         self._consumed: set[tuple[int, Tag]] = set()
         self._barriers = 0
         self._closed = False
+        self._schemas: dict[str, dict[str, Layout]] = {}
+        self._validators: dict[str, Validator] = {}
+        for phase, schema in (schemas or {}).items():
+            self.set_schema(phase, schema)
 
     @property
     def round(self) -> int:
@@ -135,6 +147,19 @@ class Comm:
         if unknown:
             raise ValueError(f"schema {phase!r}: unknown dtypes {sorted(unknown)}")
         self._schemas[phase] = layouts
+        self._recheck_buffered(phase)
+
+    def set_validator(self, phase: str, validator: Validator) -> None:
+        """Check every message of `phase` with `validator` (after the schema, if any).
+
+        For payloads whose shapes vary per message (compressed tensors), which an exact-shape
+        schema cannot describe. The validator gets the decoded arrays (and must not modify
+        them); it raises ValueError to refuse them: the message is dropped and counted as
+        "schema_mismatch". Outgoing messages of the phase are checked the same way, at the
+        sender, and messages of the phase buffered before the call are checked at once.
+        """
+        self._validators[phase] = validator
+        self._recheck_buffered(phase)
 
     def send(self, dst: int, tag: Tag, tensors: Tensors) -> None:
         self._check_neighbor(dst)
@@ -159,6 +184,22 @@ class Comm:
         """Send mine to every neighbour, then gather theirs (ordered by neighbour id)."""
         self.broadcast(tag, tensors)
         return self.gather_neighbors(tag)
+
+    def exchange_optional(self, tag: Tag, tensors: Tensors | None) -> dict[int, Received | None]:
+        """Send mine (or nothing, if None) to every neighbour, then end the step with a marker.
+
+        Returns, per neighbour in ascending id, its tensors, or None if it sent nothing (or
+        what it sent was refused). Every node of the neighbourhood must call it for `tag`, also
+        the silent ones: the markers are what lets a receiver stop waiting without a timeout.
+        """
+        if tensors is not None:
+            self.broadcast(tag, tensors)
+        marker = Tag("ctrl", tag.round, f"{tag.phase}/{END_OF_STEP}", tag.step, tag.slot)
+        self.exchange(marker, {})
+        return {
+            src: self._take((src, tag)) if (src, tag) in self._inbox else None
+            for src in self.neighbors
+        }
 
     def barrier(self, tag_round: int = -1) -> None:
         """Neighbourhood barrier: returns once every neighbour has reached the same barrier.
@@ -203,7 +244,7 @@ class Comm:
         frames = encode(self.node_id, tag, {name: _snapshot(t) for name, t in tensors.items()})
         try:
             message = decode(frames, self.limits)
-            self._check_schema(message)
+            self._check_payload(tag.phase, message.tensors)
         except WireError as err:
             raise ValueError(f"node {self.node_id}: peers would refuse {tag}: {err}") from err
         return _Outgoing(frames, message)
@@ -249,16 +290,34 @@ class Comm:
             raise WireError("src_mismatch", f"header {message.src}, connection {peer}")
         if abs(message.tag.round - self._round) > self.window:
             raise WireError("stale_or_future", f"round {message.tag.round} at {self._round}")
-        self._check_schema(message)
+        self._check_payload(message.tag.phase, message.tensors)
         if (peer, message.tag) in self._inbox or (peer, message.tag) in self._consumed:
             raise WireError("duplicate", str(message.tag))
         return message
 
-    def _check_schema(self, message: Message) -> None:
-        schema = self._schemas.get(message.tag.phase)
-        layouts = {name: (a.dtype.name, a.shape) for name, a in message.tensors.items()}
+    def _check_payload(self, phase: str, tensors: Mapping[str, np.ndarray]) -> None:
+        """The phase's schema and validator, if set; WireError("schema_mismatch") otherwise."""
+        schema = self._schemas.get(phase)
+        layouts = {name: (a.dtype.name, a.shape) for name, a in tensors.items()}
         if schema is not None and layouts != schema:
-            raise WireError("schema_mismatch", message.tag.phase)
+            raise WireError("schema_mismatch", phase)
+        validator = self._validators.get(phase)
+        if validator is not None:
+            try:
+                validator(tensors)
+            except ValueError as err:
+                raise WireError("schema_mismatch", f"{phase}: {err}") from err
+
+    def _recheck_buffered(self, phase: str) -> None:
+        """Apply a phase's new rules to messages admitted before they were set, so that a fast
+        (or hostile) neighbour cannot slip a message past a schema set just before it is read.
+        A message dropped here was counted as received and is now counted as rejected too."""
+        for key in [key for key in self._inbox if key[1].phase == phase]:
+            try:
+                self._check_payload(phase, {n: t.numpy() for n, t in self._inbox[key].items()})
+            except WireError:
+                del self._inbox[key]
+                self.ledger.record_rejected("schema_mismatch")
 
 
 def _snapshot(value: torch.Tensor | np.ndarray) -> np.ndarray:

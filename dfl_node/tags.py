@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# "data": training traffic; "ctrl": barriers, hello/bye and other control traffic, which the
-# ledger counts apart so that training costs are not inflated by runtime bookkeeping.
-KINDS = ("data", "ctrl")
+# "data": training traffic; "cons": scalar max-consensus sub-rounds (part of the algorithm's
+# traffic, so the ledger counts them as data, but on their own kind so that they can never be
+# confused with a tensor exchange of the same round and phase); "ctrl": barriers, hello/bye,
+# end-of-step markers and other control traffic, which the ledger counts apart so that training
+# costs are not inflated by runtime bookkeeping.
+KINDS = ("data", "cons", "ctrl")
+CONTROL_KIND = "ctrl"
 
 
 @dataclass(frozen=True, order=True)
@@ -38,4 +42,4 @@ class Tag:
 
     @property
     def is_control(self) -> bool:
-        return self.kind != "data"
+        return self.kind == CONTROL_KIND
