@@ -54,6 +54,10 @@ def resolve(req: Request, claims: PortClaims) -> tuple[dict[str, Any], RunPlan]:
     except TopologyError as exc:
         raise LaunchError(str(exc)) from None
     config = resolve_config(req.protocol, req.config_file, req.options, req.sets)
+    try:
+        PROTOCOLS[req.protocol].check_hyper(config["hyper"])
+    except ValueError as exc:
+        raise LaunchError(f"hyper: {exc}") from None
     config["topology"] = topo.name
     return config, build_plan(topo, config, claims)
 

@@ -9,12 +9,15 @@ floating-point result does not depend on arrival order.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import torch
 
 from dfl_node.context import NodeContext
 from dfl_node.tags import Tag
 from dfl_node.training import BatchSampler, compute_gradients, sgd_step
-from protocols.base import Protocol
+from protocols.base import Protocol, require_int, require_positive
 
 PHASE = "gossip"
 
@@ -31,6 +34,13 @@ class DPSGD(Protocol):
         ctx.comm.set_schema(PHASE, {n: ("float32", tuple(p.shape))
                                     for n, p in self.params.items()})
         self.message_bytes = sum(p.numel() * p.element_size() for p in self.params.values())
+
+    @staticmethod
+    def check_hyper(hyper: Mapping[str, Any]) -> None:
+        Protocol.check_hyper(hyper)
+        require_positive(hyper, "lr")
+        require_int(hyper, "batch_size", 32)
+        require_int(hyper, "local_steps", 1)
 
     def run_round(self, r: int) -> dict[str, float]:
         model = self.ctx.model

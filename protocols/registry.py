@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from protocols.base import Protocol
+from protocols.dmflsq import DMFLSQ
 from protocols.dpsgd import DPSGD
 
 PROTOCOLS: dict[str, type[Protocol]] = {
     "d-psgd": DPSGD,
+    "dmfl-sq": DMFLSQ,
 }
 
 

@@ -55,6 +55,8 @@ def metrics_lines(run_dir: Path) -> int:
     (["--topology", "ring20", "--protocol", "d-psgd", "--transport", "udp"], "transport"),
     (["--topology", "ring20", "--protocol", "d-psgd", "--mixing-typo", "x"], "mixing-typo"),
     (["--protocol", "d-psgd"], "--topology"),
+    (["--topology", "ring20", "--protocol", "d-psgd", "--set", "lr=0"], "lr"),
+    (["--topology", "ring20", "--protocol", "dmfl-sq", "--set", "rho=-1"], "rho"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], needle: str) -> None:
     proc = subprocess.run([sys.executable, "-m", "launcher.cli", *args, "--out",
