@@ -36,10 +36,6 @@ class NodeData:
     def input_shape(self) -> tuple[int, ...]:
         return tuple(self.x_train.shape[1:])
 
-    @property
-    def in_features(self) -> int:
-        return int(np.prod(self.input_shape))
-
 
 def global_subset(test_size: int, eval_size: int, seed: int) -> np.ndarray:
     """Sorted seeded choice of `eval_size` test indices (all of them if there are fewer)."""
