@@ -41,7 +41,6 @@ def run_node(plan: RunPlan, node_id: int, transport: Transport, reporter: Report
              out_dir: Path) -> None:
     """Run node `node_id` of `plan` to completion; its final model lands in `out_dir/final/`."""
     comm = make_comm(plan, node_id, transport)
-    comm.barrier()
     entry = plan.node(node_id)
     device = torch.device(entry.device)
     data = load_node_data(plan.data, plan.ids, node_id)
@@ -50,6 +49,7 @@ def run_node(plan: RunPlan, node_id: int, transport: Transport, reporter: Report
     ctx = NodeContext(node_id, plan, comm, model, data, device, clock, FormulaLedger(node_id))
     proto = protocol_class(plan.protocol)(ctx)
     reporter.emit({"type": "ready", "node": node_id, "pid": os.getpid()})
+    start_barrier(comm, plan.diameter())
     last: dict[str, Any] = {}
     for r in range(plan.rounds):
         comm.round = r
@@ -73,6 +73,14 @@ def run_node(plan: RunPlan, node_id: int, transport: Transport, reporter: Report
                    "virtual_seconds": clock.seconds, "ledger": comm.ledger.to_json(),
                    "formula": ctx.formula.to_json(), "protocol": proto.summary(),
                    "rejected": dict(comm.ledger.rejected)})
+
+
+def start_barrier(comm: Comm, diameter: int) -> None:
+    """Mesh-wide start: after `diameter` neighbourhood barriers every node has heard, hop by
+    hop, from every other, so no node trains while others are still starting (on a shared
+    machine early starters would otherwise slow the rest down)."""
+    for _ in range(max(1, diameter)):
+        comm.barrier()
 
 
 def save_tensors(tensors: dict[str, torch.Tensor], path: Path) -> None:

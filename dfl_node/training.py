@@ -49,7 +49,7 @@ def sgd_step(model: nn.Module, lr: float) -> None:
 
 @torch.no_grad()
 def evaluate(model: nn.Module, x: np.ndarray, y: np.ndarray, device: torch.device,
-             batch: int = 2048) -> tuple[float, float]:
+             batch: int = 256) -> tuple[float, float]:
     """(accuracy, mean cross-entropy) over a whole split."""
     correct, loss_sum = 0, 0.0
     for start in range(0, len(y), batch):
