@@ -47,7 +47,9 @@ POSITION_NAMES: dict[str, tuple[str, ...]] = {
 
 def ceil_log2(size: int) -> int:
     """ceil(log2 size) for size >= 1, exactly (no floating point): the bits of one index."""
-    return (size - 1).bit_length()
+    if size < 1:
+        raise ValueError(f"ceil_log2 needs size >= 1, got {size}")
+    return (int(size) - 1).bit_length()
 
 
 def rice_parameter(k: int, size: int) -> int:

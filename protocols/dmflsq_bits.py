@@ -22,16 +22,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from dfl_node.compress_positions import ceil_log2
+
 # The paper's constants (Sec. VI): b_q = 8, b_scale = 32, b_loss = 32, b_hdr = 32, b_trig = 0.
 PAPER_ACCOUNTING = {"b_q": 8, "b_scale": 32, "b_loss": 32, "b_hdr": 32, "b_trig": 0}
 MODEL_COMPONENTS = ("values", "positions", "scale", "header", "trigger")
-
-
-def ceil_log2(x: int) -> int:
-    """ceil(log2 x) for an integer x >= 1, exactly (no floating point): 20 -> 5, 16 -> 4."""
-    if x < 1:
-        raise ValueError(f"ceil_log2 needs x >= 1, got {x}")
-    return (int(x) - 1).bit_length()
 
 
 @dataclass(frozen=True)
