@@ -35,6 +35,14 @@ neighbour's data message, if it sent one, is already buffered when its marker ar
 are control traffic in the ledger: they are the runtime's, not the algorithm's (the paper's
 b_trig = 0, "silence indicates an inactive trigger").
 
+TDMA (`schedule` given): the runtime owns the tag's slot field of data-plane messages ("data"
+and "cons"; control traffic is not scheduled). A node sends on its outgoing links in slot order,
+each message stamped with its link's colour; a receiver checks every message's slot against the
+colour of that link in its own schedule, counts a difference in `slot_mismatches`, and files the
+message under the protocol's tag (slot 0). An exchange returns only once every neighbour's
+message is here, so no node sends step j+1 before it holds all of step j. After each exchange,
+`on_frame` gets the payload bytes that crossed each of this node's links (the virtual clock).
+
 Timeouts: every receive (one neighbour or all) has one deadline, `recv_timeout_s` after the call;
 messages that are refused or meant for other tags do not extend it. `PeerTimeout` names the
 missing neighbours. A Comm and its transport are used by one thread only.
@@ -44,13 +52,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
 from dfl_node.ledger import Ledger
 from dfl_node.tags import Tag
+from dfl_node.tdma import Link, TdmaSchedule
 from dfl_node.transport import Transport
 from dfl_node.wire import DTYPES, Frame, Message, WireError, WireLimits, decode, encode
 
@@ -63,6 +72,7 @@ Tensors = Mapping[str, torch.Tensor | np.ndarray]
 Received = dict[str, torch.Tensor]
 Layout = tuple[str, tuple[int, ...]]
 Validator = Callable[[Mapping[str, np.ndarray]], None]
+FrameHook = Callable[[Mapping[Link, int]], None]
 
 _TORCH_DTYPES = {
     "float32": torch.float32,
@@ -105,6 +115,8 @@ class Comm:
         schemas: Mapping[str, Mapping[str, Layout]] | None = None,
         *,
         window: int = DEFAULT_WINDOW,
+        schedule: TdmaSchedule | None = None,
+        on_frame: FrameHook | None = None,
     ) -> None:
         if node_id in neighbors:
             raise ValueError(f"node {node_id} cannot be its own neighbour")
@@ -122,6 +134,13 @@ class Comm:
         self._closed = False
         self._schemas: dict[str, dict[str, Layout]] = {}
         self._validators: dict[str, Validator] = {}
+        self.schedule = schedule
+        self._on_frame = on_frame
+        self._send_order = schedule.send_order(node_id) if schedule else []
+        self._receive_slots = schedule.receive_slots(node_id) if schedule else {}
+        if schedule and sorted(dst for _, dst in self._send_order) != list(self.neighbors):
+            raise ValueError(f"node {node_id}: the TDMA schedule's links are not its neighbours")
+        self.slot_mismatches = 0
         for phase, schema in (schemas or {}).items():
             self.set_schema(phase, schema)
 
@@ -163,13 +182,30 @@ class Comm:
 
     def send(self, dst: int, tag: Tag, tensors: Tensors) -> None:
         self._check_neighbor(dst)
+        if self._scheduled(tag):
+            tag = replace(tag, slot=self.schedule.colour((self.node_id, dst)))
         self._post(dst, self._outgoing(tag, tensors))
 
     def broadcast(self, tag: Tag, tensors: Tensors) -> None:
-        """Send the same tensors to every neighbour (one snapshot, one encoding)."""
-        outgoing = self._outgoing(tag, tensors)
-        for dst in self.neighbors:
-            self._post(dst, outgoing)
+        """Send the same tensors to every neighbour (one snapshot, one encoding; under TDMA
+        one encoding per slot, in slot order)."""
+        self._broadcast(tag, tensors)
+
+    def _broadcast(self, tag: Tag, tensors: Tensors) -> int:
+        """Send to every neighbour; the payload bytes of the message."""
+        if not self._scheduled(tag):
+            outgoing = self._outgoing(tag, tensors)
+            for dst in self.neighbors:
+                self._post(dst, outgoing)
+            return outgoing.message.payload_bytes
+        if tag.slot != 0:
+            raise ValueError(f"node {self.node_id}: under TDMA the runtime sets the slot of {tag}")
+        by_slot: dict[int, _Outgoing] = {}
+        for slot, dst in self._send_order:
+            if slot not in by_slot:
+                by_slot[slot] = self._outgoing(replace(tag, slot=slot), tensors)
+            self._post(dst, by_slot[slot])
+        return next(iter(by_slot.values())).message.payload_bytes if by_slot else 0
 
     def recv(self, src: int, tag: Tag) -> Received:
         """Block until neighbour `src`'s message `tag` is here; PeerTimeout after the timeout."""
@@ -182,8 +218,10 @@ class Comm:
 
     def exchange(self, tag: Tag, tensors: Tensors) -> dict[int, Received]:
         """Send mine to every neighbour, then gather theirs (ordered by neighbour id)."""
-        self.broadcast(tag, tensors)
-        return self.gather_neighbors(tag)
+        sent = self._broadcast(tag, tensors)
+        theirs = self.gather_neighbors(tag)
+        self._frame_done(tag, sent, theirs)
+        return theirs
 
     def exchange_optional(self, tag: Tag, tensors: Tensors | None) -> dict[int, Received | None]:
         """Send mine (or nothing, if None) to every neighbour, then end the step with a marker.
@@ -192,14 +230,15 @@ class Comm:
         what it sent was refused). Every node of the neighbourhood must call it for `tag`, also
         the silent ones: the markers are what lets a receiver stop waiting without a timeout.
         """
-        if tensors is not None:
-            self.broadcast(tag, tensors)
+        sent = self._broadcast(tag, tensors) if tensors is not None else 0
         marker = Tag("ctrl", tag.round, f"{tag.phase}/{END_OF_STEP}", tag.step, tag.slot)
         self.exchange(marker, {})
-        return {
+        theirs = {
             src: self._take((src, tag)) if (src, tag) in self._inbox else None
             for src in self.neighbors
         }
+        self._frame_done(tag, sent, theirs)
+        return theirs
 
     def barrier(self, tag_round: int = -1) -> None:
         """Neighbourhood barrier: returns once every neighbour has reached the same barrier.
@@ -229,6 +268,20 @@ class Comm:
                 self.ledger.record_rejected("unconsumed", len(self._inbox))
             self._inbox.clear()
             self.transport.close()
+
+    def _scheduled(self, tag: Tag) -> bool:
+        return self.schedule is not None and not tag.is_control
+
+    def _frame_done(self, tag: Tag, sent: int,
+                    theirs: Mapping[int, Received | None]) -> None:
+        """Tell the clock what crossed this node's links in a scheduled exchange."""
+        if self._on_frame is None or not self._scheduled(tag):
+            return
+        sizes = {(self.node_id, dst): sent for dst in self.neighbors}
+        for src, tensors in theirs.items():
+            received = sum(t.numel() * t.element_size() for t in (tensors or {}).values())
+            sizes[(src, self.node_id)] = received
+        self._on_frame(sizes)
 
     def _check_neighbor(self, peer: int) -> None:
         if peer not in self.neighbors:
@@ -291,6 +344,10 @@ class Comm:
         if abs(message.tag.round - self._round) > self.window:
             raise WireError("stale_or_future", f"round {message.tag.round} at {self._round}")
         self._check_payload(message.tag.phase, message.tensors)
+        if self._scheduled(message.tag):
+            if message.tag.slot != self._receive_slots.get(peer):
+                self.slot_mismatches += 1
+            message = replace(message, tag=replace(message.tag, slot=0))
         if (peer, message.tag) in self._inbox or (peer, message.tag) in self._consumed:
             raise WireError("duplicate", str(message.tag))
         return message

@@ -9,6 +9,7 @@ series, so a run reports both what the paper would claim and what ZeroMQ actuall
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -23,6 +24,13 @@ class FormulaLedger:
         if bits < 0:
             raise ValueError(f"cannot charge {bits} bits")
         self._bits[(round_, dst, component)] += int(bits)
+
+    def charge_all(self, round_: int, dst: int, bits: Mapping[str, int]) -> int:
+        """Charge every non-zero component of one message; return the message's bits."""
+        for component, value in bits.items():
+            if value:
+                self.charge(round_, dst, component, value)
+        return sum(bits.values())
 
     def total(self) -> int:
         return sum(self._bits.values())

@@ -11,6 +11,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from safetensors.torch import save_file
 
@@ -20,45 +21,66 @@ from dfl_node.formula import FormulaLedger
 from dfl_node.ledger import Ledger
 from dfl_node.linkmodel import LinkModel, VirtualClock
 from dfl_node.models import build_model
-from dfl_node.plan import RunPlan
+from dfl_node.plan import PlanError, RunPlan
+from dfl_node.prephase import PrephaseChannel, run_prephase
 from dfl_node.report import Reporter
 from dfl_node.shards import load_node_data
+from dfl_node.tags import Tag
+from dfl_node.tdma import schedule_from_plan
 from dfl_node.training import evaluate
 from dfl_node.transport import Transport
 from dfl_node.wire import WireLimits
 from protocols.registry import protocol_class
 
+PLAN_PHASE = "plan"  # the control message that carries a node's plan hashes
 
-def make_comm(plan: RunPlan, node_id: int, transport: Transport) -> Comm:
+
+def make_comm(plan: RunPlan, node_id: int, transport: Transport, clock: VirtualClock) -> Comm:
     wire = plan.wire
     limits = WireLimits(max_tensors=int(wire["max_tensors"]),
                         max_message_bytes=int(wire["max_message_bytes"]))
     return Comm(node_id, plan.neighbors(node_id), transport, limits, Ledger(node_id),
-                recv_timeout_s=float(wire["recv_timeout_s"]))
+                recv_timeout_s=float(wire["recv_timeout_s"]), schedule=clock.schedule,
+                on_frame=clock.tdma_frame)
+
+
+def node_clock(plan: RunPlan, node_id: int) -> VirtualClock:
+    """The node's virtual clock with the TDMA schedule this node computes itself from the plan
+    (PlanError if it is not the plan's)."""
+    try:
+        schedule = schedule_from_plan(plan.topology, plan.schedule)
+        model = LinkModel.from_plan(plan.topology, plan.link, plan.seed)
+    except ValueError as exc:
+        raise PlanError(f"node {node_id}: {exc}") from None
+    return VirtualClock(model, schedule, node_id)
 
 
 def run_node(plan: RunPlan, node_id: int, transport: Transport, reporter: Reporter,
-             out_dir: Path) -> None:
+             out_dir: Path, prephase: PrephaseChannel | None = None) -> None:
     """Run node `node_id` of `plan` to completion; its final model lands in `out_dir/final/`."""
-    comm = make_comm(plan, node_id, transport)
+    clock = node_clock(plan, node_id)
+    comm = make_comm(plan, node_id, transport, clock)
     entry = plan.node(node_id)
     device = torch.device(entry.device)
-    data = load_node_data(plan.data, plan.ids, node_id)
+    data = load_node_data(plan.data, plan.clients, node_id)
     model = build_model(plan.model, data.input_shape, data.classes, plan.seed).to(device)
-    clock = VirtualClock(LinkModel.from_plan(plan.topology, plan.link))
     ctx = NodeContext(node_id, plan, comm, model, data, device, clock, FormulaLedger(node_id))
     proto = protocol_class(plan.protocol)(ctx)
     reporter.emit({"type": "ready", "node": node_id, "pid": os.getpid()})
+    agree_on_plan(comm, plan)
     start_barrier(comm, plan.diameter())
+    prephase_traffic = run_prephase(plan.prephase, node_id, proto, prephase)
     last: dict[str, Any] = {}
     for r in range(plan.rounds):
         comm.round = r
         info = proto.run_round(r)
-        if (r + 1) % plan.eval_every == 0 or r + 1 == plan.rounds:
+        if node_id in plan.clients and ((r + 1) % plan.eval_every == 0 or r + 1 == plan.rounds):
             acc, loss = evaluate(proto.eval_model(), data.x_eval, data.y_eval, device)
             last = {"type": "metrics", "round": r + 1, "node": node_id, "accuracy": acc,
                     "loss": loss, "wire_bytes": comm.ledger.wire_bytes(),
                     "virtual_seconds": clock.seconds, "eval_split": plan.data["eval_split"],
+                    "slot_mismatches": comm.slot_mismatches,
+                    "retransmissions": clock.retransmissions(),
                     **info}
             reporter.emit(last)
     comm.close()
@@ -72,7 +94,27 @@ def run_node(plan: RunPlan, node_id: int, transport: Transport, reporter: Report
                    "accuracy": last.get("accuracy"), "loss": last.get("loss"),
                    "virtual_seconds": clock.seconds, "ledger": comm.ledger.to_json(),
                    "formula": ctx.formula.to_json(), "protocol": proto.summary(),
-                   "rejected": dict(comm.ledger.rejected)})
+                   "rejected": dict(comm.ledger.rejected),
+                   "slot_mismatches": comm.slot_mismatches, "links": clock.link_report(),
+                   "prephase": prephase_traffic})
+
+
+def agree_on_plan(comm: Comm, plan: RunPlan) -> None:
+    """Refuse to start beside a neighbour whose plan differs (another TDMA schedule, other
+    seeds, ...): the first message to each neighbour carries this node's section hashes, and
+    the error names the sections that differ."""
+    hashes = plan.section_hashes()
+    names = sorted(hashes)
+    mine = np.frombuffer("".join(hashes[n] for n in names).encode(), dtype=np.uint8)
+    theirs = comm.exchange(Tag("ctrl", 0, PLAN_PHASE), {"hashes": mine})
+    width = len(mine) // len(names)
+    for peer, tensors in theirs.items():
+        got = tensors["hashes"].numpy().tobytes()
+        differ = [n for i, n in enumerate(names)
+                  if got[i * width:(i + 1) * width] != hashes[n].encode()]
+        if differ or len(got) != len(mine):
+            raise PlanError(f"node {comm.node_id}: node {peer}'s plan differs in "
+                            f"{differ or 'its sections'}; refusing to start")
 
 
 def start_barrier(comm: Comm, diameter: int) -> None:

@@ -19,10 +19,13 @@ SCHEMA_VERSION = 1
 # Which plan fields make up each hashed section.
 SECTIONS: dict[str, tuple[str, ...]] = {
     "topology": ("topology_name", "topology", "nodes"),
-    "protocol": ("protocol", "hyper", "model", "mixing", "weights", "rounds", "eval_every"),
+    "protocol": ("protocol", "hyper", "model", "mixing", "weights", "rounds", "eval_every",
+                 "aggregator"),
     "data": ("data",),
     "seeds": ("seed",),
     "runtime": ("link", "wire", "transport"),
+    "prephase": ("prephase",),
+    "schedule": ("schedule",),  # the TDMA slot lists themselves, not only their options
 }
 
 
@@ -58,11 +61,22 @@ class RunPlan:
     wire: dict[str, Any]
     transport: str
     collector: str
+    # the one-time pre-phase (coordinator address, caps); empty when the protocol has none
+    prephase: dict[str, Any] = field(default_factory=dict)
+    schedule: dict[str, Any] = field(default_factory=lambda: {"mode": "sync"})
+    # A server-based protocol's hub (q-FFL): a node of the plan that is not a client. When set,
+    # the communication graph is the star hub <-> clients, not the topology's edges.
+    aggregator: int | None = None
     schema_version: int = SCHEMA_VERSION
 
     @property
     def ids(self) -> list[int]:
         return [n.id for n in self.nodes]
+
+    @property
+    def clients(self) -> list[int]:
+        """The learning nodes: every node but the aggregator (data shards, fairness, bits)."""
+        return [i for i in self.ids if i != self.aggregator]
 
     def node(self, node_id: int) -> NodeEntry:
         for entry in self.nodes:
@@ -72,6 +86,8 @@ class RunPlan:
 
     def neighbors(self, node_id: int) -> list[int]:
         """Sorted neighbour ids: the order every neighbour sum runs in."""
+        if self.aggregator is not None:
+            return self.clients if node_id == self.aggregator else [self.aggregator]
         out = set()
         for u, v in self.edges():
             if u == node_id:

@@ -64,9 +64,15 @@ def split_indices(data: dict[str, Any], y_train: np.ndarray,
     return train, local
 
 
-def load_node_data(data: dict[str, Any], ids: list[int], node_id: int) -> NodeData:
-    """Node `node_id`'s shard and evaluation split, normalised to float32, from the plan."""
+def load_node_data(data: dict[str, Any], clients: list[int], node_id: int) -> NodeData:
+    """Node `node_id`'s shard and evaluation split, normalised to float32, from the plan.
+
+    A node that is not a client (an aggregator) gets empty splits of the right shape: it builds
+    the same model but never trains or evaluates on data of its own."""
     arrays = load_arrays(data)
-    train, evals = split_indices(data, arrays.y_train, arrays.y_test, len(ids))
-    pos = ids.index(node_id)
+    if node_id not in clients:
+        none = np.empty(0, dtype=np.int64)
+        return NodeData(*arrays.train(none), *arrays.test(none), arrays.classes)
+    train, evals = split_indices(data, arrays.y_train, arrays.y_test, len(clients))
+    pos = clients.index(node_id)
     return NodeData(*arrays.train(train[pos]), *arrays.test(evals[pos]), arrays.classes)

@@ -31,7 +31,13 @@ BASE: dict[str, Any] = {
     "model": {"name": "auto"},
     "hyper": {"torch_threads": 1},
     "synthetic": {},
-    "link": {"latency_ms": 1.0, "bandwidth_mbps": 100.0, "compute_ms": 10.0},
+    "link": {"latency_ms": 1.0, "bandwidth_mbps": 100.0, "compute_ms": 10.0,
+             # the radio model (dfl_node/radio.py): packets, loss, retransmissions
+             "packet_bytes": 1500, "loss_model": "fixed", "loss": 0.0, "snr0_db": 20.0,
+             "d0": None, "path_loss_exponent": 3.0, "spectral_efficiency": 2.0,
+             "retransmissions": "expected"},
+    "schedule": "sync",  # | tdma: exchanges follow the link-colouring slots (dfl_node/tdma.py)
+    "tdma": {"interference_range": None, "interference_factor": 1.0},  # None: factor x r_c
     "wire": {"hwm": 1000, "recv_timeout_s": 300.0, "max_tensors": 4096,
              "max_message_bytes": 1 << 30},
 }

@@ -16,6 +16,7 @@ import torch
 
 from dfl_node.node import run_node
 from dfl_node.plan import RunPlan
+from dfl_node.prephase import InprocPrephaseHub
 from dfl_node.report import QueueReporter
 from dfl_node.transport_inproc import InprocHub, InprocTransport
 from launcher.collector import Collector
@@ -23,7 +24,7 @@ from launcher.outcome import Outcome
 
 
 def run_threads(plan: RunPlan, run_dir: Path, collector: Collector,
-                sink: queue.Queue) -> Outcome:
+                sink: queue.Queue, prephase: InprocPrephaseHub | None = None) -> Outcome:
     torch.set_num_threads(int(plan.hyper.get("torch_threads", 1)))
     hub = InprocHub(plan.ids)
     failures: dict[int, str] = {}
@@ -31,7 +32,8 @@ def run_threads(plan: RunPlan, run_dir: Path, collector: Collector,
     def body(node_id: int) -> None:
         transport = InprocTransport(node_id, hub, set(plan.neighbors(node_id)))
         try:
-            run_node(plan, node_id, transport, QueueReporter(sink), run_dir)
+            channel = prephase.channel(node_id) if prephase else None
+            run_node(plan, node_id, transport, QueueReporter(sink), run_dir, channel)
         except Exception as exc:
             failures[node_id] = f"{type(exc).__name__}: {exc}"
             log = run_dir / "logs" / f"node-{node_id}.log"

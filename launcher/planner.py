@@ -6,11 +6,14 @@ from typing import Any
 
 import numpy as np
 
+from dfl_node import tdma
+from dfl_node.linkmodel import LinkModel
 from dfl_node.plan import NodeEntry, RunPlan
 from launcher.dataprep import prepare_data
 from launcher.devices import resolve_devices
 from launcher.errors import LaunchError
 from launcher.ports import PortClaims
+from launcher.prephase import prephase_section
 from topologies.errors import TopologyError
 from topologies.mixing import mixing_matrix
 from topologies.model import Topology
@@ -34,6 +37,14 @@ def node_entries(topology: Topology, claims: PortClaims) -> tuple[NodeEntry, ...
     return tuple(sorted(out, key=lambda e: e.id))
 
 
+def aggregator_entry(topology: Topology, claims: PortClaims) -> NodeEntry:
+    """The hub of a server-based protocol: the next free id, a local port, the CPU."""
+    port = claims.claim(1)[0]
+    return NodeEntry(id=max(topology.ids) + 1, bind=f"tcp://{LOCAL_HOST}:{port}",
+                     address=f"tcp://{LOCAL_HOST}:{port}", host=LOCAL_HOST, device="cpu",
+                     attrs={"role": "aggregator"})
+
+
 def mixing_weights(topology: Topology, name: str) -> tuple[tuple[int, int, float], ...]:
     try:
         matrix = mixing_matrix(topology, name)
@@ -50,18 +61,38 @@ def data_section(config: dict[str, Any]) -> dict[str, Any]:
             "seed": config["seed"], "synthetic": config["synthetic"]}
 
 
-def build_plan(topology: Topology, config: dict[str, Any], claims: PortClaims) -> RunPlan:
+def build_plan(topology: Topology, config: dict[str, Any], claims: PortClaims,
+               aggregator: bool = False) -> RunPlan:
+    """`aggregator`: the protocol is server-based, so the plan gets a hub node beside the
+    topology's clients (its data, fairness and bits never count as a client's)."""
     for key in ("rounds", "eval_every"):
         if not isinstance(config[key], int) or config[key] < 1:
             raise LaunchError(f"{key}: must be a positive integer, got {config[key]!r}")
     if config["transport"] not in ("zmq", "inproc"):
         raise LaunchError(f"transport: must be zmq or inproc, got {config['transport']!r}")
+    schedule = schedule_section(topology, config)
+    nodes = node_entries(topology, claims)
+    hub = aggregator_entry(topology, claims) if aggregator else None
     return RunPlan(
         protocol=config["protocol"], topology_name=topology.name, topology=topology.to_dict(),
-        nodes=node_entries(topology, claims), mixing=config["mixing"],
+        nodes=(*nodes, hub) if hub else nodes, mixing=config["mixing"],
         weights=mixing_weights(topology, config["mixing"]), rounds=config["rounds"],
         seed=config["seed"], eval_every=config["eval_every"],
         data={**data_section(config), **prepare_data(config, len(topology.nodes))},
         model=config["model"], hyper=config["hyper"], link=config["link"], wire=config["wire"],
-        transport=config["transport"],
-        collector=f"tcp://{LOCAL_HOST}:{claims.claim(1)[0]}")
+        transport=config["transport"], prephase=prephase_section(config, claims),
+        collector=f"tcp://{LOCAL_HOST}:{claims.claim(1)[0]}", schedule=schedule,
+        aggregator=hub.id if hub else None)
+
+
+def schedule_section(topology: Topology, config: dict[str, Any]) -> dict[str, Any]:
+    """The TDMA slots (or sync), after checking the link options the same way a node will."""
+    topo = topology.to_dict()
+    try:
+        LinkModel.from_plan(topo, config["link"])
+    except ValueError as exc:
+        raise LaunchError(f"link: {exc}") from None
+    try:
+        return tdma.plan_section(topo, config["schedule"], config["tdma"])
+    except ValueError as exc:
+        raise LaunchError(f"schedule: {exc}") from None

@@ -11,14 +11,17 @@ from pathlib import Path
 from typing import Any
 
 from dfl_node.plan import RunPlan
+from dfl_node.prephase import InprocPrephaseHub
 from launcher import rundir
 from launcher.collector import Collector, QueueSource, ZmqSource
 from launcher.config import resolve_config
 from launcher.errors import LaunchError
 from launcher.inproc import run_threads
+from launcher.linkreport import write_link_report
 from launcher.outcome import Outcome
 from launcher.planner import build_plan
 from launcher.ports import PortClaims
+from launcher.prephase import start_coordinator
 from launcher.spawn import log_tail, run_processes
 from launcher.summary import summarize, write_ledger
 from protocols.registry import PROTOCOLS
@@ -59,7 +62,8 @@ def resolve(req: Request, claims: PortClaims) -> tuple[dict[str, Any], RunPlan]:
     except ValueError as exc:
         raise LaunchError(f"hyper: {exc}") from None
     config["topology"] = topo.name
-    return config, build_plan(topo, config, claims)
+    return config, build_plan(topo, config, claims,
+                              aggregator=PROTOCOLS[req.protocol].server_based)
 
 
 def write_plan_only(req: Request, output: Path) -> None:
@@ -102,23 +106,30 @@ def launch_one(req: Request, out_dir: Path | None) -> int:
     summary = summarize(plan, config, collector, outcome, time.monotonic() - started)
     rundir.write_json(run_dir / "summary.json", summary)
     write_ledger(run_dir, collector.done)
+    write_link_report(run_dir, plan, collector.done)
     return report(outcome, run_dir, summary)
 
 
 def execute(plan: RunPlan, plan_path: Path, run_dir: Path) -> tuple[Outcome, Collector]:
+    hub = InprocPrephaseHub(plan.ids) if plan.transport == "inproc" else None
     if plan.transport == "inproc":
         sink: queue.Queue = queue.Queue()
         collector = Collector(QueueSource(sink), run_dir, plan.ids)
-        runner = partial(run_threads, plan, run_dir, collector, sink)
+        runner = partial(run_threads, plan, run_dir, collector, sink, hub)
     else:
         collector = Collector(ZmqSource(plan.collector), run_dir, plan.ids)
         runner = partial(run_processes, plan, plan_path, run_dir, collector)
+    coordinator = start_coordinator(plan, run_dir, hub)
     try:
         return runner(), collector
     except KeyboardInterrupt:
         return Outcome(False, reason="interrupted"), collector
     finally:
         collector.close()
+        if coordinator is not None:
+            coordinator.join()
+            if coordinator.error:
+                print(f"dfl-launch: pre-phase: {coordinator.error}", file=sys.stderr)
 
 
 def report(outcome: Outcome, run_dir: Path, summary: dict[str, Any]) -> int:

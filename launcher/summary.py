@@ -13,6 +13,7 @@ from typing import Any
 from dfl_node.plan import RunPlan
 from launcher.collector import Collector
 from launcher.fairness import fairness
+from launcher.linkreport import radio_totals
 from launcher.outcome import Outcome
 from launcher.rundir import write_json
 
@@ -73,10 +74,10 @@ def mean_over_nodes(reports: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def node_rows(plan: RunPlan, done: dict[int, dict[str, Any]],
-              outcome: Outcome) -> list[dict[str, Any]]:
+def node_rows(plan: RunPlan, done: dict[int, dict[str, Any]], outcome: Outcome,
+              ids: list[int]) -> list[dict[str, Any]]:
     rows = []
-    for node_id in plan.ids:
+    for node_id in ids:
         rec = done.get(node_id, {})
         entry = plan.node(node_id)
         rows.append({"id": node_id, "pid": rec.get("pid", outcome.pids.get(node_id)),
@@ -88,10 +89,10 @@ def node_rows(plan: RunPlan, done: dict[int, dict[str, Any]],
 def summarize(plan: RunPlan, config: dict[str, Any], collector: Collector, outcome: Outcome,
               wall_seconds: float) -> dict[str, Any]:
     done = collector.done
-    nodes = node_rows(plan, done, outcome)
+    nodes = node_rows(plan, done, outcome, plan.clients)
     finished = [n for n in nodes if n["accuracy"] is not None]
     accs = [n["accuracy"] for n in finished]
-    formula = formula_tables(done, len(plan.ids))
+    formula = formula_tables(done, len(plan.clients))
     tables = traffic_tables(done)
     rejected: Counter[str] = Counter(collector.rejected)
     for rec in done.values():
@@ -104,21 +105,28 @@ def summarize(plan: RunPlan, config: dict[str, Any], collector: Collector, outco
         "partition": plan.data["partition"], "eval_split": plan.data["eval_split"],
         "status": outcome.status, "failed_node": outcome.failed_node,
         "nodes": nodes,
+        "aggregators": node_rows(plan, done, outcome,
+                                 [i for i in plan.ids if i not in plan.clients]),
         "avg_accuracy": sum(accs) / len(accs) if accs else None,
         "worst_accuracy": min(accs) if accs else None,
         "wire_bytes": sum(r["payload_bytes"] + r["framing_bytes"] for r in data_sent),
         "payload_bytes": sum(r["payload_bytes"] for r in data_sent),
         "framing_bytes": sum(r["framing_bytes"] for r in data_sent),
         "control_bytes": tables["control"]["payload_bytes"] + tables["control"]["framing_bytes"],
+        "prephase_bytes": sum(rec.get("prephase", {}).get("sent_bytes", 0)
+                              + rec.get("prephase", {}).get("received_bytes", 0)
+                              for rec in done.values()),
         "virtual_seconds": max((rec["virtual_seconds"] for rec in done.values()), default=0.0),
         "wall_seconds": wall_seconds,
         "startup_seconds": max(collector.ready_at.values(), default=None),
         "rejected_messages": dict(sorted(rejected.items())),
+        "schedule": plan.schedule["mode"], **radio_totals(done),
         "ledger": {"per_round": tables["per_round"], "control": tables["control"]},
         "bits_per_client": formula["bits_per_client"],
         "formula": {"per_round": formula["per_round"], "total_bits": formula["total_bits"]},
         **(fairness(accs, [n["loss"] for n in finished]) if finished else {}),
-        **mean_over_nodes([rec.get("protocol", {}) for rec in done.values()]),
+        **mean_over_nodes([rec.get("protocol", {}) for node, rec in done.items()
+                           if node in plan.clients]),
         "config": {"mixing": plan.mixing, "model": plan.model, "hyper": config["hyper"]},
     }
 

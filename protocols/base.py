@@ -8,17 +8,41 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
+import numpy as np
 import torch
 from torch import nn
 
 from dfl_node.context import NodeContext
+from dfl_node.plan import RunPlan
+from dfl_node.prephase import Coordination
 
 
 class Protocol(ABC):
+    # Server-based protocols (q-FFL) get an aggregator node in the plan beside the clients.
+    server_based: ClassVar[bool] = False
+
+    # True: the runtime runs a one-time pre-phase before round 0 (report -> coordinator ->
+    # answer; dfl_node/prephase.py), with the three methods below.
+    needs_prephase: ClassVar[bool] = False
+
     def __init__(self, ctx: NodeContext) -> None:
         self.ctx = ctx
+
+    def prephase_report(self) -> dict[str, np.ndarray]:
+        """What this node tells the coordinator (named arrays)."""
+        raise NotImplementedError(f"{type(self).__name__} has no pre-phase")
+
+    def prephase_answer(self, answer: Mapping[str, np.ndarray]) -> None:
+        """Take the coordinator's answer; raise ValueError if it is malformed."""
+        raise NotImplementedError(f"{type(self).__name__} has no pre-phase")
+
+    @staticmethod
+    def coordinate(plan: RunPlan, reports: Mapping[int, Mapping[str, np.ndarray]]) -> Coordination:
+        """The coordinator's side: every node's report in, an answer per node out (runs once,
+        in the coordinator process). Raise ValueError (one line) on reports it cannot use."""
+        raise NotImplementedError("this protocol has no pre-phase")
 
     @staticmethod
     def check_hyper(hyper: Mapping[str, Any]) -> None:

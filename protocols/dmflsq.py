@@ -64,6 +64,7 @@ from torch.nn.utils import parameters_to_vector
 from dfl_node.compress import Composed, Compressor, SparseCompressor, Uniform, build_compressor
 from dfl_node.consensus import max_consensus
 from dfl_node.context import NodeContext
+from dfl_node.copies import PublicCopies
 from dfl_node.tags import Tag
 from dfl_node.training import BatchSampler, compute_gradients
 from dfl_node.trigger import fires, threshold
@@ -74,6 +75,7 @@ from protocols.dmflsq_bits import (
     model_link_bits,
     psi_link_bits,
 )
+from protocols.hyper import HyperConfig
 
 MODEL_PHASE = "dmflsq-model"
 PSI_PHASE = "psi"
@@ -87,14 +89,11 @@ LR_SCHEDULES = ("constant", "inv_sqrt_T")
 TRIGGERS = ("constant", "inv_sqrt_t", "zero")
 TIE_BREAKS = ("larger_id", "smaller_id")
 A_IJ = ("unit", "from_topology")
-# Runtime keys that live in `hyper` but are not the protocol's.
-RUNTIME_KEYS = frozenset({"torch_threads"})
-
-
 @dataclass(frozen=True)
-class DMFLSQConfig:
+class DMFLSQConfig(HyperConfig):
     """`hyper:` of a dmfl-sq run, checked. Defaults are the paper's (Sec. VI)."""
 
+    protocol_name = "dmfl-sq"
     lr: float = 0.1
     lr_schedule: str = "constant"
     alpha: float = 0.4
@@ -111,55 +110,25 @@ class DMFLSQConfig:
     accounting: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_hyper(cls, hyper: Mapping[str, Any]) -> DMFLSQConfig:
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(hyper) - known - RUNTIME_KEYS)
-        if unknown:
-            raise ValueError(f"dmfl-sq: unknown hyper-parameters {unknown} "
-                             f"(known: {sorted(known)})")
-        given = {k: v for k, v in hyper.items() if k in known}
-        if given.get("k_psi") == "auto":
-            given["k_psi"] = None
-        cfg = cls(**given)
-        cfg.check()
-        return cfg
+    def normalise(cls, given: dict[str, Any]) -> dict[str, Any]:
+        return {**given, "k_psi": None} if given.get("k_psi") == "auto" else given
 
     def check(self) -> None:
-        def number(name: str, low: float, strict: bool) -> None:
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) \
-                    or v < low or (strict and v == low):
-                rel = ">" if strict else ">="
-                raise ValueError(f"dmfl-sq: {name} must be a number {rel} {low}, got {v!r}")
-
-        def choice(name: str, options: tuple[str, ...]) -> None:
-            if getattr(self, name) not in options:
-                raise ValueError(f"dmfl-sq: {name} must be one of {list(options)}, "
-                                 f"got {getattr(self, name)!r}")
-
-        def count(name: str) -> None:
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"dmfl-sq: {name} must be a positive integer, got {v!r}")
-
-        number("lr", 0.0, strict=True)
-        number("alpha", 0.0, strict=False)
-        number("rho", 0.0, strict=False)
-        number("theta0", 0.0, strict=False)
-        choice("lr_schedule", LR_SCHEDULES)
-        choice("trigger", TRIGGERS)
-        choice("tie_break", TIE_BREAKS)
-        choice("a_ij", A_IJ)
-        count("batch_sel")
-        count("batch_grad")
+        self.number("lr", 0.0, strict=True)
+        self.number("alpha", 0.0, strict=False)
+        self.number("rho", 0.0, strict=False)
+        self.number("theta0", 0.0, strict=False)
+        self.choice("lr_schedule", LR_SCHEDULES)
+        self.choice("trigger", TRIGGERS)
+        self.choice("tie_break", TIE_BREAKS)
+        self.choice("a_ij", A_IJ)
+        self.count("batch_sel")
+        self.count("batch_grad")
         if self.k_psi is not None:
-            count("k_psi")
-        if not isinstance(self.skip_consensus_when_rho0, bool):
-            raise ValueError("dmfl-sq: skip_consensus_when_rho0 must be true or false")
-        if not isinstance(self.compressor, Mapping):
-            raise ValueError("dmfl-sq: compressor must be a mapping")
-        if not isinstance(self.accounting, Mapping):
-            raise ValueError("dmfl-sq: accounting must be a mapping")
+            self.count("k_psi")
+        self.flag("skip_consensus_when_rho0")
+        self.mapping("compressor")
+        self.mapping("accounting")
 
 
 def coupling_weights(plan_edges: list[Any], node_id: int, mode: str) -> dict[int, float]:
@@ -212,13 +181,11 @@ class DMFLSQ(Protocol):
         with torch.no_grad():
             w0 = parameters_to_vector(self.params).detach().to(torch.float32).clone()
         self.size = int(w0.numel())
-        # Alg. 1 line 3: w_hat_i^0 = w_i^0 and w_hat_{j->i}^0 = w_j^0 = w^0 (shared init).
-        self.w_hat_self = w0.clone()
-        self.w_hat_from = {j: w0.clone() for j in self.neighbors}
-
         self.compressor = build_compressor(dict(cfg.compressor))
+        # Alg. 1 line 3: w_hat_i^0 = w_i^0 and w_hat_{j->i}^0 = w_j^0 = w^0 (shared init).
+        self.copies = PublicCopies(self.compressor, self.neighbors, w0,
+                                   ctx.torch_rng("compressor"))
         self.acc = Accounting.from_mapping(cfg.accounting, b_q=value_bits(self.compressor))
-        self.comp_gen = ctx.torch_rng("compressor")
         sparse = isinstance(self.compressor, SparseCompressor)
         k_bound = self.compressor.max_k(self.size) if sparse else self.size
         # The virtual clock's model step: the largest message C can produce, as eq. (18) counts
@@ -240,8 +207,7 @@ class DMFLSQ(Protocol):
                                         ctx.rng("sel-batch"), ctx.device)
         self.grad_batches = BatchSampler(ctx.data.x_train, ctx.data.y_train, cfg.batch_grad,
                                          ctx.rng("grad-batch"), ctx.device)
-        ctx.comm.set_validator(MODEL_PHASE,
-                               lambda tensors: self.compressor.validate(tensors, self.size))
+        ctx.comm.set_validator(MODEL_PHASE, self.copies.validator())
 
         self.rounds_run = 0
         self.triggers = 0
@@ -286,7 +252,7 @@ class DMFLSQ(Protocol):
         with torch.no_grad():
             coupling = torch.zeros_like(w)
             for j, a_ij in self.a.items():
-                coupling.add_(w - self.w_hat_from[j].to(w.device), alpha=a_ij)
+                coupling.add_(w - self.copies.of[j].to(w.device), alpha=a_ij)
             h = g * (1.0 + cfg.rho * lam) + coupling * cfg.alpha
             w_new = w - gamma * h
             offset = 0
@@ -295,7 +261,7 @@ class DMFLSQ(Protocol):
                 offset += p.numel()
 
             # Phase D: event-triggered compressed broadcast of the innovation.
-            s = w_new - self.w_hat_self.to(w.device)
+            s = self.copies.innovation(w_new)
             s_norm = float(torch.linalg.vector_norm(s))
             if not math.isfinite(s_norm):
                 raise FloatingPointError(f"dmfl-sq: client {me} diverged at round {r} "
@@ -305,32 +271,23 @@ class DMFLSQ(Protocol):
             tensors = None
             k, sparse, quantized = 0, True, True
             if fired:
-                compressed = self.compressor.compress(s, gen=self.comp_gen)
+                compressed = self.copies.publish(s)
                 tensors = compressed.tensors
                 k = compressed.k
                 sparse = compressed.position_coding != "dense"
                 quantized = compressed.quantized
-                # The very bytes the neighbours will decode, through their code path.
-                c = self.compressor.decompress(tensors, self.size)
-                self.w_hat_self.add_(c.to(self.w_hat_self.device))
 
         received = ctx.comm.exchange_optional(Tag("data", r, MODEL_PHASE), tensors)
 
         # Phase E: neighbour copies.
         with torch.no_grad():
-            for j in self.neighbors:
-                msg = received.get(j)
-                if msg is not None:
-                    c_j = self.compressor.decompress(msg, self.size)
-                    self.w_hat_from[j].add_(c_j.to(self.w_hat_from[j].device))
-            residual = float(torch.linalg.vector_norm(w_new - self.w_hat_self.to(w.device))) ** 2
+            self.copies.absorb(received)
+            residual = float(torch.linalg.vector_norm(self.copies.innovation(w_new))) ** 2
 
         link = model_link_bits(fired, k, self.size, self.acc, sparse=sparse,
                                quantized=quantized)
         for j in self.neighbors:
-            for component, bits in link.items():
-                if bits:
-                    ctx.formula.charge(r, j, component, bits)
+            ctx.formula.charge_all(r, j, link)
         model_bits = sum(link.values()) * len(self.neighbors)
 
         # Virtual time: one compute step, K_Psi tiny consensus steps, one model step costed at
@@ -373,7 +330,4 @@ class DMFLSQ(Protocol):
         return out
 
     def extra_state(self) -> dict[str, torch.Tensor]:
-        out = {"w_hat_self": self.w_hat_self.detach().cpu()}
-        for j, copy in self.w_hat_from.items():
-            out[f"w_hat_from_{j}"] = copy.detach().cpu()
-        return out
+        return self.copies.state("w_hat_self", "w_hat_from_")

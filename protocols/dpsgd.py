@@ -3,8 +3,13 @@
 Each round runs `local_steps - 1` plain local SGD steps, then the D-PSGD step: the gradient is
 taken at the current local model while that model is exchanged with the neighbours, and the
 mixed model minus the step is the new model. With `local_steps = 1` this is exactly
-Theta <- W Theta - eta G. The neighbour sum runs over j in sorted order (self included), so its
-floating-point result does not depend on arrival order.
+Theta <- W Theta - eta G. `form: atc` is the adapt-then-combine variant that CHOCO-SGD's paper
+writes as D-PSGD, w_i <- sum_j W_ij (w_j - eta g_j): the neighbours' models travel after their
+own step. The neighbour sum runs over j in sorted order (self included), so its floating-point
+result does not depend on arrival order.
+
+Formula bits (spec section 4, baseline accounting): deg_i P 32 per round, one dense model per
+neighbour; `accounting.b_hdr` adds a header per message (0 by default, as for q-FFL).
 """
 
 from __future__ import annotations
@@ -18,8 +23,10 @@ from dfl_node.context import NodeContext
 from dfl_node.tags import Tag
 from dfl_node.training import BatchSampler, compute_gradients, sgd_step
 from protocols.base import Protocol, require_int, require_positive
+from protocols.baseline_bits import DenseAccounting, dense_link_bits
 
 PHASE = "gossip"
+FORMS = ("cta", "atc")  # combine-then-adapt (Lian et al.), adapt-then-combine
 
 
 class DPSGD(Protocol):
@@ -34,6 +41,10 @@ class DPSGD(Protocol):
         ctx.comm.set_schema(PHASE, {n: ("float32", tuple(p.shape))
                                     for n, p in self.params.items()})
         self.message_bytes = sum(p.numel() * p.element_size() for p in self.params.values())
+        self.form = str(ctx.hyper.get("form", "cta"))
+        size = sum(p.numel() for p in self.params.values())
+        self.link_bits = dense_link_bits(1, size, DenseAccounting.from_mapping(
+            ctx.hyper.get("accounting")))
 
     @staticmethod
     def check_hyper(hyper: Mapping[str, Any]) -> None:
@@ -41,6 +52,9 @@ class DPSGD(Protocol):
         require_positive(hyper, "lr")
         require_int(hyper, "batch_size", 32)
         require_int(hyper, "local_steps", 1)
+        if hyper.get("form", "cta") not in FORMS:
+            raise ValueError(f"form must be one of {list(FORMS)}, got {hyper.get('form')!r}")
+        DenseAccounting.from_mapping(hyper.get("accounting"))
 
     def run_round(self, r: int) -> dict[str, float]:
         model = self.ctx.model
@@ -48,6 +62,8 @@ class DPSGD(Protocol):
             compute_gradients(model, *self.batches.next())
             sgd_step(model, self.lr)
         loss = compute_gradients(model, *self.batches.next())
+        if self.form == "atc":
+            sgd_step(model, self.lr)
         mine = {n: p.detach() for n, p in self.params.items()}
         theirs = self.ctx.comm.exchange(Tag("data", r, PHASE), mine)
         with torch.no_grad():
@@ -56,6 +72,8 @@ class DPSGD(Protocol):
                 for j, w_ij in self.weights.items():
                     x = mine[name] if j == self.ctx.node_id else theirs[j][name].to(p.device)
                     mixed.add_(x, alpha=w_ij)
-                p.copy_(mixed - self.lr * p.grad)
+                p.copy_(mixed if self.form == "atc" else mixed - self.lr * p.grad)
+        for j in theirs:
+            self.ctx.formula.charge_all(r, j, self.link_bits)
         self.ctx.clock.sync_step(self.message_bytes, self.local_steps)
         return {"train_loss": loss}

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 from protocols.base import Protocol
+from protocols.chocosgd import ChocoSGD
 from protocols.dmflsq import DMFLSQ
 from protocols.dpsgd import DPSGD
+from protocols.dsgt import DSGT
+from protocols.qffl import QFFL
+from protocols.ssdfl import SSDFL
 
 PROTOCOLS: dict[str, type[Protocol]] = {
     "d-psgd": DPSGD,
     "dmfl-sq": DMFLSQ,
+    "choco-sgd": ChocoSGD,
+    "dsgt": DSGT,
+    "qffl": QFFL,
+    "ssd-fl": SSDFL,
 }
 
 

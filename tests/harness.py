@@ -55,7 +55,8 @@ def assert_transports_identical(
     inproc_sum = launch_ok(tmp_path / "inproc", topology, protocol, "--transport", "inproc", *args)
     a, b = final_files(tmp_path / "zmq"), final_files(tmp_path / "inproc")
     models = [name for name in a if not name.endswith("-copies.safetensors")]  # + extra_state
-    assert sorted(a) == sorted(b) and len(models) == len(zmq_sum["nodes"])
+    nodes = len(zmq_sum["nodes"]) + len(zmq_sum.get("aggregators", []))
+    assert sorted(a) == sorted(b) and len(models) == nodes
     for name in a:
         ta, tb = (
             load_file(str(tmp_path / "zmq" / "final" / name)),

@@ -176,7 +176,8 @@ def test_plan_subcommand_and_dfl_node_by_hand(tmp_path: Path, hex6: str) -> None
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(out.read_text())
     assert plan["rounds"] == 4 and len(plan["nodes"]) == 6
-    assert set(plan["hashes"]) == {"topology", "protocol", "data", "seeds", "runtime"}
+    assert set(plan["hashes"]) == {"topology", "protocol", "data", "seeds", "runtime",
+                                   "prephase", "schedule"}
     bad = subprocess.run([sys.executable, "-m", "dfl_node.cli", "--plan", str(out),
                           "--node-id", "99"], env=ENV, cwd=ROOT, capture_output=True,
                          text=True, timeout=60)
