@@ -1,8 +1,13 @@
-"""`dfl-node --plan plan.json --node-id I`: one node of a run, in this process.
+"""`dfl-node`: one node of a run (or its pre-phase coordinator), in this process, on this host.
 
-An operator (or a container) starts nodes this way on other hosts; the launcher runs the same
-`start_zmq_node` in processes forked from its forkserver (`run_launched`). Bad input exits 2 with
-one line; a failed run exits 1.
+    dfl-node --plan plan.json --node-id I [--out DIR]
+    dfl-node --topology T --protocol P --node-id I [the options of dfl-launch] [--out DIR]
+    dfl-node --coordinator --plan plan.json [--out DIR]
+
+An operator (or a container) starts nodes this way, one per host; the launcher runs the same
+`start_zmq_node` in processes forked from its forkserver (`run_launched`). With `--topology`
+every host resolves the same plan itself (launcher/hostplan.py). Bad input, including a plan
+that differs from a neighbour's, exits 2 with one line; a failed run exits 1.
 """
 
 from __future__ import annotations
@@ -13,20 +18,25 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 import torch
 
 from dfl_node.node import run_node
 from dfl_node.plan import PlanError, RunPlan
-from dfl_node.report import ZmqReporter
+from dfl_node.rendezvous import RendezvousTimeout
+from dfl_node.report import FileReporter, Reporter, ZmqReporter
 from dfl_node.transport_zmq import ZmqTransport
+from launcher.errors import LaunchError
+from launcher.options import run_options
 
 PARENT_POLL_S = 0.5
 
 
-def start_zmq_node(plan: RunPlan, node_id: int, out_dir: Path) -> None:
-    """Run one node over real sockets, reporting to the plan's collector."""
+def start_zmq_node(plan: RunPlan, node_id: int, out_dir: Path, keep_records: bool = False) -> None:
+    """Run one node over real sockets, reporting to the plan's collector (and, with
+    `keep_records`, to records/node-<id>.jsonl of `out_dir` as well)."""
     torch.set_num_threads(int(plan.hyper.get("torch_threads", 1)))
     entry = plan.node(node_id)
     print(f"node {node_id} pid {os.getpid()} binds {entry.bind} device {entry.device}", flush=True)
@@ -34,11 +44,14 @@ def start_zmq_node(plan: RunPlan, node_id: int, out_dir: Path) -> None:
     transport = ZmqTransport(node_id, entry.bind, peers,
                              hwm=int(plan.wire["hwm"]),
                              max_message_bytes=int(plan.wire["max_message_bytes"]))
-    reporter = ZmqReporter(plan.collector)
+    reporter: Reporter = ZmqReporter(plan.collector)
+    if keep_records:
+        reporter = FileReporter(out_dir / "records" / f"node-{node_id}.jsonl", reporter)
     try:
         run_node(plan, node_id, transport, reporter, out_dir)
     except Exception as exc:
         reporter.emit({"type": "error", "node": node_id, "message": f"{type(exc).__name__}: {exc}"})
+        transport.close()  # lets what is queued go out: a refusing node's plan hashes, say
         raise
     finally:
         reporter.close()
@@ -79,29 +92,96 @@ def run_launched(plan_path: str, node_id: int, run_dir: str, launcher_pid: int) 
     start_zmq_node(RunPlan.load(Path(plan_path)), node_id, Path(run_dir))
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--plan", "plan_path", required=True, type=click.Path(path_type=Path),
-              help="plan.json written by dfl-launch (or dfl-launch plan).")
-@click.option("--node-id", required=True, type=int, help="Which node of the plan to run.")
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
-              help="Run directory for final/ (default: the plan's directory).")
-def cli(plan_path: Path, node_id: int, out_dir: Path | None) -> None:
-    """Run one node of a dfl-mesh plan."""
-    try:
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+# Spelling of the run options whose flag is not their parameter's name.
+FLAGS = {"sets": "--set", "config_file": "--config"}
+
+
+def host_plan(plan_path: Path | None, run: dict[str, Any], out_dir: Path | None,
+              node_id: int | None) -> tuple[RunPlan, Path]:
+    """The plan this host runs (node `node_id`, or the coordinator when None) and its run
+    directory, with this host's data ready for it."""
+    from launcher import hostplan, rundir  # the launcher's resolution code, not in the node path
+    from launcher.options import request
+
+    given = [FLAGS.get(k, "--" + k.replace("_", "-")) for k, v in run.items()
+             if v not in (None, ()) and k != "data_root"]
+    if plan_path is not None and given:
+        raise LaunchError(f"{given[0]}: the plan fixes it; give --plan or --topology, not both")
+    if plan_path is None and not run["topology"]:
+        raise LaunchError("give --plan PLAN, or --topology T --protocol P")
+    if plan_path is not None:
         plan = RunPlan.load(plan_path)
+        out = out_dir or plan_path.parent
+    else:
+        plan = hostplan.resolve_host_plan(request(run))
+        out = out_dir or rundir.default_run_dir(plan.protocol, plan.topology_name)
+    if node_id is not None:
         plan.node(node_id)
+    elif not plan.prephase:
+        raise LaunchError(f"--coordinator: protocol {plan.protocol} has no pre-phase")
+    hostplan.ensure_host_data(plan, run["data_root"])
+    hostplan.place_plan(plan, out)
+    return plan, out
+
+
+def run_here(plan: RunPlan, node_id: int, out_dir: Path) -> int:
+    """One node to the end; a plan that differs from a neighbour's is bad input (one line)."""
+    try:
+        start_zmq_node(plan, node_id, out_dir, keep_records=True)
     except PlanError as exc:
         click.echo(f"dfl-node: {exc}", err=True)
-        sys.exit(2)
-    start_zmq_node(plan, node_id, out_dir or plan_path.parent)
+        return EXIT_BAD_INPUT
+    except RendezvousTimeout as exc:
+        click.echo(f"dfl-node: {exc}", err=True)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def coordinate_here(plan: RunPlan, out_dir: Path) -> int:
+    """The pre-phase coordinator; prephase.json lands in `out_dir`."""
+    from launcher.prephase import coordinate_alone
+
+    try:
+        coordinate_alone(plan, out_dir)
+    except Exception as exc:  # the nodes heard the reason; the operator gets one line
+        click.echo(f"dfl-node: pre-phase: {type(exc).__name__}: {exc}", err=True)
+        return EXIT_FAILED
+    print(f"pre-phase done: {out_dir / 'prephase.json'}", flush=True)
+    return EXIT_OK
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--plan", "plan_path", type=click.Path(path_type=Path), default=None,
+              help="plan.json written by dfl-launch (or dfl-launch plan).")
+@click.option("--node-id", type=int, default=None, help="Which node of the plan to run.")
+@click.option("--coordinator", is_flag=True,
+              help="Play the plan's pre-phase coordinator instead of a node.")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
+              help="This host's run directory (default: the plan's directory; with --topology "
+                   "runs/<timestamp>-<protocol>-<topology>).")
+@run_options
+def cli(plan_path: Path | None, node_id: int | None, coordinator: bool, out_dir: Path | None,
+        **run: Any) -> None:
+    """Run one node of a dfl-mesh plan, or its pre-phase coordinator, on this host."""
+    if coordinator == (node_id is not None):
+        raise LaunchError("give exactly one of --node-id I and --coordinator")
+    try:
+        plan, out = host_plan(plan_path, run, out_dir, node_id)
+    except PlanError as exc:
+        raise LaunchError(str(exc)) from None
+    sys.exit(coordinate_here(plan, out) if node_id is None else run_here(plan, node_id, out))
 
 
 def main() -> None:
     try:
         cli.main(standalone_mode=False)
+    except LaunchError as exc:
+        click.echo(f"dfl-node: {exc}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
     except click.ClickException as exc:
         click.echo(f"dfl-node: {exc.format_message()}", err=True)
-        sys.exit(2)
+        sys.exit(EXIT_BAD_INPUT)
     except (KeyboardInterrupt, click.Abort):
         sys.exit(130)
 

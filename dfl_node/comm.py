@@ -223,6 +223,26 @@ class Comm:
         self._frame_done(tag, sent, theirs)
         return theirs
 
+    def exchange_each(self, tag: Tag, per_neighbor: Mapping[int, Tensors]) -> dict[int, Received]:
+        """Send each neighbour its own tensors, then gather theirs (ordered by neighbour id).
+
+        For messages that differ per link (DSC attaches the weight w_{n,i} meant for receiver n);
+        under TDMA the sends go out in slot order like a broadcast, and the step is one frame.
+        """
+        if sorted(per_neighbor) != list(self.neighbors):
+            raise ValueError(f"node {self.node_id}: exchange_each needs one message per "
+                             f"neighbour {list(self.neighbors)}, got {sorted(per_neighbor)}")
+        order = self._send_order or [(0, dst) for dst in self.neighbors]
+        sent = {}
+        for slot, dst in order:
+            outgoing = self._outgoing(replace(tag, slot=slot) if self._scheduled(tag) else tag,
+                                      per_neighbor[dst])
+            self._post(dst, outgoing)
+            sent[dst] = outgoing.message.payload_bytes
+        theirs = self.gather_neighbors(tag)
+        self._frame_done(tag, sent, theirs)
+        return theirs
+
     def exchange_optional(self, tag: Tag, tensors: Tensors | None) -> dict[int, Received | None]:
         """Send mine (or nothing, if None) to every neighbour, then end the step with a marker.
 
@@ -272,12 +292,14 @@ class Comm:
     def _scheduled(self, tag: Tag) -> bool:
         return self.schedule is not None and not tag.is_control
 
-    def _frame_done(self, tag: Tag, sent: int,
+    def _frame_done(self, tag: Tag, sent: int | Mapping[int, int],
                     theirs: Mapping[int, Received | None]) -> None:
-        """Tell the clock what crossed this node's links in a scheduled exchange."""
+        """Tell the clock what crossed this node's links in a scheduled exchange (`sent`: the
+        payload bytes of the one broadcast message, or per neighbour)."""
         if self._on_frame is None or not self._scheduled(tag):
             return
-        sizes = {(self.node_id, dst): sent for dst in self.neighbors}
+        sizes = {(self.node_id, dst): sent if isinstance(sent, int) else sent[dst]
+                 for dst in self.neighbors}
         for src, tensors in theirs.items():
             received = sum(t.numel() * t.element_size() for t in (tensors or {}).values())
             sizes[(src, self.node_id)] = received

@@ -23,7 +23,7 @@ class NodeContext:
     plan: RunPlan
     comm: Comm
     model: nn.Module
-    data: NodeData
+    data: NodeData | Any  # NodeData unless the protocol's build_workload brings other data
     device: torch.device
     clock: VirtualClock
     formula: FormulaLedger

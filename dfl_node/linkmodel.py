@@ -135,6 +135,7 @@ class VirtualClock:
         self.seconds = 0.0
         self.frames = 0
         self.link_stats: dict[Link, LinkStats] = {}
+        self._expected: dict[int, int] = {}
 
     def sync_step(self, message_bytes: int, compute_steps: int = 1) -> None:
         if self.schedule is not None:
@@ -143,12 +144,20 @@ class VirtualClock:
         self.seconds += self.model.sync_step_seconds(message_bytes, compute_steps, self.frames)
         self.frames += 1
 
+    def expect(self, sender_bytes: Mapping[int, int]) -> None:
+        """Payload bytes each sender puts on its links in the next frame, for frames whose
+        messages differ in size by sender (DSC's policy vectors, K floats per task): the links
+        this node does not touch are then charged what their sender really sends."""
+        self._expected = dict(sender_bytes)
+
     def tdma_frame(self, sizes: Mapping[Link, int]) -> None:
         """One TDMA frame that carried `sizes` (payload bytes) on this node's links."""
         assert self.schedule is not None, "tdma_frame needs a TDMA schedule"
         mine = [size for (a, _), size in sizes.items() if a == self.node_id]
         assumed = max(mine, default=0)
-        carried = {link: self.model.carry(link, sizes.get(link, assumed), self.frames)
+        expected, self._expected = self._expected, {}
+        carried = {link: self.model.carry(link, sizes.get(link, expected.get(link[0], assumed)),
+                                          self.frames)
                    for slot in self.schedule.slots for link in slot}
         self.seconds += tdma.frame_seconds(self.schedule,
                                            {link: s.seconds for link, s in carried.items()})

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.ctypeslib  # imported eagerly: see save_tensors
 import torch
 from safetensors.torch import save_file
 
@@ -20,14 +21,12 @@ from dfl_node.context import NodeContext
 from dfl_node.formula import FormulaLedger
 from dfl_node.ledger import Ledger
 from dfl_node.linkmodel import LinkModel, VirtualClock
-from dfl_node.models import build_model
 from dfl_node.plan import PlanError, RunPlan
 from dfl_node.prephase import PrephaseChannel, run_prephase
-from dfl_node.report import Reporter
-from dfl_node.shards import load_node_data
+from dfl_node.rendezvous import deadline_after, patience, rendezvous_seconds
+from dfl_node.report import Reporter, params_due, params_record
 from dfl_node.tags import Tag
 from dfl_node.tdma import schedule_from_plan
-from dfl_node.training import evaluate
 from dfl_node.transport import Transport
 from dfl_node.wire import WireLimits
 from protocols.registry import protocol_class
@@ -62,27 +61,29 @@ def run_node(plan: RunPlan, node_id: int, transport: Transport, reporter: Report
     comm = make_comm(plan, node_id, transport, clock)
     entry = plan.node(node_id)
     device = torch.device(entry.device)
-    data = load_node_data(plan.data, plan.clients, node_id)
-    model = build_model(plan.model, data.input_shape, data.classes, plan.seed).to(device)
-    ctx = NodeContext(node_id, plan, comm, model, data, device, clock, FormulaLedger(node_id))
-    proto = protocol_class(plan.protocol)(ctx)
+    cls = protocol_class(plan.protocol)
+    model, data = cls.build_workload(plan, node_id)
+    ctx = NodeContext(node_id, plan, comm, model.to(device), data, device, clock,
+                      FormulaLedger(node_id))
+    proto = cls(ctx)
     reporter.emit({"type": "ready", "node": node_id, "pid": os.getpid()})
-    agree_on_plan(comm, plan)
-    start_barrier(comm, plan.diameter())
+    meet_mesh(comm, plan)
     prephase_traffic = run_prephase(plan.prephase, node_id, proto, prephase)
     last: dict[str, Any] = {}
     for r in range(plan.rounds):
         comm.round = r
         info = proto.run_round(r)
         if node_id in plan.clients and ((r + 1) % plan.eval_every == 0 or r + 1 == plan.rounds):
-            acc, loss = evaluate(proto.eval_model(), data.x_eval, data.y_eval, device)
-            last = {"type": "metrics", "round": r + 1, "node": node_id, "accuracy": acc,
-                    "loss": loss, "wire_bytes": comm.ledger.wire_bytes(),
+            last = {"type": "metrics", "round": r + 1, "node": node_id, **proto.evaluate(),
+                    "wire_bytes": comm.ledger.wire_bytes(),
                     "virtual_seconds": clock.seconds, "eval_split": plan.data["eval_split"],
                     "slot_mismatches": comm.slot_mismatches,
                     "retransmissions": clock.retransmissions(),
                     **info}
             reporter.emit(last)
+            if params_due(int(plan.cycle_metrics.get("params_every", 0)), plan.eval_every,
+                          plan.rounds, r + 1):
+                reporter.emit(params_record(node_id, r + 1, proto.eval_model().state_dict()))
     comm.close()
     final = out_dir / "final"
     save_tensors(proto.eval_model().state_dict(), final / f"node-{node_id}.safetensors")
@@ -96,7 +97,7 @@ def run_node(plan: RunPlan, node_id: int, transport: Transport, reporter: Report
                    "formula": ctx.formula.to_json(), "protocol": proto.summary(),
                    "rejected": dict(comm.ledger.rejected),
                    "slot_mismatches": comm.slot_mismatches, "links": clock.link_report(),
-                   "prephase": prephase_traffic})
+                   "prephase": prephase_traffic, "report": proto.node_report()})
 
 
 def agree_on_plan(comm: Comm, plan: RunPlan) -> None:
@@ -117,15 +118,24 @@ def agree_on_plan(comm: Comm, plan: RunPlan) -> None:
                             f"{differ or 'its sections'}; refusing to start")
 
 
-def start_barrier(comm: Comm, diameter: int) -> None:
-    """Mesh-wide start: after `diameter` neighbourhood barriers every node has heard, hop by
-    hop, from every other, so no node trains while others are still starting (on a shared
-    machine early starters would otherwise slow the rest down)."""
-    for _ in range(max(1, diameter)):
-        comm.barrier()
+def meet_mesh(comm: Comm, plan: RunPlan) -> None:
+    """The start-up: plan agreement with every neighbour, then the mesh-wide start barrier,
+    all under one rendezvous deadline (nodes may start minutes apart; dfl_node/rendezvous.py).
+    After `diameter` neighbourhood barriers every node has heard, hop by hop, from every
+    other, so no node trains while others are still starting (on a shared machine early
+    starters would otherwise slow the rest down)."""
+    seconds = rendezvous_seconds(plan.wire)
+    deadline = deadline_after(seconds)
+    with patience(comm, deadline, seconds):
+        agree_on_plan(comm, plan)
+    for _ in range(max(1, plan.diameter())):
+        with patience(comm, deadline, seconds):
+            comm.barrier()
 
 
 def save_tensors(tensors: dict[str, torch.Tensor], path: Path) -> None:
-    """Safetensors: a pickle-free format any peer tool can read."""
+    """Safetensors: a pickle-free format any peer tool can read. It reaches `np.ctypeslib`
+    lazily, and numpy's lazy submodule import is not thread-safe: in-process nodes saving at
+    the same moment could recurse in it, so the module imports it once at load time."""
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(path))

@@ -23,10 +23,13 @@ SECTIONS: dict[str, tuple[str, ...]] = {
                  "aggregator"),
     "data": ("data",),
     "seeds": ("seed",),
-    "runtime": ("link", "wire", "transport"),
+    "runtime": ("link", "wire", "transport", "cycle_metrics"),
     "prephase": ("prephase",),
     "schedule": ("schedule",),  # the TDMA slot lists themselves, not only their options
 }
+# Data keys that say where one host keeps the dataset, not what it is (the content fingerprint
+# says that): hosts that keep it in other places still hold the same plan.
+HOST_LOCAL_DATA = ("data_root", "cache_dir")
 
 
 class PlanError(ValueError):
@@ -67,6 +70,8 @@ class RunPlan:
     # A server-based protocol's hub (q-FFL): a node of the plan that is not a client. When set,
     # the communication graph is the star hub <-> clients, not the topology's edges.
     aggregator: int | None = None
+    # per-cycle metrics: `params_every` (0: nodes never send their parameters) and `thresholds`
+    cycle_metrics: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -123,6 +128,7 @@ class RunPlan:
 
     def section_hashes(self) -> dict[str, str]:
         data = self.to_dict()
+        data["data"] = {k: v for k, v in data["data"].items() if k not in HOST_LOCAL_DATA}
         return {
             name: _digest({key: data[key] for key in keys}) for name, keys in SECTIONS.items()
         }

@@ -21,7 +21,9 @@ come from (seed, node, name) streams, so the data is the same in every process a
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -59,6 +61,27 @@ class SceneSpec:
     min_size: int = 30
     node_priors: bool = True
     seed: int = 0
+
+
+PORTFOLIOS_KEY = "portfolios"  # the plan's `scenes` section also names the portfolio scheme
+
+
+def scene_spec(options: Mapping[str, Any], seed: int) -> SceneSpec:
+    """The plan's `scenes` options as a SceneSpec for the run seed (the portfolio scheme is
+    left out); ValueError (one line) on an unknown key or a bad value."""
+    given = {k: v for k, v in options.items() if k != PORTFOLIOS_KEY}
+    known = set(SceneSpec.__dataclass_fields__) - {"seed"}
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise ValueError(f"unknown key(s) {unknown} (known: {sorted(known)}, {PORTFOLIOS_KEY})")
+    spec = SceneSpec(**given, seed=seed)
+    for name in ("size", "train_size", "test_size", "min_size"):
+        value = getattr(spec, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if not (isinstance(spec.alpha, int | float) and spec.alpha > 0):
+        raise ValueError(f"alpha must be a number > 0, got {spec.alpha!r}")
+    return spec
 
 
 def draw_prior(seed: int, node: int) -> ScenePrior:

@@ -12,13 +12,16 @@ import queue
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgpack
 import zmq
 
+if TYPE_CHECKING:
+    from launcher.cycle_metrics import CycleMetrics
+
 MAX_RECORD_BYTES = 64 << 20
-KINDS = ("ready", "metrics", "done", "error")
+KINDS = ("ready", "metrics", "done", "error", "params")
 
 
 class Source(Protocol):
@@ -60,7 +63,8 @@ class QueueSource:
 
 
 class Collector:
-    def __init__(self, source: Source, run_dir: Path, ids: list[int]) -> None:
+    def __init__(self, source: Source, run_dir: Path, ids: list[int],
+                 cycles: CycleMetrics | None = None) -> None:
         self.source = source
         self.ids = set(ids)
         self.metrics_path = run_dir / "metrics.jsonl"
@@ -70,6 +74,8 @@ class Collector:
         self.done: dict[int, dict[str, Any]] = {}
         self.errors: dict[int, str] = {}
         self.rejected: Counter[str] = Counter()
+        # per-cycle metrics (launcher/cycle_metrics.py); `params` records go nowhere else
+        self.cycles = cycles
 
     def pump(self, timeout_s: float) -> bool:
         """Handle at most one record; True if one arrived."""
@@ -78,7 +84,7 @@ class Collector:
             return False
         record = self._validate(raw)
         if record is not None:
-            self._handle(record)
+            self._handle(record, len(raw))
         return True
 
     def drain(self, quiet_s: float = 0.2) -> None:
@@ -100,13 +106,19 @@ class Collector:
             return None
         return record
 
-    def _handle(self, record: dict[str, Any]) -> None:
+    def _handle(self, record: dict[str, Any], size: int) -> None:
         kind = record.pop("type")
+        if kind == "params":
+            if self.cycles is None or not self.cycles.on_params(record, size):
+                self.rejected["unexpected_params"] += 1
+            return
         if kind == "ready":
             self.ready_at[record["node"]] = time.monotonic() - self.opened
         elif kind == "metrics":
             self._metrics.write(json.dumps(record, sort_keys=True) + "\n")
             self._metrics.flush()
+            if self.cycles is not None:
+                self.cycles.on_metrics(record)
         elif kind == "done":
             self.done[record["node"]] = record
         else:

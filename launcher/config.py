@@ -31,6 +31,10 @@ BASE: dict[str, Any] = {
     "model": {"name": "auto"},
     "hyper": {"torch_threads": 1},
     "synthetic": {},
+    # per-cycle metrics (launcher/cycle_metrics.py): parameters to the collector every k rounds
+    # (0: never), accuracy thresholds for cycles-to-threshold
+    "cycle_metrics": {"params_every": 0, "thresholds": []},
+    "scenes": {},  # dataset scenes: SceneSpec options and `portfolios` (dfl_node/scenes.py)
     "link": {"latency_ms": 1.0, "bandwidth_mbps": 100.0, "compute_ms": 10.0,
              # the radio model (dfl_node/radio.py): packets, loss, retransmissions
              "packet_bytes": 1500, "loss_model": "fixed", "loss": 0.0, "snr0_db": 20.0,
@@ -39,7 +43,11 @@ BASE: dict[str, Any] = {
     "schedule": "sync",  # | tdma: exchanges follow the link-colouring slots (dfl_node/tdma.py)
     "tdma": {"interference_range": None, "interference_factor": 1.0},  # None: factor x r_c
     "wire": {"hwm": 1000, "recv_timeout_s": 300.0, "max_tensors": 4096,
-             "max_message_bytes": 1 << 30},
+             "max_message_bytes": 1 << 30,
+             # how long a node waits for the rest of the mesh to start (None: recv_timeout_s)
+             "rendezvous_s": None},
+    # host:port of the run's services when nodes run on several hosts (None: a local port)
+    "endpoints": {"collector": None, "coordinator": None, "aggregator": None},
 }
 
 
@@ -47,7 +55,7 @@ BASE: dict[str, Any] = {
 DEFAULT_MODELS = {"synthetic": "mlp", "fmnist": "cnn", "cifar10": "cnn"}
 
 # Mappings whose keys belong to a protocol or model and are checked there, not here.
-FREE_FORM = frozenset({"model", "synthetic", "hyper"})
+FREE_FORM = frozenset({"model", "synthetic", "scenes", "hyper"})
 
 
 def same_kind(current: dict[str, Any], layer: dict[str, Any]) -> bool:

@@ -34,13 +34,15 @@ from dfl_node.datacache import (
 )
 from dfl_node.datasets import load_arrays
 from dfl_node.partition import PartitionError
+from dfl_node.portfolios import draw_portfolios
+from dfl_node.scenes import CLASSES, PORTFOLIOS_KEY, scene_spec
 from dfl_node.shards import DEFAULT_EVAL_SIZE, EVAL_SPLITS, split_indices
 from dfl_node.synthetic import SyntheticSpec
 from launcher import data_cifar, data_fmnist
 from launcher.data_source import Source
 from launcher.errors import LaunchError
 
-DATASETS = ("synthetic", "fmnist", "cifar10")
+DATASETS = ("synthetic", "scenes", "fmnist", "cifar10")
 
 
 def prepare_data(config: dict[str, Any], num_nodes: int | None = None) -> dict[str, Any]:
@@ -56,6 +58,14 @@ def prepare_data(config: dict[str, Any], num_nodes: int | None = None) -> dict[s
     if config["eval_split"] not in EVAL_SPLITS:
         raise LaunchError(f"eval_split: must be one of {', '.join(EVAL_SPLITS)}, "
                           f"got {config['eval_split']!r}")
+    if config["dataset"] == "scenes":  # rendered by each node: nothing to prepare or split
+        try:
+            spec = scene_spec(config.get("scenes", {}), config["seed"])
+            draw_portfolios([0], 0, config.get("scenes", {}).get(PORTFOLIOS_KEY, "nyu"))
+        except ValueError as exc:
+            raise LaunchError(f"scenes: {exc}") from None
+        return {"num_classes": len(CLASSES), "shape": [3, spec.size, spec.size],
+                "eval_size": spec.test_size}
     if config["dataset"] == "synthetic":
         try:
             spec = SyntheticSpec(**config.get("synthetic", {}))

@@ -9,16 +9,16 @@ import numpy as np
 from dfl_node import tdma
 from dfl_node.linkmodel import LinkModel
 from dfl_node.plan import NodeEntry, RunPlan
+from launcher.cycle_metrics import cycle_section
 from launcher.dataprep import prepare_data
 from launcher.devices import resolve_devices
+from launcher.endpoints import LOCAL_HOST, bind_host, endpoint
 from launcher.errors import LaunchError
 from launcher.ports import PortClaims
 from launcher.prephase import prephase_section
 from topologies.errors import TopologyError
 from topologies.mixing import mixing_matrix
 from topologies.model import Topology
-
-LOCAL_HOST = "127.0.0.1"
 
 
 def node_entries(topology: Topology, claims: PortClaims) -> tuple[NodeEntry, ...]:
@@ -30,19 +30,20 @@ def node_entries(topology: Topology, claims: PortClaims) -> tuple[NodeEntry, ...
     for node, device in zip(topology.nodes, devices, strict=True):
         host = node.host or LOCAL_HOST
         port = node.port if node.port is not None else next(spare)
-        bind_host = host if host in (LOCAL_HOST, "localhost") else "0.0.0.0"
-        out.append(NodeEntry(id=node.id, bind=f"tcp://{bind_host}:{port}",
+        out.append(NodeEntry(id=node.id, bind=f"tcp://{bind_host(host)}:{port}",
                              address=f"tcp://{host}:{port}", host=host,
                              device=device, attrs=dict(node.attrs)))
     return tuple(sorted(out, key=lambda e: e.id))
 
 
-def aggregator_entry(topology: Topology, claims: PortClaims) -> NodeEntry:
-    """The hub of a server-based protocol: the next free id, a local port, the CPU."""
-    port = claims.claim(1)[0]
-    return NodeEntry(id=max(topology.ids) + 1, bind=f"tcp://{LOCAL_HOST}:{port}",
-                     address=f"tcp://{LOCAL_HOST}:{port}", host=LOCAL_HOST, device="cpu",
-                     attrs={"role": "aggregator"})
+def aggregator_entry(topology: Topology, config: dict[str, Any],
+                     claims: PortClaims) -> NodeEntry:
+    """The hub of a server-based protocol: the next free id, `endpoints.aggregator` (a local
+    port by default), the CPU."""
+    bind, address = endpoint(config, "aggregator", claims)
+    host = address.removeprefix("tcp://").rpartition(":")[0]
+    return NodeEntry(id=max(topology.ids) + 1, bind=bind, address=address, host=host,
+                     device="cpu", attrs={"role": "aggregator"})
 
 
 def mixing_weights(topology: Topology, name: str) -> tuple[tuple[int, int, float], ...]:
@@ -58,7 +59,8 @@ def mixing_weights(topology: Topology, name: str) -> tuple[tuple[int, int, float
 def data_section(config: dict[str, Any]) -> dict[str, Any]:
     return {"dataset": config["dataset"], "data_root": config["data_root"],
             "partition": config["partition"], "eval_split": config["eval_split"],
-            "seed": config["seed"], "synthetic": config["synthetic"]}
+            "seed": config["seed"], "synthetic": config["synthetic"],
+            "scenes": config["scenes"]}
 
 
 def build_plan(topology: Topology, config: dict[str, Any], claims: PortClaims,
@@ -71,8 +73,11 @@ def build_plan(topology: Topology, config: dict[str, Any], claims: PortClaims,
     if config["transport"] not in ("zmq", "inproc"):
         raise LaunchError(f"transport: must be zmq or inproc, got {config['transport']!r}")
     schedule = schedule_section(topology, config)
+    if aggregator and schedule.get("mode") != "sync":
+        raise LaunchError(f"schedule: {config['protocol']} talks through an aggregator (a star "
+                          "the topology does not have), so it runs only with schedule=sync")
     nodes = node_entries(topology, claims)
-    hub = aggregator_entry(topology, claims) if aggregator else None
+    hub = aggregator_entry(topology, config, claims) if aggregator else None
     return RunPlan(
         protocol=config["protocol"], topology_name=topology.name, topology=topology.to_dict(),
         nodes=(*nodes, hub) if hub else nodes, mixing=config["mixing"],
@@ -81,8 +86,8 @@ def build_plan(topology: Topology, config: dict[str, Any], claims: PortClaims,
         data={**data_section(config), **prepare_data(config, len(topology.nodes))},
         model=config["model"], hyper=config["hyper"], link=config["link"], wire=config["wire"],
         transport=config["transport"], prephase=prephase_section(config, claims),
-        collector=f"tcp://{LOCAL_HOST}:{claims.claim(1)[0]}", schedule=schedule,
-        aggregator=hub.id if hub else None)
+        collector=endpoint(config, "collector", claims)[1], schedule=schedule,
+        aggregator=hub.id if hub else None, cycle_metrics=cycle_section(config))
 
 
 def schedule_section(topology: Topology, config: dict[str, Any]) -> dict[str, Any]:

@@ -37,8 +37,10 @@ from dfl_node.prephase import (
     frame_bytes,
     limits_of,
 )
+from dfl_node.rendezvous import rendezvous_seconds
 from dfl_node.transport_zmq import peer_of, routing_id
 from dfl_node.wire import Frame, WireError, WireLimits, decode, encode
+from launcher.endpoints import endpoint
 from launcher.ports import PortClaims
 from launcher.rundir import write_json
 from protocols.registry import protocol_class
@@ -188,6 +190,18 @@ class CoordinatorThread:
         self._thread.join(timeout_s)
 
 
+def coordinate_alone(plan: RunPlan, run_dir: Path) -> Coordination:
+    """The pre-phase on a host of its own (`dfl-node --coordinator`), started before or after
+    the nodes: it waits for the last node's report as long as a node may wait for the mesh
+    to form and then for its answer."""
+    channel = ZmqCoordinatorChannel(plan.prephase["bind"], int(plan.prephase["max_bytes"]))
+    try:
+        return serve(plan, channel, run_dir, rendezvous_seconds(plan.wire)
+                     + float(plan.prephase["timeout_s"]))
+    finally:
+        channel.close()
+
+
 def start_coordinator(plan: RunPlan, run_dir: Path,
                       hub: InprocPrephaseHub | None) -> CoordinatorThread | None:
     """The coordinator of this plan's transport, or None if the protocol needs no pre-phase."""
@@ -200,15 +214,17 @@ def start_coordinator(plan: RunPlan, run_dir: Path,
         plan, run_dir, lambda: ZmqCoordinatorChannel(plan.prephase["bind"], max_bytes))
 
 
-LOCAL_HOST = "127.0.0.1"  # the coordinator runs beside the launcher
 MAX_PREPHASE_BYTES = 64 << 20  # a report holds a small raw sample; nothing near this
 
 
 def prephase_section(config: dict[str, Any], claims: PortClaims) -> dict[str, Any]:
-    """The plan's `prephase` section: a local coordinator address when the protocol needs one."""
+    """The plan's `prephase` section when the protocol needs one: the coordinator's address is
+    `endpoints.coordinator`, or a local port beside the launcher."""
     if not protocol_class(config["protocol"]).needs_prephase:
         return {}
-    port = claims.claim(1)[0]
-    return {"bind": f"tcp://{LOCAL_HOST}:{port}", "address": f"tcp://{LOCAL_HOST}:{port}",
-            "timeout_s": float(config["wire"]["recv_timeout_s"]),
+    bind, address = endpoint(config, "coordinator", claims)
+    return {"bind": bind, "address": address,
+            # a coordinator on another host may start as late as the last node does
+            "timeout_s": max(float(config["wire"]["recv_timeout_s"]),
+                             rendezvous_seconds(config["wire"])),
             "max_bytes": MAX_PREPHASE_BYTES}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import queue
 import sys
 import time
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -15,9 +14,12 @@ from dfl_node.prephase import InprocPrephaseHub
 from launcher import rundir
 from launcher.collector import Collector, QueueSource, ZmqSource
 from launcher.config import resolve_config
+from launcher.cycle_metrics import CycleMetrics
+from launcher.endpoints import wildcard_bind
 from launcher.errors import LaunchError
 from launcher.inproc import run_threads
 from launcher.linkreport import write_link_report
+from launcher.options import Request
 from launcher.outcome import Outcome
 from launcher.planner import build_plan
 from launcher.ports import PortClaims
@@ -27,24 +29,20 @@ from launcher.summary import summarize, write_ledger
 from protocols.registry import PROTOCOLS
 from topologies.errors import TopologyError
 from topologies.loader import load_topology, resolve_topology_path
+from topologies.model import Topology
 
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
 
-@dataclass(frozen=True)
-class Request:
-    """What the user asked for on the command line."""
-
-    topology: str | None
-    protocol: str | None
-    config_file: Path | None
-    options: dict[str, Any]
-    sets: tuple[str, ...] = ()
-    seeds: tuple[int, ...] = field(default=())
-
-
 def resolve(req: Request, claims: PortClaims) -> tuple[dict[str, Any], RunPlan]:
     """Everything a run needs, or a LaunchError naming what is wrong."""
+    topo, config = resolve_inputs(req)
+    return config, build_plan(topo, config, claims,
+                              aggregator=PROTOCOLS[config["protocol"]].server_based)
+
+
+def resolve_inputs(req: Request) -> tuple[Topology, dict[str, Any]]:
+    """The topology and the resolved config, validated; a LaunchError naming what is wrong."""
     if not req.topology:
         raise LaunchError("--topology is required")
     if not req.protocol:
@@ -62,8 +60,7 @@ def resolve(req: Request, claims: PortClaims) -> tuple[dict[str, Any], RunPlan]:
     except ValueError as exc:
         raise LaunchError(f"hyper: {exc}") from None
     config["topology"] = topo.name
-    return config, build_plan(topo, config, claims,
-                              aggregator=PROTOCOLS[req.protocol].server_based)
+    return topo, config
 
 
 def write_plan_only(req: Request, output: Path) -> None:
@@ -112,12 +109,13 @@ def launch_one(req: Request, out_dir: Path | None) -> int:
 
 def execute(plan: RunPlan, plan_path: Path, run_dir: Path) -> tuple[Outcome, Collector]:
     hub = InprocPrephaseHub(plan.ids) if plan.transport == "inproc" else None
+    cycles = CycleMetrics.for_plan(plan, run_dir)
     if plan.transport == "inproc":
         sink: queue.Queue = queue.Queue()
-        collector = Collector(QueueSource(sink), run_dir, plan.ids)
+        collector = Collector(QueueSource(sink), run_dir, plan.ids, cycles)
         runner = partial(run_threads, plan, run_dir, collector, sink, hub)
     else:
-        collector = Collector(ZmqSource(plan.collector), run_dir, plan.ids)
+        collector = Collector(ZmqSource(wildcard_bind(plan.collector)), run_dir, plan.ids, cycles)
         runner = partial(run_processes, plan, plan_path, run_dir, collector)
     coordinator = start_coordinator(plan, run_dir, hub)
     try:

@@ -16,6 +16,7 @@ from launcher.fairness import fairness
 from launcher.linkreport import radio_totals
 from launcher.outcome import Outcome
 from launcher.rundir import write_json
+from protocols.registry import protocol_class
 
 SUMMARY_SCHEMA = 1
 COUNTERS = ("messages", "payload_bytes", "framing_bytes")
@@ -127,6 +128,10 @@ def summarize(plan: RunPlan, config: dict[str, Any], collector: Collector, outco
         **(fairness(accs, [n["loss"] for n in finished]) if finished else {}),
         **mean_over_nodes([rec.get("protocol", {}) for node, rec in done.items()
                            if node in plan.clients]),
+        **protocol_class(plan.protocol).run_keys(
+            plan, {node: rec.get("report", {}) for node, rec in done.items()
+                   if node in plan.clients}),
+        **(collector.cycles.summary_keys() if collector.cycles else {}),
         "config": {"mixing": plan.mixing, "model": plan.model, "hyper": config["hyper"]},
     }
 

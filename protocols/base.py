@@ -15,8 +15,11 @@ import torch
 from torch import nn
 
 from dfl_node.context import NodeContext
+from dfl_node.models import build_model
 from dfl_node.plan import RunPlan
 from dfl_node.prephase import Coordination
+from dfl_node.shards import load_node_data
+from dfl_node.training import evaluate
 
 
 class Protocol(ABC):
@@ -51,9 +54,25 @@ class Protocol(ABC):
         require_int(hyper, "torch_threads", 1)
 
 
+    @classmethod
+    def build_workload(cls, plan: RunPlan, node_id: int) -> tuple[nn.Module, Any]:
+        """The node's model (on the CPU) and data, before the protocol object exists.
+
+        Default: the plan's classification shard and model. A protocol with another learning
+        problem (DSC's multi-task dense prediction) brings its own; raise ValueError (one line)
+        on a plan it cannot serve."""
+        data = load_node_data(plan.data, plan.clients, node_id)
+        return build_model(plan.model, data.input_shape, data.classes, plan.seed), data
+
     @abstractmethod
     def run_round(self, r: int) -> dict[str, float]:
         """Run round `r`; return protocol metrics for this round (e.g. `train_loss`)."""
+
+    def evaluate(self) -> dict[str, Any]:
+        """The evaluation keys of a metrics record: `accuracy` and `loss`, plus any others."""
+        acc, loss = evaluate(self.eval_model(), self.ctx.data.x_eval, self.ctx.data.y_eval,
+                             self.ctx.device)
+        return {"accuracy": acc, "loss": loss}
 
     def eval_model(self) -> nn.Module:
         """The model that evaluation and `final/` report (personalised protocols may differ)."""
@@ -65,6 +84,17 @@ class Protocol(ABC):
 
     def extra_state(self) -> dict[str, torch.Tensor]:
         """Tensors beside the model worth keeping (e.g. neighbour copies), saved in final/."""
+        return {}
+
+    def node_report(self) -> dict[str, Any]:
+        """What this node tells the launcher at the end that is not averaged over nodes (its
+        final per-task metrics, its row of a mixing matrix); goes to `run_keys`."""
+        return {}
+
+    @classmethod
+    def run_keys(cls, plan: RunPlan, reports: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+        """summary.json keys that need every client's `node_report` at once (e.g. rho of a
+        matrix whose rows live on different nodes); computed by the launcher."""
         return {}
 
 

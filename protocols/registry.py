@@ -6,9 +6,12 @@ from protocols.base import Protocol
 from protocols.chocosgd import ChocoSGD
 from protocols.dmflsq import DMFLSQ
 from protocols.dpsgd import DPSGD
+from protocols.dsc import DSC
+from protocols.dsc_baselines import DSCFedAMP, DSCFedAvg, DSCMax, DSCNoAgg
 from protocols.dsgt import DSGT
 from protocols.qffl import QFFL
 from protocols.ssdfl import SSDFL
+from protocols.ssdfl_baselines import CSTC, PDFL, SDFL, STC
 
 PROTOCOLS: dict[str, type[Protocol]] = {
     "d-psgd": DPSGD,
@@ -17,6 +20,15 @@ PROTOCOLS: dict[str, type[Protocol]] = {
     "dsgt": DSGT,
     "qffl": QFFL,
     "ssd-fl": SSDFL,
+    "dsc": DSC,
+    "dsc-noagg": DSCNoAgg,
+    "dsc-fedavg": DSCFedAvg,
+    "dsc-max": DSCMax,
+    "dsc-fedamp": DSCFedAMP,
+    "sdfl": SDFL,
+    "pdfl": PDFL,
+    "stc": STC,
+    "cstc": CSTC,
 }
 
 

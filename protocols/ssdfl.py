@@ -89,14 +89,9 @@ class SSDFL(Protocol):
         steps = hyper.get("local_steps", 1)
         if steps != "epoch":
             require_int(hyper, "local_steps", 1)
-        for key, allowed in (("optimizers", ASSIGNMENTS), ("regimes", REGIMES)):
-            if hyper.get(key, allowed[0]) not in allowed:
-                raise ValueError(f"{key} must be one of {allowed}, got {hyper.get(key)!r}")
-        for key in ("prox_mu", "momentum_rho"):
-            values = hyper.get(key, [0.0])
-            if not (isinstance(values, list) and values
-                    and all(isinstance(v, int | float) and 0 <= v < 1 for v in values)):
-                raise ValueError(f"{key} must be a non-empty list of numbers in [0, 1)")
+        if hyper.get("regimes", REGIMES[0]) not in REGIMES:
+            raise ValueError(f"regimes must be one of {REGIMES}, got {hyper.get('regimes')!r}")
+        check_optimizer_settings(hyper)
         clustering = hyper.get("clustering", {})
         if not isinstance(clustering, Mapping):
             raise ValueError("clustering must be a mapping")
@@ -139,33 +134,51 @@ class SSDFL(Protocol):
         losses = [self.intra_iteration(r, q) for q in range(self.tau_a)]
         for q in range(self.tau_r):
             self.inter_iteration(r, q)
-        return {"train_loss": sum(losses) / len(losses), "cluster": self.cluster,
-                "iterations": (r + 1) * (self.tau_a + self.tau_r),
+        info = {"cluster": self.cluster, "iterations": (r + 1) * (self.tau_a + self.tau_r),
                 "local_steps_per_iteration": self.local_steps}
+        if losses:  # pure gossip (a baseline's tau_a = 0) trains nothing
+            info["train_loss"] = sum(losses) / len(losses)
+        return info
+
+    def intra_row_at(self, r: int, q: int) -> Row:
+        """The weight row of intra iteration q of cycle r (fixed for SSD-FL; baselines vary it)."""
+        return self.intra_row
+
+    def inter_row_at(self, r: int, q: int) -> Row:
+        return self.inter_row
 
     def intra_iteration(self, r: int, q: int) -> float:
         """Eq. 11: mix the in-cluster neighbours' theta^q, minus the local update at theta_i^q."""
+        row = self.intra_row_at(r, q)
         mine = {n: p.detach().clone() for n, p in self.params.items()}
-        peers = [j for j in self.intra_row if j != self.ctx.node_id]
         tag = Tag("data", r, INTRA, q)
-        for j in peers:
-            self.ctx.comm.send(j, tag, mine)
+        peers = self.send_row(row, tag, mine)
         update, loss = self.local_update()
         theirs = {j: self.ctx.comm.recv(j, tag) for j in peers}
         with torch.no_grad():
             for name, p in self.params.items():
-                p.copy_(mix(self.intra_row, self.ctx.node_id, mine, theirs, name) - update[name])
+                p.copy_(mix(row, self.ctx.node_id, mine, theirs, name) - update[name])
         self.ctx.clock.sync_step(self.message_bytes if peers else 0, self.local_steps)
         return loss
 
     def inter_iteration(self, r: int, q: int) -> None:
-        """Eq. 18: theta_i <- sum_j a_ji theta_j over all neighbours; no training."""
+        """Eq. 18: theta_i <- sum_j a_ji theta_j over the row's neighbours; no training."""
+        row = self.inter_row_at(r, q)
         mine = {n: p.detach().clone() for n, p in self.params.items()}
-        theirs = self.ctx.comm.exchange(Tag("data", r, INTER, q), mine)
+        tag = Tag("data", r, INTER, q)
+        peers = self.send_row(row, tag, mine)
+        theirs = {j: self.ctx.comm.recv(j, tag) for j in peers}
         with torch.no_grad():
             for name, p in self.params.items():
-                p.copy_(mix(self.inter_row, self.ctx.node_id, mine, theirs, name))
-        self.ctx.clock.sync_step(self.message_bytes, 0)
+                p.copy_(mix(row, self.ctx.node_id, mine, theirs, name))
+        self.ctx.clock.sync_step(self.message_bytes if peers else 0, 0)
+
+    def send_row(self, row: Row, tag: Tag, mine: Params) -> list[int]:
+        """Send theta_i^q to the row's neighbours (ascending); they are the ones to wait for."""
+        peers = [j for j in row if j != self.ctx.node_id]
+        for j in peers:
+            self.ctx.comm.send(j, tag, mine)
+        return peers
 
     def local_update(self) -> tuple[Params, float]:
         """theta_i^q - theta_i^{q,E} after E optimizer steps from theta_i^q (eta g~ for E = 1)."""
@@ -208,6 +221,18 @@ def weight_row(answer: Mapping[str, Any], regime: str, me: int, neighbours: set[
 def steps_per_iteration(value: Any, samples: int, batch_size: int) -> int:
     """E: an int, or "epoch" = ceil(D_i / M) mini-batch steps (spec E1)."""
     return math.ceil(samples / batch_size) if value == "epoch" else int(value)
+
+
+def check_optimizer_settings(hyper: Mapping[str, Any]) -> None:
+    """`optimizers` and the mu/rho lists drawn from (Sec. VI-A); baselines share them."""
+    if hyper.get("optimizers", ASSIGNMENTS[0]) not in ASSIGNMENTS:
+        raise ValueError(f"optimizers must be one of {ASSIGNMENTS}, "
+                         f"got {hyper.get('optimizers')!r}")
+    for key in ("prox_mu", "momentum_rho"):
+        values = hyper.get(key, [0.0])
+        if not (isinstance(values, list) and values
+                and all(isinstance(v, int | float) and 0 <= v < 1 for v in values)):
+            raise ValueError(f"{key} must be a non-empty list of numbers in [0, 1)")
 
 
 def node_optimizer(ctx: NodeContext) -> OptimizerSpec:

@@ -21,7 +21,7 @@ SHORT = ("--rounds", "3", "--eval-every", "1")
 
 @pytest.mark.parametrize("protocol", ["choco-sgd", "dsgt", "qffl"])
 def test_transports_identical(tmp_path: Path, protocol: str) -> None:
-    assert_transports_identical(tmp_path, "ring20", protocol, *SHORT)
+    assert_transports_identical(tmp_path, "rgg10", protocol, *SHORT)
 
 
 def models(run_dir: Path) -> dict[str, dict[str, np.ndarray]]:
@@ -36,17 +36,17 @@ def test_choco_with_identity_and_unit_step_is_dpsgd(tmp_path: Path) -> None:
     ~15x per round through the CNN's gradients, so later rounds test chaos, not the algebra."""
     common = ("--rounds", "2", "--transport", "inproc", "--set", "lr=0.05",
               "--set", "batch_size=32")
-    launch_ok(tmp_path / "choco", "ring20", "choco-sgd", *common,
+    launch_ok(tmp_path / "choco", "rgg10", "choco-sgd", *common,
               "--set", "compressor={type: identity}", "--set", "gamma=1",
               "--set", "weight_decay=0")
-    launch_ok(tmp_path / "dpsgd", "ring20", "d-psgd", *common, "--set", "form=atc",
+    launch_ok(tmp_path / "dpsgd", "rgg10", "d-psgd", *common, "--set", "form=atc",
               "--set", "local_steps=1")
     choco, dpsgd = models(tmp_path / "choco"), models(tmp_path / "dpsgd")
-    assert sorted(choco) == sorted(dpsgd) and len(choco) == 20
+    assert sorted(choco) == sorted(dpsgd) and len(choco) == 10
     worst = max(float(np.abs(choco[n][k] - dpsgd[n][k]).max()) for n in choco for k in choco[n])
     assert worst < 1e-6
     # ... and the default compressor really changes the result (the test can fail).
-    launch_ok(tmp_path / "q8", "ring20", "choco-sgd", *common, "--set", "gamma=1",
+    launch_ok(tmp_path / "q8", "rgg10", "choco-sgd", *common, "--set", "gamma=1",
               "--set", "weight_decay=0")
     q8 = models(tmp_path / "q8")
     assert max(float(np.abs(q8[n][k] - dpsgd[n][k]).max()) for n in q8 for k in q8[n]) > 1e-4
@@ -115,6 +115,12 @@ def test_qffl_aggregator_is_a_node_apart(tmp_path: Path) -> None:
 ])
 def test_bad_settings_exit_2(tmp_path: Path, setting: str, message: str) -> None:
     protocol = message.split(":")[0] if ":" in message else "dsgt"
-    proc = launch(tmp_path, "ring20", protocol, "--set", setting, timeout_s=60)
+    proc = launch(tmp_path, "ring20", protocol, "--set", setting, timeout_s=300)
     assert proc.returncode == 2 and proc.stdout == ""
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_qffl_refuses_tdma_before_starting(tmp_path: Path) -> None:
+    proc = launch(tmp_path, "ring20", "qffl", "--set", "schedule=tdma", timeout_s=300)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "only with schedule=sync" in proc.stderr and len(proc.stderr.splitlines()) == 1

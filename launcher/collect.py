@@ -1,0 +1,85 @@
+"""`dfl-launch collect --plan PLAN --out DIR`: the results of a mesh started elsewhere.
+
+The nodes of a plan stream their records (metrics at each evaluation, a final `done` with their
+ledgers) to the plan's collector address as control traffic, whether the launcher spawned them
+or an operator started one `dfl-node` per host. This command is that collector without the
+spawning: it listens on the collector's port (every interface, unless the plan's address is
+loopback), validates what arrives exactly as the launcher does, and writes the usual run
+directory and summary once every node is done, one fails, or `--timeout-s` passes. It may start
+before or after the nodes: a node's records queue until a collector listens. Each node's final
+parameters stay in its own host's run directory (final/).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import zmq
+
+from dfl_node.plan import PlanError, RunPlan
+from launcher import rundir
+from launcher.collector import Collector, ZmqSource
+from launcher.cycle_metrics import CycleMetrics
+from launcher.endpoints import wildcard_bind
+from launcher.errors import LaunchError
+from launcher.hostplan import place_plan
+from launcher.linkreport import write_link_report
+from launcher.outcome import Outcome
+from launcher.run import report
+from launcher.summary import summarize, write_ledger
+
+PUMP_S = 0.5
+
+
+def open_collector(plan: RunPlan, out_dir: Path) -> Collector:
+    """The plan's collector, listening; a LaunchError when its port cannot be bound here."""
+    address = wildcard_bind(plan.collector)
+    try:
+        source = ZmqSource(address)
+    except zmq.ZMQError as exc:
+        raise LaunchError(f"collect: cannot listen on {address} (the plan's collector "
+                          f"{plan.collector}): {exc}") from None
+    return Collector(source, out_dir, plan.ids, CycleMetrics.for_plan(plan, out_dir))
+
+
+def await_nodes(collector: Collector, plan: RunPlan, timeout_s: float) -> Outcome:
+    """Pump records until every node is done, one reports an error, or the timeout passes."""
+    deadline = time.monotonic() + timeout_s
+    while len(collector.done) < len(plan.ids):
+        if collector.errors:
+            node = min(collector.errors)
+            return Outcome(False, node, collector.errors[node])
+        if time.monotonic() >= deadline:
+            missing = sorted(set(plan.ids) - set(collector.done))
+            return Outcome(False, missing[0],
+                           f"no result from nodes {missing} within {timeout_s:g} s")
+        collector.pump(PUMP_S)
+    collector.drain()
+    return Outcome(True)  # pids: the summary takes them from the done records
+
+
+def collect(plan_path: Path, out_dir: Path, timeout_s: float) -> int:
+    """Gather one mesh's results into `out_dir`; the exit code of `dfl-launch`."""
+    if timeout_s <= 0:
+        raise LaunchError(f"--timeout-s: must be positive, got {timeout_s:g}")
+    try:
+        plan = RunPlan.load(plan_path)
+    except PlanError as exc:
+        raise LaunchError(str(exc)) from None
+    place_plan(plan, out_dir)
+    collector = open_collector(plan, out_dir)
+    started = time.monotonic()
+    print(f"collecting {len(plan.ids)} nodes of {plan.protocol} on {plan.collector}", flush=True)
+    try:
+        outcome = await_nodes(collector, plan, timeout_s)
+    except KeyboardInterrupt:
+        outcome = Outcome(False, reason="interrupted")
+    finally:
+        collector.close()
+    summary = summarize(plan, {"hyper": plan.hyper}, collector, outcome,
+                        time.monotonic() - started)
+    rundir.write_json(out_dir / "summary.json", summary)
+    write_ledger(out_dir, collector.done)
+    write_link_report(out_dir, plan, collector.done)
+    return report(outcome, out_dir, summary)

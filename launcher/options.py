@@ -1,0 +1,74 @@
+"""The run options `dfl-launch` and `dfl-node --topology` share, and the Request they make.
+
+Kept apart from both CLIs (and light to import) so that one host's `dfl-node` resolves a plan
+from exactly the options, defaults and parsing the launcher uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from launcher.errors import LaunchError
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the user asked for on the command line."""
+
+    topology: str | None
+    protocol: str | None
+    config_file: Path | None
+    options: dict[str, Any]
+    sets: tuple[str, ...] = ()
+    seeds: tuple[int, ...] = field(default=())
+
+
+RUN_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
+    click.option("--topology", default=None, help="Topology file or shipped name (ring20, ...)."),
+    click.option("--protocol", default=None, help="Protocol name (d-psgd, ...)."),
+    click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
+                 help="YAML config layered over the protocol's defaults."),
+    click.option("--rounds", type=int, default=None),
+    click.option("--seed", type=int, default=None),
+    click.option("--seeds", default=None, metavar="A-B",
+                 help="Run once per seed A..B, one run directory per seed under --out."),
+    click.option("--dataset", default=None),
+    click.option("--data-root", default=None),
+    click.option("--partition", default=None),
+    click.option("--eval-every", type=int, default=None),
+    click.option("--transport", type=click.Choice(["zmq", "inproc"]), default=None),
+    click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+                 help="Override any config key (dotted for nested; bare hyper-parameters ok)."),
+]
+
+
+def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(RUN_OPTIONS):
+        func = option(func)
+    return func
+
+
+def parse_seeds(text: str | None) -> tuple[int, ...]:
+    if text is None:
+        return ()
+    first, sep, last = text.partition("-")
+    try:
+        lo, hi = int(first), int(last if sep else first)
+    except ValueError:
+        raise LaunchError(f"--seeds: expected A-B (e.g. 0-4), got {text!r}") from None
+    if lo < 0 or hi < lo:
+        raise LaunchError(f"--seeds: expected 0 <= A <= B, got {text!r}")
+    return tuple(range(lo, hi + 1))
+
+
+def request(kwargs: dict[str, Any]) -> Request:
+    keys = ("rounds", "seed", "dataset", "data_root", "partition", "eval_every", "transport")
+    if kwargs["seed"] is not None and kwargs["seeds"] is not None:
+        raise LaunchError("--seed and --seeds exclude each other")
+    return Request(kwargs["topology"], kwargs["protocol"], kwargs["config_file"],
+                   {k: kwargs[k] for k in keys}, kwargs["sets"], parse_seeds(kwargs["seeds"]))

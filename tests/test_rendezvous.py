@@ -1,0 +1,94 @@
+"""Rendezvous: a node waits for late neighbours until its deadline, not its receive timeout."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from dfl_node.comm import Comm
+from dfl_node.ledger import Ledger
+from dfl_node.node import meet_mesh
+from dfl_node.plan import RunPlan
+from dfl_node.rendezvous import RendezvousTimeout, rendezvous_seconds
+from dfl_node.transport_zmq import ZmqTransport
+from dfl_node.wire import WireLimits
+from launcher.ports import PortClaims
+
+LIMITS = WireLimits(max_tensors=4, max_message_bytes=1 << 20)
+LATE_S = 2.5  # five receive timeouts
+
+
+def line_plan(wire: dict) -> RunPlan:
+    """Nodes 0 - 1 - 2 (diameter 2, so the start barrier takes two hops)."""
+    return RunPlan(protocol="d-psgd", topology_name="line3",
+                   topology={"nodes": [{"id": i} for i in range(3)], "edges": [[0, 1], [1, 2]]},
+                   nodes=(), mixing="metropolis", weights=(), rounds=1, seed=0, eval_every=1,
+                   data={}, model={}, hyper={}, link={}, wire=wire, transport="zmq",
+                   collector="")
+
+
+@pytest.fixture
+def addresses() -> Iterator[dict[int, str]]:
+    claims = PortClaims()
+    yield {i: f"tcp://127.0.0.1:{port}" for i, port in enumerate(claims.claim(3))}
+    claims.release()
+
+
+def start(plan: RunPlan, node: int, addresses: dict[int, str], delay_s: float,
+          outcome: dict[int, object]) -> threading.Thread:
+    """Node `node` binds after `delay_s`, then meets the mesh; its outcome lands in `outcome`:
+    (seconds it waited, its receive timeout afterwards), or its RendezvousTimeout's message."""
+
+    def body() -> None:
+        time.sleep(delay_s)
+        peers = {j: addresses[j] for j in plan.neighbors(node)}
+        transport = ZmqTransport(node, addresses[node], peers, max_message_bytes=1 << 20,
+                                 linger_ms=1000)
+        comm = Comm(node, plan.neighbors(node), transport, LIMITS, Ledger(node),
+                    recv_timeout_s=float(plan.wire["recv_timeout_s"]))
+        began = time.monotonic()
+        try:
+            meet_mesh(comm, plan)
+            outcome[node] = (time.monotonic() - began, comm.recv_timeout_s)
+        except RendezvousTimeout as exc:
+            outcome[node] = str(exc)
+        finally:
+            transport.close()
+
+    thread = threading.Thread(target=body, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_the_deadline_defaults_to_the_receive_timeout() -> None:
+    assert rendezvous_seconds({"recv_timeout_s": 7}) == 7.0
+    assert rendezvous_seconds({"recv_timeout_s": 7, "rendezvous_s": None}) == 7.0
+    assert rendezvous_seconds({"recv_timeout_s": 7, "rendezvous_s": 90}) == 90.0
+
+
+def test_a_node_started_late_is_waited_for_until_the_deadline(addresses) -> None:
+    plan = line_plan({"recv_timeout_s": 0.5, "rendezvous_s": 30})
+    outcome: dict[int, object] = {}
+    threads = [start(plan, 2, addresses, 0.0, outcome), start(plan, 0, addresses, 0.2, outcome),
+               start(plan, 1, addresses, LATE_S, outcome)]
+    for t in threads:
+        t.join(60)
+    assert sorted(outcome) == [0, 1, 2]
+    # The early nodes waited for node 1 far beyond their receive timeout, then all met, and
+    # the ordinary receive timeout is back for the rounds.
+    assert all(isinstance(v, tuple) for v in outcome.values()), outcome
+    waited = {node: seconds for node, (seconds, _) in outcome.items()}
+    assert waited[2] >= LATE_S - 0.1 and waited[0] >= LATE_S - 0.4 and waited[1] < LATE_S
+    assert {timeout for _, timeout in outcome.values()} == {0.5}
+
+
+def test_a_neighbour_missing_at_the_deadline_is_named(addresses) -> None:
+    plan = line_plan({"recv_timeout_s": 30, "rendezvous_s": 1.0})
+    outcome: dict[int, object] = {}
+    start(plan, 0, addresses, 0.0, outcome).join(30)
+    assert outcome == {0: "node 0: node(s) [1] did not join within the rendezvous deadline "
+                          "(1 s, wire.rendezvous_s)"}
+
