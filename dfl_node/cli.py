@@ -1,13 +1,14 @@
 """`dfl-node`: one node of a run (or its pre-phase coordinator), in this process, on this host.
 
-    dfl-node --plan plan.json --node-id I [--out DIR]
+    dfl-node --plan plan.json --node-id I [--out DIR] [--keys DIR]
     dfl-node --topology T --protocol P --node-id I [the options of dfl-launch] [--out DIR]
-    dfl-node --coordinator --plan plan.json [--out DIR]
+    dfl-node --coordinator --plan plan.json [--out DIR] [--keys DIR]
 
 An operator (or a container) starts nodes this way, one per host; the launcher runs the same
 `start_zmq_node` in processes forked from its forkserver (`run_launched`). With `--topology`
 every host resolves the same plan itself (launcher/hostplan.py). Bad input, including a plan
-that differs from a neighbour's, exits 2 with one line; a failed run exits 1.
+that differs from a neighbour's or key files a --secure plan cannot use (dfl_node/curve.py),
+exits 2 with one line; a failed run exits 1.
 """
 
 from __future__ import annotations
@@ -23,8 +24,11 @@ from typing import Any
 import click
 import torch
 
+from dfl_node.curve import COORDINATOR, Curve, load_curve
+from dfl_node.liveness import Heartbeat, MeshFailure, failure_fields
 from dfl_node.node import run_node
 from dfl_node.plan import PlanError, RunPlan
+from dfl_node.prephase import ZmqPrephaseChannel
 from dfl_node.rendezvous import RendezvousTimeout
 from dfl_node.report import FileReporter, Reporter, ZmqReporter
 from dfl_node.transport_zmq import ZmqTransport
@@ -34,27 +38,36 @@ from launcher.options import run_options
 PARENT_POLL_S = 0.5
 
 
-def start_zmq_node(plan: RunPlan, node_id: int, out_dir: Path, keep_records: bool = False) -> None:
+def start_zmq_node(plan: RunPlan, node_id: int, out_dir: Path, curve: Curve | None,
+                   keep_records: bool = False) -> None:
     """Run one node over real sockets, reporting to the plan's collector (and, with
-    `keep_records`, to records/node-<id>.jsonl of `out_dir` as well)."""
+    `keep_records`, to records/node-<id>.jsonl of `out_dir` as well); with `curve` (a --secure
+    plan) every socket of the node is CURVE-secured."""
     torch.set_num_threads(int(plan.hyper.get("torch_threads", 1)))
     entry = plan.node(node_id)
     print(f"node {node_id} pid {os.getpid()} binds {entry.bind} device {entry.device}", flush=True)
     peers = {j: plan.node(j).address for j in plan.neighbors(node_id)}
     transport = ZmqTransport(node_id, entry.bind, peers,
                              hwm=int(plan.wire["hwm"]),
-                             max_message_bytes=int(plan.wire["max_message_bytes"]))
-    reporter: Reporter = ZmqReporter(plan.collector)
+                             max_message_bytes=int(plan.wire["max_message_bytes"]), curve=curve,
+                             heartbeat=Heartbeat.of(plan.wire))
+    reporter: Reporter = ZmqReporter(plan.collector, curve=curve)
     if keep_records:
         reporter = FileReporter(out_dir / "records" / f"node-{node_id}.jsonl", reporter)
+    prephase = (ZmqPrephaseChannel(node_id, plan.prephase["address"],
+                                   int(plan.prephase["max_bytes"]), curve)
+                if plan.prephase else None)
     try:
-        run_node(plan, node_id, transport, reporter, out_dir)
+        run_node(plan, node_id, transport, reporter, out_dir, prephase)
     except Exception as exc:
-        reporter.emit({"type": "error", "node": node_id, "message": f"{type(exc).__name__}: {exc}"})
+        reporter.emit({"type": "error", "node": node_id, "message": f"{type(exc).__name__}: {exc}",
+                       **failure_fields(exc)})
         transport.close()  # lets what is queued go out: a refusing node's plan hashes, say
         raise
     finally:
         reporter.close()
+        if prephase is not None:
+            prephase.close()
 
 
 def process_start_time(pid: int) -> str | None:
@@ -89,7 +102,8 @@ def run_launched(plan_path: str, node_id: int, run_dir: str, launcher_pid: int) 
     os.close(log)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     exit_with_launcher(launcher_pid)
-    start_zmq_node(RunPlan.load(Path(plan_path)), node_id, Path(run_dir))
+    plan = RunPlan.load(Path(plan_path))
+    start_zmq_node(plan, node_id, Path(run_dir), load_curve(plan, node_id))
 
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -105,7 +119,7 @@ def host_plan(plan_path: Path | None, run: dict[str, Any], out_dir: Path | None,
     from launcher.options import request
 
     given = [FLAGS.get(k, "--" + k.replace("_", "-")) for k, v in run.items()
-             if v not in (None, ()) and k != "data_root"]
+             if v not in (None, ()) and k not in ("data_root", "keys")]
     if plan_path is not None and given:
         raise LaunchError(f"{given[0]}: the plan fixes it; give --plan or --topology, not both")
     if plan_path is None and not run["topology"]:
@@ -125,25 +139,25 @@ def host_plan(plan_path: Path | None, run: dict[str, Any], out_dir: Path | None,
     return plan, out
 
 
-def run_here(plan: RunPlan, node_id: int, out_dir: Path) -> int:
+def run_here(plan: RunPlan, node_id: int, out_dir: Path, curve: Curve | None) -> int:
     """One node to the end; a plan that differs from a neighbour's is bad input (one line)."""
     try:
-        start_zmq_node(plan, node_id, out_dir, keep_records=True)
+        start_zmq_node(plan, node_id, out_dir, curve, keep_records=True)
     except PlanError as exc:
         click.echo(f"dfl-node: {exc}", err=True)
         return EXIT_BAD_INPUT
-    except RendezvousTimeout as exc:
+    except (RendezvousTimeout, MeshFailure) as exc:
         click.echo(f"dfl-node: {exc}", err=True)
         return EXIT_FAILED
     return EXIT_OK
 
 
-def coordinate_here(plan: RunPlan, out_dir: Path) -> int:
+def coordinate_here(plan: RunPlan, out_dir: Path, curve: Curve | None) -> int:
     """The pre-phase coordinator; prephase.json lands in `out_dir`."""
     from launcher.prephase import coordinate_alone
 
     try:
-        coordinate_alone(plan, out_dir)
+        coordinate_alone(plan, out_dir, curve)
     except Exception as exc:  # the nodes heard the reason; the operator gets one line
         click.echo(f"dfl-node: pre-phase: {type(exc).__name__}: {exc}", err=True)
         return EXIT_FAILED
@@ -168,9 +182,11 @@ def cli(plan_path: Path | None, node_id: int | None, coordinator: bool, out_dir:
         raise LaunchError("give exactly one of --node-id I and --coordinator")
     try:
         plan, out = host_plan(plan_path, run, out_dir, node_id)
+        curve = load_curve(plan, COORDINATOR if node_id is None else node_id, run["keys"])
     except PlanError as exc:
         raise LaunchError(str(exc)) from None
-    sys.exit(coordinate_here(plan, out) if node_id is None else run_here(plan, node_id, out))
+    sys.exit(coordinate_here(plan, out, curve) if node_id is None
+             else run_here(plan, node_id, out, curve))
 
 
 def main() -> None:

@@ -11,12 +11,16 @@ limits, then the rules below) and refused messages are dropped and counted in
 `ledger.rejected[reason]`, never raised. Reasons added to the wire codec's:
 - not_neighbour: the connection is not one of this node's neighbours;
 - src_mismatch: the header's `src` differs from the connection's peer id;
+- curve_sender_mismatch: under --secure, the connection claims a node id whose CURVE key it does
+  not hold (the transport reports it as FORGED_PEER; with --secure the peer id is the key's, so
+  a header that names another sender is a src_mismatch);
 - stale_or_future: the tag's round is more than `window` rounds from `comm.round`;
 - schema_mismatch: names, dtypes or shapes differ from the schema set for the tag's phase, or
   the validator set for the phase (`set_validator`) refused the tensors;
 - duplicate: the same (source, tag) is already buffered or was already consumed;
 - expired: buffered but never asked for before `comm.round` moved `window` rounds past it;
-- unconsumed: still buffered when `close()` ran.
+- unconsumed: still buffered when `close()` ran;
+- dead_peer: buffered from a neighbour the mesh has since dropped (`drop_neighbors`).
 
 Copies, deliberately one per side: `send` snapshots the tensors (CPU, contiguous) because ZeroMQ
 reads the buffers after `send` returns, while the protocol updates its parameters in place; one
@@ -46,6 +50,13 @@ message is here, so no node sends step j+1 before it holds all of step j. After 
 Timeouts: every receive (one neighbour or all) has one deadline, `recv_timeout_s` after the call;
 messages that are refused or meant for other tags do not extend it. `PeerTimeout` names the
 missing neighbours. A Comm and its transport are used by one thread only.
+
+Failures: once the runtime sets `liveness` (dfl_node/liveness.py), a wait also ends when a
+neighbour it waits for stops answering heartbeats past the deadline: `PeerDead` names it, or,
+with `tolerate_deaths`, the neighbour joins `suspects` and every wait of this node skips it from
+then on (an exchange returns without it; `exchange_optional` reports it as silent). Which
+suspects the mesh drops, and from which round, the runtime agrees on (dfl_node/membership.py)
+and applies with `drop_neighbors`.
 """
 
 from __future__ import annotations
@@ -58,15 +69,17 @@ import numpy as np
 import torch
 
 from dfl_node.ledger import Ledger
+from dfl_node.liveness import PeerDead, PeerLiveness
 from dfl_node.tags import Tag
 from dfl_node.tdma import Link, TdmaSchedule
-from dfl_node.transport import Transport
+from dfl_node.transport import FORGED_PEER, Transport
 from dfl_node.wire import DTYPES, Frame, Message, WireError, WireLimits, decode, encode
 
 DEFAULT_WINDOW = 2
 HELLO_PHASE = "hello"
 BYE_PHASE = "bye"
 END_OF_STEP = "end"  # exchange_optional's marker phase is f"{phase}/{END_OF_STEP}"
+LIVENESS_POLL_S = 0.2  # how often a wait looks at the liveness of the neighbours it waits for
 
 Tensors = Mapping[str, torch.Tensor | np.ndarray]
 Received = dict[str, torch.Tensor]
@@ -141,6 +154,9 @@ class Comm:
         if schedule and sorted(dst for _, dst in self._send_order) != list(self.neighbors):
             raise ValueError(f"node {node_id}: the TDMA schedule's links are not its neighbours")
         self.slot_mismatches = 0
+        self.liveness: PeerLiveness | None = None
+        self.tolerate_deaths = False
+        self.suspects: set[int] = set()
         for phase, schema in (schemas or {}).items():
             self.set_schema(phase, schema)
 
@@ -210,7 +226,10 @@ class Comm:
     def recv(self, src: int, tag: Tag) -> Received:
         """Block until neighbour `src`'s message `tag` is here; PeerTimeout after the timeout."""
         self._check_neighbor(src)
-        return self._await((src,), tag)[src]
+        got = self._await((src,), tag)
+        if src not in got:
+            raise PeerDead(self.node_id, (src,), self._deadline_s())
+        return got[src]
 
     def gather_neighbors(self, tag: Tag) -> dict[int, Received]:
         """Every neighbour's message `tag`, keyed and ordered by ascending neighbour id."""
@@ -289,6 +308,18 @@ class Comm:
             self._inbox.clear()
             self.transport.close()
 
+    def drop_neighbors(self, dead: set[int]) -> None:
+        """Leave `dead` out of every later exchange (the mesh agreed they are gone); their
+        buffered messages are discarded and counted as "dead_peer"."""
+        self.neighbors = tuple(j for j in self.neighbors if j not in dead)
+        self._send_order = [(slot, dst) for slot, dst in self._send_order if dst not in dead]
+        self.suspects -= dead
+        for key in [key for key in self._inbox if key[0] in dead]:
+            del self._inbox[key]
+            self.ledger.record_rejected("dead_peer")
+        for peer in sorted(dead):
+            self.transport.drop_peer(peer)
+
     def _scheduled(self, tag: Tag) -> bool:
         return self.schedule is not None and not tag.is_control
 
@@ -330,15 +361,35 @@ class Comm:
         self.ledger.record_send(dst, message.tag, message.payload_bytes, message.framing_bytes)
 
     def _await(self, sources: Sequence[int], tag: Tag) -> dict[int, Received]:
+        """Every source's message `tag`; suspects (tolerate_deaths) only if already here."""
         deadline = time.monotonic() + self.recv_timeout_s
-        while missing := tuple(src for src in sources if (src, tag) not in self._inbox):
+        while missing := tuple(src for src in sources
+                               if (src, tag) not in self._inbox and src not in self.suspects):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise PeerTimeout(missing[0], tag, missing)
-            arrival = self.transport.recv(remaining)
+            poll = remaining if self.liveness is None else min(remaining, LIVENESS_POLL_S)
+            arrival = self.transport.recv(poll)
             if arrival is not None:
                 self._admit(*arrival)
-        return {src: self._take((src, tag)) for src in sources}
+            self._check_alive(missing)
+        return {src: self._take((src, tag)) for src in sources if (src, tag) in self._inbox}
+
+    def _check_alive(self, waited_for: Sequence[int]) -> None:
+        """PeerDead for neighbours waited for that stopped answering, or, with
+        tolerate_deaths, make them suspects."""
+        liveness = self.liveness
+        if liveness is None:
+            return
+        dead = tuple(src for src in waited_for if liveness.dead(src))
+        if not dead:
+            return
+        if not self.tolerate_deaths:
+            raise PeerDead(self.node_id, dead, self._deadline_s())
+        self.suspects.update(dead)
+
+    def _deadline_s(self) -> float:
+        return self.liveness.deadline_s if self.liveness is not None else self.recv_timeout_s
 
     def _take(self, key: tuple[int, Tag]) -> Received:
         self._consumed.add(key)
@@ -358,6 +409,8 @@ class Comm:
 
     def _accepted(self, peer: int, frames: list[Frame]) -> Message:
         """The decoded message if it passes every check; WireError(reason) otherwise."""
+        if peer == FORGED_PEER:
+            raise WireError("curve_sender_mismatch", "routing id is not the key's node")
         if peer not in self.neighbors:
             raise WireError("not_neighbour", str(peer))
         message = decode(frames, self.limits)

@@ -10,6 +10,7 @@ sends with the receivers' `Compressor.decompress` instead of adding its float32 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -21,6 +22,8 @@ WireTensors = Mapping[str, np.ndarray | torch.Tensor]
 
 class PublicCopies:
     """x_hat_i and x_hat_j (j in N_i), flat float32 vectors of length P."""
+
+    checkpoint_fields: ClassVar[tuple[str, ...]] = ("own", "of", "gen")  # dfl_node/statecodec.py
 
     def __init__(self, compressor: Compressor, neighbors: list[int], init: torch.Tensor,
                  gen: torch.Generator | None) -> None:

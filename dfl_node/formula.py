@@ -32,6 +32,15 @@ class FormulaLedger:
                 self.charge(round_, dst, component, value)
         return sum(bits.values())
 
+    def state(self) -> list[list[Any]]:
+        """[round, dst, component, bits] rows, for a checkpoint."""
+        return [[r, d, c, b] for (r, d, c), b in sorted(self._bits.items())]
+
+    def load_state(self, rows: list[list[Any]]) -> None:
+        self._bits.clear()
+        for r, d, c, b in rows:
+            self._bits[(int(r), int(d), str(c))] = int(b)
+
     def total(self) -> int:
         return sum(self._bits.values())
 

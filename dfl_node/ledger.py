@@ -6,6 +6,9 @@ apart from control traffic (barriers, hello/bye). Dropped messages are counted b
 `rejected`. Framing counts the header frame only; ZMTP's few bytes per frame and TCP/IP headers
 are the transport's and are not included, so both transports report the same numbers.
 
+Heartbeats (dfl_node/liveness.py) are control traffic of their own: they run on a clock, not on
+rounds, so they are kept per neighbour in `heartbeats`, never in the per-round cells.
+
 A run's totals are the sum over nodes of what each node *sent*: every message is then counted
 exactly once.
 """
@@ -62,16 +65,27 @@ class Ledger:
         self.node_id = node_id
         self.rejected: Counter[str] = Counter()
         self._cells: defaultdict[_Cell, Traffic] = defaultdict(Traffic)
+        self.heartbeats: dict[int, dict[str, int]] = {}  # neighbour -> messages, bytes sent
+        # phases not counted: a resumed node's second start-up (its first is in the checkpoint)
+        self.quiet_phases: frozenset[str] = frozenset()
 
     def record_send(self, dst: int, tag: Tag, payload_bytes: int, framing_bytes: int) -> None:
+        if tag.phase in self.quiet_phases:
+            return
         self._record(
             _Cell(self.node_id, dst, tag.round, traffic_kind(tag)), payload_bytes, framing_bytes
         )
 
     def record_recv(self, src: int, tag: Tag, payload_bytes: int, framing_bytes: int) -> None:
+        if tag.phase in self.quiet_phases:
+            return
         self._record(
             _Cell(src, self.node_id, tag.round, traffic_kind(tag)), payload_bytes, framing_bytes
         )
+
+    def record_heartbeats(self, per_peer: dict[int, dict[str, int]]) -> None:
+        """The heartbeats this node sent to each neighbour over the run."""
+        self.heartbeats = {peer: dict(counts) for peer, counts in sorted(per_peer.items())}
 
     def record_rejected(self, reason: str, count: int = 1) -> None:
         self.rejected[reason] += count
@@ -122,7 +136,24 @@ class Ledger:
             "totals": {kind: self.totals(kind) for kind in TRAFFIC_KINDS},
             "cells": [asdict(cell) | traffic.as_dict() for cell, traffic in cells],
             "rejected": dict(sorted(self.rejected.items())),
+            "heartbeats": {str(peer): counts for peer, counts in self.heartbeats.items()},
         }
+
+    def state(self, before_round: int) -> dict[str, Any]:
+        """The cells of rounds before `before_round` and the rejections, for a checkpoint taken
+        after that many rounds (messages of later rounds that already arrived come again)."""
+        cells = [asdict(cell) | traffic.as_dict() for cell, traffic in sorted(self._cells.items())
+                 if cell.round < before_round]
+        return {"cells": cells, "rejected": dict(self.rejected)}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Replace the counters by a checkpoint's."""
+        self._cells.clear()
+        for row in state["cells"]:
+            cell = _Cell(int(row["src"]), int(row["dst"]), int(row["round"]), str(row["traffic"]))
+            self._cells[cell] = Traffic(int(row["messages"]), int(row["payload_bytes"]),
+                                        int(row["framing_bytes"]))
+        self.rejected = Counter({str(k): int(v) for k, v in state["rejected"].items()})
 
     def _record(self, cell: _Cell, payload_bytes: int, framing_bytes: int) -> None:
         self._cells[cell].add(Traffic(1, payload_bytes, framing_bytes))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -88,6 +89,10 @@ def to_tensors(data: TaskSet, idx: np.ndarray,
 
 class LocalTrainer:
     """E local epochs at a time on one node's data; keeps optimiser state between rounds."""
+
+    # what a checkpoint keeps (dfl_node/statecodec.py)
+    checkpoint_fields: ClassVar[tuple[str, ...]] = ("sgd", "adam", "batches", "gumbel",
+                                                    "epochs_done")
 
     def __init__(self, model: RoutedMultiTaskNet, data: TaskSet, cfg: TrainConfig, seed: int,
                  node: int, device: torch.device | str = "cpu") -> None:

@@ -16,11 +16,15 @@ import numpy.ctypeslib  # imported eagerly: see save_tensors
 import torch
 from safetensors.torch import save_file
 
-from dfl_node.comm import Comm
+from dfl_node import checkpoint, node_checkpoint
+from dfl_node.comm import HELLO_PHASE, Comm
 from dfl_node.context import NodeContext
 from dfl_node.formula import FormulaLedger
 from dfl_node.ledger import Ledger
 from dfl_node.linkmodel import LinkModel, VirtualClock
+from dfl_node.liveness import stall_for_test
+from dfl_node.membership import FailureHandling
+from dfl_node.node_checkpoint import Resumed
 from dfl_node.plan import PlanError, RunPlan
 from dfl_node.prephase import PrephaseChannel, run_prephase
 from dfl_node.rendezvous import deadline_after, patience, rendezvous_seconds
@@ -60,19 +64,28 @@ def run_node(plan: RunPlan, node_id: int, transport: Transport, reporter: Report
     clock = node_clock(plan, node_id)
     comm = make_comm(plan, node_id, transport, clock)
     entry = plan.node(node_id)
-    device = torch.device(entry.device)
+    # A container given only its GPU sees it as cuda:0 (launcher/compose.py says so here);
+    # the plan and every report keep the plan's name for it.
+    device = torch.device(os.environ.get("DFL_MESH_DEVICE") or entry.device)
     cls = protocol_class(plan.protocol)
     model, data = cls.build_workload(plan, node_id)
     ctx = NodeContext(node_id, plan, comm, model.to(device), data, device, clock,
                       FormulaLedger(node_id))
     proto = cls(ctx)
+    saved = node_checkpoint.load(out_dir, plan, node_id)
+    resumed = node_checkpoint.restore(saved, ctx, proto) if saved is not None else None
     reporter.emit({"type": "ready", "node": node_id, "pid": os.getpid()})
-    meet_mesh(comm, plan)
-    prephase_traffic = run_prephase(plan.prephase, node_id, proto, prephase)
-    last: dict[str, Any] = {}
-    for r in range(plan.rounds):
+    meet_mesh(comm, plan, resumed.round if resumed else None)
+    prephase_traffic = (resumed.prephase if resumed
+                        else run_prephase(plan.prephase, node_id, proto, prephase))
+    last: dict[str, Any] = resumed.last if resumed else {}
+    failures = FailureHandling(comm, transport.liveness, plan.wire.get("on_failure", "stop"),
+                               plan.ids, plan.edges())
+    for r in range(resumed.round if resumed else 0, plan.rounds):
         comm.round = r
+        stall_for_test(node_id, r)
         info = proto.run_round(r)
+        failures.after_round(r, proto.on_graph_change)
         if node_id in plan.clients and ((r + 1) % plan.eval_every == 0 or r + 1 == plan.rounds):
             last = {"type": "metrics", "round": r + 1, "node": node_id, **proto.evaluate(),
                     "wire_bytes": comm.ledger.wire_bytes(),
@@ -84,7 +97,10 @@ def run_node(plan: RunPlan, node_id: int, transport: Transport, reporter: Report
             if params_due(int(plan.cycle_metrics.get("params_every", 0)), plan.eval_every,
                           plan.rounds, r + 1):
                 reporter.emit(params_record(node_id, r + 1, proto.eval_model().state_dict()))
+        if checkpoint.due(plan.checkpoint_every, r + 1):
+            node_checkpoint.save(out_dir, ctx, proto, Resumed(r + 1, last, prephase_traffic))
     comm.close()
+    survival = failures.report()
     final = out_dir / "final"
     save_tensors(proto.eval_model().state_dict(), final / f"node-{node_id}.safetensors")
     extra = proto.extra_state()
@@ -97,7 +113,7 @@ def run_node(plan: RunPlan, node_id: int, transport: Transport, reporter: Report
                    "formula": ctx.formula.to_json(), "protocol": proto.summary(),
                    "rejected": dict(comm.ledger.rejected),
                    "slot_mismatches": comm.slot_mismatches, "links": clock.link_report(),
-                   "prephase": prephase_traffic, "report": proto.node_report()})
+                   "prephase": prephase_traffic, "report": proto.node_report(), **survival})
 
 
 def agree_on_plan(comm: Comm, plan: RunPlan) -> None:
@@ -107,7 +123,7 @@ def agree_on_plan(comm: Comm, plan: RunPlan) -> None:
     hashes = plan.section_hashes()
     names = sorted(hashes)
     mine = np.frombuffer("".join(hashes[n] for n in names).encode(), dtype=np.uint8)
-    theirs = comm.exchange(Tag("ctrl", 0, PLAN_PHASE), {"hashes": mine})
+    theirs = comm.exchange(Tag("ctrl", comm.round, PLAN_PHASE), {"hashes": mine})
     width = len(mine) // len(names)
     for peer, tensors in theirs.items():
         got = tensors["hashes"].numpy().tobytes()
@@ -118,19 +134,27 @@ def agree_on_plan(comm: Comm, plan: RunPlan) -> None:
                             f"{differ or 'its sections'}; refusing to start")
 
 
-def meet_mesh(comm: Comm, plan: RunPlan) -> None:
+def meet_mesh(comm: Comm, plan: RunPlan, resumed_at: int | None = None) -> None:
     """The start-up: plan agreement with every neighbour, then the mesh-wide start barrier,
     all under one rendezvous deadline (nodes may start minutes apart; dfl_node/rendezvous.py).
     After `diameter` neighbourhood barriers every node has heard, hop by hop, from every
     other, so no node trains while others are still starting (on a shared machine early
-    starters would otherwise slow the rest down)."""
+    starters would otherwise slow the rest down). A node resumed after round `resumed_at`
+    meets at that round (fast neighbours' next messages are then in its window) and leaves
+    this start-up out of its ledger, which holds the first one already."""
+    if resumed_at is not None:
+        comm.round = resumed_at
+        comm.ledger.quiet_phases = frozenset({PLAN_PHASE, HELLO_PHASE})
     seconds = rendezvous_seconds(plan.wire)
     deadline = deadline_after(seconds)
-    with patience(comm, deadline, seconds):
-        agree_on_plan(comm, plan)
-    for _ in range(max(1, plan.diameter())):
+    try:
         with patience(comm, deadline, seconds):
-            comm.barrier()
+            agree_on_plan(comm, plan)
+        for _ in range(max(1, plan.diameter())):
+            with patience(comm, deadline, seconds):
+                comm.barrier()
+    finally:
+        comm.ledger.quiet_phases = frozenset()
 
 
 def save_tensors(tensors: dict[str, torch.Tensor], path: Path) -> None:

@@ -23,13 +23,16 @@ SECTIONS: dict[str, tuple[str, ...]] = {
                  "aggregator"),
     "data": ("data",),
     "seeds": ("seed",),
-    "runtime": ("link", "wire", "transport", "cycle_metrics"),
+    "runtime": ("link", "wire", "transport", "cycle_metrics", "checkpoint_every",
+                "secure"),
     "prephase": ("prephase",),
     "schedule": ("schedule",),  # the TDMA slot lists themselves, not only their options
 }
 # Data keys that say where one host keeps the dataset, not what it is (the content fingerprint
 # says that): hosts that keep it in other places still hold the same plan.
 HOST_LOCAL_DATA = ("data_root", "cache_dir")
+# Likewise where a host keeps the key files of a --secure run (the public keys are the plan's).
+HOST_LOCAL_SECURE = ("keys_dir",)
 
 
 class PlanError(ValueError):
@@ -72,6 +75,11 @@ class RunPlan:
     aggregator: int | None = None
     # per-cycle metrics: `params_every` (0: nodes never send their parameters) and `thresholds`
     cycle_metrics: dict[str, Any] = field(default_factory=dict)
+    # every node saves its full state every k rounds (0: never); dfl_node/checkpoint.py
+    checkpoint_every: int = 10
+    # --secure (dfl_node/curve.py): `public_keys` (key name -> Z85) and this host's `keys_dir`;
+    # empty when the run's sockets are not CURVE-secured
+    secure: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -129,6 +137,7 @@ class RunPlan:
     def section_hashes(self) -> dict[str, str]:
         data = self.to_dict()
         data["data"] = {k: v for k, v in data["data"].items() if k not in HOST_LOCAL_DATA}
+        data["secure"] = {k: v for k, v in data["secure"].items() if k not in HOST_LOCAL_SECURE}
         return {
             name: _digest({key: data[key] for key in keys}) for name, keys in SECTIONS.items()
         }

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 import zmq
 
+from dfl_node.curve import COORDINATOR, Curve
 from dfl_node.tags import Tag
 from dfl_node.transport_zmq import routing_id
 from dfl_node.wire import Frame, Message, WireError, WireLimits, decode, encode
@@ -114,12 +115,16 @@ def _decoded(frames: Sequence[Frame], limits: WireLimits) -> Message:
 
 
 class ZmqPrephaseChannel:
-    """A DEALER to the coordinator's ROUTER; the coordinator knows us by our routing id."""
+    """A DEALER to the coordinator's ROUTER; the coordinator knows us by our routing id (and,
+    with `curve`, by our key: it is a CURVE client of the coordinator's key)."""
 
-    def __init__(self, node_id: int, address: str, max_bytes: int) -> None:
+    def __init__(self, node_id: int, address: str, max_bytes: int,
+                 curve: Curve | None = None) -> None:
         self._ctx = zmq.Context()
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.ROUTING_ID, routing_id(node_id))
+        if curve is not None:
+            curve.client(self._sock, curve.services[COORDINATOR])
         self._sock.setsockopt(zmq.MAXMSGSIZE, max_bytes)
         self._sock.setsockopt(zmq.LINGER, 5000)
         self._sock.connect(address)
@@ -182,16 +187,11 @@ def run_prephase(plan_section: Mapping[str, Any], node_id: int, proto: HasPrepha
     if not plan_section:
         raise PrephaseError(f"node {node_id}: the protocol needs a pre-phase but the plan has "
                             "no prephase section")
-    own = channel is None
     if channel is None:
-        channel = ZmqPrephaseChannel(node_id, plan_section["address"],
-                                     int(plan_section["max_bytes"]))
-    try:
-        result = exchange_report(channel, node_id, proto.prephase_report(),
-                                 limits_of(plan_section), float(plan_section["timeout_s"]))
-    finally:
-        if own:
-            channel.close()
+        raise PrephaseError(f"node {node_id}: the protocol needs a pre-phase but the node has "
+                            "no channel to the coordinator")
+    result = exchange_report(channel, node_id, proto.prephase_report(),
+                             limits_of(plan_section), float(plan_section["timeout_s"]))
     try:
         proto.prephase_answer(result.answer)
     except ValueError as exc:

@@ -15,6 +15,8 @@ from typing import Any, Protocol
 import msgpack
 import zmq
 
+from dfl_node.curve import COLLECTOR, Curve
+
 
 class Reporter(Protocol):
     def emit(self, record: dict[str, Any]) -> None: ...
@@ -26,13 +28,16 @@ class ZmqReporter:
     """PUSH to the collector's PULL: one-way, and queued until the collector is up.
 
     It owns its context so that `close()` can wait (up to the linger) until every queued record
-    is out: a launcher-forked node ends with os._exit, which would drop them otherwise.
+    is out: a launcher-forked node ends with os._exit, which would drop them otherwise. With
+    `curve` (--secure) it is a CURVE client of the collector's key.
     """
 
-    def __init__(self, address: str, linger_ms: int = 10_000) -> None:
+    def __init__(self, address: str, linger_ms: int = 10_000, curve: Curve | None = None) -> None:
         self._ctx = zmq.Context()
         self._sock = self._ctx.socket(zmq.PUSH)
         self._sock.setsockopt(zmq.LINGER, linger_ms)
+        if curve is not None:
+            curve.client(self._sock, curve.services[COLLECTOR])
         self._sock.connect(address)
 
     def emit(self, record: dict[str, Any]) -> None:

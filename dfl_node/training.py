@@ -6,6 +6,8 @@ fixed by the plan, not by timing.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 import torch
 from torch import nn
@@ -14,6 +16,9 @@ from torch.nn import functional as F
 
 class BatchSampler:
     """Draws mini-batches by sampling a fresh permutation per epoch."""
+
+    # what a checkpoint keeps (dfl_node/statecodec.py): the stream and the epoch's rest
+    checkpoint_fields: ClassVar[tuple[str, ...]] = ("rng", "_order")
 
     def __init__(self, x: np.ndarray, y: np.ndarray, batch_size: int, rng: np.random.Generator,
                  device: torch.device) -> None:

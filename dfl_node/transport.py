@@ -12,10 +12,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from dfl_node.liveness import LivenessWatch
 from dfl_node.wire import Frame
 
 # Peer id reported for a connection whose identity is not a well-formed node id.
 UNKNOWN_PEER = -1
+# Peer id reported, under --secure, for a connection that claims a node id (its routing id) other
+# than the owner of the CURVE key it authenticated with: a neighbour posing as another.
+FORGED_PEER = -2
 
 
 class TransportError(RuntimeError):
@@ -24,6 +28,7 @@ class TransportError(RuntimeError):
 
 class Transport(Protocol):
     node_id: int
+    liveness: LivenessWatch | None  # heartbeats to the neighbours, where the transport has them
 
     def send(self, dst: int, frames: Sequence[Frame]) -> None:
         """Queue one message to neighbour `dst`.
@@ -35,6 +40,10 @@ class Transport(Protocol):
 
     def recv(self, timeout_s: float) -> tuple[int, list[Frame]] | None:
         """The next message as (peer id from the connection, frames), or None after timeout_s."""
+        ...
+
+    def drop_peer(self, peer: int) -> None:
+        """Stop sending to neighbour `peer` (declared dead); what is queued for it is dropped."""
         ...
 
     def close(self) -> None:

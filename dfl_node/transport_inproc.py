@@ -39,6 +39,7 @@ class InprocHub:
 
 
 class InprocTransport:
+    liveness = None  # threads of one process cannot die alone: nothing to watch
     def __init__(self, node_id: int, hub: InprocHub, peers: Iterable[int]) -> None:
         self.node_id = node_id
         self._hub = hub
@@ -58,6 +59,9 @@ class InprocTransport:
             return self._mailbox.get(timeout=max(timeout_s, 0.0))
         except queue.Empty:
             return None
+
+    def drop_peer(self, peer: int) -> None:
+        self._peers = self._peers - {peer}
 
     def close(self) -> None:
         self._closed = True

@@ -26,6 +26,16 @@ barrier; sockets linger so that everything queued still goes out.
 MAXMSGSIZE is a per-frame limit enforced by ZeroMQ: a peer that sends a larger frame is
 disconnected (and reconnects), and that message is lost before `Comm` can count it, so pass
 `WireLimits.max_frame_bytes`.
+
+With `curve` (--secure, dfl_node/curve.py) the ROUTER is a CURVE server that admits only the
+neighbours' keys, each DEALER a CURVE client of its neighbour, and the peer id of a message is
+the node whose key its connection authenticated with; a connection whose routing id names
+another node is reported as FORGED_PEER.
+
+With `heartbeat` the DEALERs carry ZMTP heartbeats and a `LivenessWatch` (dfl_node/liveness.py)
+reads their monitor events: `liveness.dead(peer)` says whether a neighbour stopped answering.
+`drop_peer` closes the connection to a neighbour the mesh has declared dead, at once, so that
+what was queued for it does not hold up `close()`.
 """
 
 from __future__ import annotations
@@ -36,7 +46,9 @@ from collections.abc import Mapping, Sequence
 
 import zmq
 
-from dfl_node.transport import UNKNOWN_PEER, TransportError
+from dfl_node.curve import Curve, ZapHandler, key_owner
+from dfl_node.liveness import DOWN_EVENT, UP_EVENT, Heartbeat, LivenessWatch
+from dfl_node.transport import FORGED_PEER, UNKNOWN_PEER, TransportError
 from dfl_node.wire import Frame
 
 _ROUTING_ID = struct.Struct("!I")
@@ -52,6 +64,13 @@ def peer_of(identity: bytes) -> int:
     return _ROUTING_ID.unpack(identity)[0] if len(identity) == _ROUTING_ID.size else UNKNOWN_PEER
 
 
+def authenticated_peer(identity: zmq.Frame) -> int:
+    """The node a ROUTER's message came from under CURVE: the owner of the connection's key,
+    or FORGED_PEER when the routing id the connection declared names someone else."""
+    owner = key_owner(identity)
+    return owner if peer_of(identity.bytes) == owner else FORGED_PEER
+
+
 class ZmqTransport:
     def __init__(
         self,
@@ -64,6 +83,8 @@ class ZmqTransport:
         linger_ms: int = 5000,
         send_timeout_s: float = 60.0,
         context: zmq.Context | None = None,
+        curve: Curve | None = None,
+        heartbeat: Heartbeat | None = None,
     ) -> None:
         self.node_id = node_id
         self._hwm = hwm
@@ -73,12 +94,21 @@ class ZmqTransport:
         self._context = zmq.Context() if context is None else context
         self._dealers: dict[int, zmq.Socket] = {}
         self._closed = False
+        self._curve = curve
+        self._zap: ZapHandler | None = None
+        self._heartbeat = heartbeat
+        self._monitors: dict[int, zmq.Socket] = {}
+        self.liveness: LivenessWatch | None = None
         self._router = self._socket(zmq.ROUTER)
         try:
+            if curve is not None:
+                self._zap = curve.serve(self._router, {})  # add_peer admits each neighbour
             self._router.setsockopt(zmq.MAXMSGSIZE, max_message_bytes)
             self._router.bind(bind_addr)
             for peer, address in sorted(peers.items()):
                 self.add_peer(peer, address)
+            if heartbeat is not None:
+                self.liveness = LivenessWatch(node_id, heartbeat, self._monitors)
         except (zmq.ZMQError, TransportError) as err:
             self.close()
             raise TransportError(f"node {node_id}: cannot set up on {bind_addr}: {err}") from err
@@ -95,6 +125,12 @@ class ZmqTransport:
         dealer = self._socket(zmq.DEALER)
         self._dealers[peer] = dealer
         dealer.setsockopt(zmq.ROUTING_ID, routing_id(self.node_id))
+        if self._curve is not None and self._zap is not None:
+            self._curve.client(dealer, self._curve.nodes[peer])
+            self._zap.admit(peer, self._curve.nodes[peer])
+        if self._heartbeat is not None and self.liveness is None:
+            self._heartbeat.apply(dealer)
+            self._monitors[peer] = dealer.get_monitor_socket(UP_EVENT | DOWN_EVENT)
         try:
             dealer.connect(address)
         except zmq.ZMQError as err:
@@ -115,14 +151,29 @@ class ZmqTransport:
         if not self._router.poll(max(math.ceil(timeout_s * 1000), 0), zmq.POLLIN):
             return None
         identity, *frames = self._router.recv_multipart(zmq.NOBLOCK, copy=False)
-        return peer_of(identity.bytes), [frame.buffer for frame in frames]
+        peer = peer_of(identity.bytes) if self._curve is None else authenticated_peer(identity)
+        return peer, [frame.buffer for frame in frames]
+
+    def drop_peer(self, peer: int) -> None:
+        """Stop talking to a neighbour the mesh has dropped, discarding what is queued for it."""
+        dealer = self._dealers.pop(peer, None)
+        if self.liveness is not None:
+            self.liveness.ignore(peer)
+        if dealer is not None:
+            dealer.close(linger=0)
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        if self.liveness is not None:
+            self.liveness.stop()
+        for monitor in self._monitors.values():  # the watch closed them, unless it never ran
+            monitor.close(linger=0)
         for socket in (*self._dealers.values(), self._router):
             socket.close(linger=self._linger_ms)
+        if self._zap is not None:
+            self._zap.close()
         if self._own_context:
             self._context.term()  # returns once queued messages are out or linger expired
 

@@ -13,24 +13,43 @@ from typing import Any
 import click
 
 from launcher.collect import collect
+from launcher.compose import DEFAULT_IMAGE, DEFAULT_SUBNET, ComposeOptions, write_compose
 from launcher.errors import LaunchError
 from launcher.jstar import jstar_cmd
-from launcher.options import request, run_options
-from launcher.run import launch, write_plan_only
+from launcher.keys import keys_cmd
+from launcher.options import ViewOptions, request, run_options
+from launcher.run import launch, resume, write_plan_only
 
 DEFAULT_COLLECT_TIMEOUT_S = 3600.0
+# Options that define a run; a resumed run takes them from its directory (inputs.json).
+RUN_DEFINING = ("topology", "protocol", "config_file", "rounds", "seed", "seeds", "dataset",
+                "data_root", "partition", "eval_every", "checkpoint_every", "transport", "sets",
+                "out_dir")
+FLAG_NAMES = {"config_file": "config", "sets": "set", "out_dir": "out"}
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @run_options
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="Run directory (default runs/<timestamp>-<protocol>-<topology>).")
+@click.option("--quiet", is_flag=True,
+              help="No live progress and no JSON lines: only the last line on stdout.")
+@click.option("--no-plots", is_flag=True, help="Do not write RUN_DIR/plots/*.png.")
+@click.option("--resume", "resume_dir", type=click.Path(path_type=Path), default=None,
+              metavar="RUN_DIR", help="Continue a stopped or killed run from its checkpoints.")
 @click.pass_context
 def cli(ctx: click.Context, **kwargs: Any) -> None:
     """Run a decentralized-learning mesh from a topology file."""
     if ctx.invoked_subcommand is not None:
         return
-    sys.exit(launch(request(kwargs), kwargs["out_dir"]))
+    view = ViewOptions(quiet=kwargs["quiet"], plots=not kwargs["no_plots"])
+    if kwargs["resume_dir"] is not None:
+        given = [k for k in RUN_DEFINING if kwargs[k] not in (None, ())]
+        if given:
+            flag = FLAG_NAMES.get(given[0], given[0].replace("_", "-"))
+            raise LaunchError(f"--resume: the run directory fixes the inputs; drop --{flag}")
+        sys.exit(resume(kwargs["resume_dir"], view))
+    sys.exit(launch(request(kwargs), kwargs["out_dir"], view))
 
 
 @cli.command("plan")
@@ -48,12 +67,29 @@ def plan_cmd(**kwargs: Any) -> None:
               help="Run directory to write.")
 @click.option("--timeout-s", type=float, default=DEFAULT_COLLECT_TIMEOUT_S, show_default=True,
               help="Give up (exit 1) when the mesh has not finished by then.")
-def collect_cmd(plan_path: Path, out_dir: Path, timeout_s: float) -> None:
+@click.option("--keys", type=click.Path(path_type=Path), default=None, metavar="DIR",
+              help="A --secure plan's key files (default: the plan's keys_dir).")
+def collect_cmd(plan_path: Path, out_dir: Path, timeout_s: float, keys: Path | None) -> None:
     """Gather the results of a mesh started elsewhere (one dfl-node per host)."""
-    sys.exit(collect(plan_path, out_dir, timeout_s))
+    sys.exit(collect(plan_path, out_dir, timeout_s, keys))
+
+
+@cli.command("compose")
+@run_options
+@click.option("--image", default=DEFAULT_IMAGE, show_default=True,
+              help="The node image (docker/Dockerfile).")
+@click.option("--subnet", default=DEFAULT_SUBNET, show_default=True,
+              help="The mesh network's IPv4 subnet (one no other network on the host uses).")
+@click.option("-o", "output", type=click.Path(path_type=Path), required=True, metavar="DIR",
+              help="Where the compose file, the plan (DIR/run) and the data (DIR/data) go.")
+def compose_cmd(image: str, subnet: str, output: Path, **kwargs: Any) -> None:
+    """Write a docker-compose mesh: one container per node, plus the collector."""
+    path = write_compose(request(kwargs), ComposeOptions(output, image, subnet))
+    print(f"docker-compose -f {path} up")
 
 
 cli.add_command(jstar_cmd)
+cli.add_command(keys_cmd)
 
 
 def main() -> None:

@@ -17,12 +17,14 @@ from pathlib import Path
 
 import zmq
 
+from dfl_node.curve import COLLECTOR, Curve, load_curve
 from dfl_node.plan import PlanError, RunPlan
 from launcher import rundir
 from launcher.collector import Collector, ZmqSource
 from launcher.cycle_metrics import CycleMetrics
 from launcher.endpoints import wildcard_bind
 from launcher.errors import LaunchError
+from launcher.failure import FailureWatch
 from launcher.hostplan import place_plan
 from launcher.linkreport import write_link_report
 from launcher.outcome import Outcome
@@ -32,11 +34,12 @@ from launcher.summary import summarize, write_ledger
 PUMP_S = 0.5
 
 
-def open_collector(plan: RunPlan, out_dir: Path) -> Collector:
-    """The plan's collector, listening; a LaunchError when its port cannot be bound here."""
+def open_collector(plan: RunPlan, out_dir: Path, curve: Curve | None) -> Collector:
+    """The plan's collector, listening (CURVE-secured with `curve`); a LaunchError when its
+    port cannot be bound here."""
     address = wildcard_bind(plan.collector)
     try:
-        source = ZmqSource(address)
+        source = ZmqSource(address, curve=curve)
     except zmq.ZMQError as exc:
         raise LaunchError(f"collect: cannot listen on {address} (the plan's collector "
                           f"{plan.collector}): {exc}") from None
@@ -44,31 +47,35 @@ def open_collector(plan: RunPlan, out_dir: Path) -> Collector:
 
 
 def await_nodes(collector: Collector, plan: RunPlan, timeout_s: float) -> Outcome:
-    """Pump records until every node is done, one reports an error, or the timeout passes."""
+    """Pump records until every node is done (or, under `--on-failure continue`, dropped by
+    the survivors), one reports an error (naming the neighbour it found dead, if any), or the
+    timeout passes."""
     deadline = time.monotonic() + timeout_s
-    while len(collector.done) < len(plan.ids):
+    watch = FailureWatch(collector, plan.wire.get("on_failure") == "continue")
+    while not set(plan.ids) <= set(collector.done) | watch.dropped():
         if collector.errors:
-            node = min(collector.errors)
-            return Outcome(False, node, collector.errors[node])
+            return watch.blame()
         if time.monotonic() >= deadline:
             missing = sorted(set(plan.ids) - set(collector.done))
             return Outcome(False, missing[0],
                            f"no result from nodes {missing} within {timeout_s:g} s")
         collector.pump(PUMP_S)
     collector.drain()
-    return Outcome(True)  # pids: the summary takes them from the done records
+    return watch.success({})  # pids: the summary takes them from the done records
 
 
-def collect(plan_path: Path, out_dir: Path, timeout_s: float) -> int:
-    """Gather one mesh's results into `out_dir`; the exit code of `dfl-launch`."""
+def collect(plan_path: Path, out_dir: Path, timeout_s: float, keys: Path | None = None) -> int:
+    """Gather one mesh's results into `out_dir` (a --secure plan's collector key from `keys`,
+    else from the plan's keys_dir); the exit code of `dfl-launch`."""
     if timeout_s <= 0:
         raise LaunchError(f"--timeout-s: must be positive, got {timeout_s:g}")
     try:
         plan = RunPlan.load(plan_path)
+        curve = load_curve(plan, COLLECTOR, keys)
     except PlanError as exc:
         raise LaunchError(str(exc)) from None
     place_plan(plan, out_dir)
-    collector = open_collector(plan, out_dir)
+    collector = open_collector(plan, out_dir, curve)
     started = time.monotonic()
     print(f"collecting {len(plan.ids)} nodes of {plan.protocol} on {plan.collector}", flush=True)
     try:

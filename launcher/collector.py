@@ -2,7 +2,9 @@
 
 Nodes push msgpack maps (metrics at each evaluation, `done` with their ledger, `error`). Anything
 that is not a well-formed record from a node of the plan is dropped and counted: the collector
-listens on a real port and must not trust what arrives there.
+listens on a real port and must not trust what arrives there. Under --secure the collector's
+socket admits only the nodes' CURVE keys, and a record whose `node` is not its key's owner is
+dropped as `curve_sender_mismatch`.
 """
 
 from __future__ import annotations
@@ -11,50 +13,64 @@ import json
 import queue
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import msgpack
 import zmq
 
+from dfl_node.curve import Curve, key_owner
+
 if TYPE_CHECKING:
     from launcher.cycle_metrics import CycleMetrics
 
 MAX_RECORD_BYTES = 64 << 20
 KINDS = ("ready", "metrics", "done", "error", "params")
+# A record's bytes and the node whose CURVE key sent it (None where the source cannot tell).
+Arrival = tuple[bytes, int | None]
 
 
 class Source(Protocol):
-    def poll(self, timeout_s: float) -> bytes | None: ...
+    def poll(self, timeout_s: float) -> Arrival | None: ...
 
     def close(self) -> None: ...
 
 
 class ZmqSource:
-    """PULL socket bound on the plan's collector address."""
+    """PULL socket bound on the plan's collector address; with `curve` (--secure) a CURVE
+    server that admits the nodes' keys, in a context of its own (the ZAP handler's)."""
 
-    def __init__(self, address: str, context: zmq.Context | None = None) -> None:
-        self._sock = (context or zmq.Context.instance()).socket(zmq.PULL)
+    def __init__(self, address: str, context: zmq.Context | None = None,
+                 curve: Curve | None = None) -> None:
+        self._own = zmq.Context() if curve is not None else None
+        self._sock = (self._own or context or zmq.Context.instance()).socket(zmq.PULL)
+        self._zap = curve.serve(self._sock, curve.nodes) if curve is not None else None
         self._sock.setsockopt(zmq.MAXMSGSIZE, MAX_RECORD_BYTES)
         self._sock.setsockopt(zmq.LINGER, 0)
         self._sock.bind(address)
 
-    def poll(self, timeout_s: float) -> bytes | None:
-        if self._sock.poll(int(timeout_s * 1000), zmq.POLLIN):
-            return self._sock.recv()
-        return None
+    def poll(self, timeout_s: float) -> Arrival | None:
+        if not self._sock.poll(int(timeout_s * 1000), zmq.POLLIN):
+            return None
+        frame = self._sock.recv(copy=False)
+        return frame.bytes, (key_owner(frame) if self._zap is not None else None)
 
     def close(self) -> None:
         self._sock.close()
+        if self._zap is not None:
+            self._zap.close()
+        if self._own is not None:
+            self._own.term()
 
 
 class QueueSource:
     def __init__(self, sink: queue.Queue) -> None:
         self._sink = sink
 
-    def poll(self, timeout_s: float) -> bytes | None:
+    def poll(self, timeout_s: float) -> Arrival | None:
         try:
-            return self._sink.get(timeout=timeout_s)
+            return self._sink.get(timeout=timeout_s), None
         except queue.Empty:
             return None
 
@@ -64,7 +80,8 @@ class QueueSource:
 
 class Collector:
     def __init__(self, source: Source, run_dir: Path, ids: list[int],
-                 cycles: CycleMetrics | None = None) -> None:
+                 cycles: CycleMetrics | None = None,
+                 on_record: Callable[[str, dict[str, Any]], None] | None = None) -> None:
         self.source = source
         self.ids = set(ids)
         self.metrics_path = run_dir / "metrics.jsonl"
@@ -73,16 +90,21 @@ class Collector:
         self.ready_at: dict[int, float] = {}  # seconds after the collector opened
         self.done: dict[int, dict[str, Any]] = {}
         self.errors: dict[int, str] = {}
+        # node -> the neighbours its error says stopped answering (launcher/failure.py)
+        self.dead_reports: dict[int, list[int]] = {}
         self.rejected: Counter[str] = Counter()
         # per-cycle metrics (launcher/cycle_metrics.py); `params` records go nowhere else
         self.cycles = cycles
+        # the live view (launcher/progress.py): every record kept, after it is on disk
+        self.on_record = on_record
 
     def pump(self, timeout_s: float) -> bool:
         """Handle at most one record; True if one arrived."""
-        raw = self.source.poll(timeout_s)
-        if raw is None:
+        arrival = self.source.poll(timeout_s)
+        if arrival is None:
             return False
-        record = self._validate(raw)
+        raw, sender = arrival
+        record = self._validate(raw, sender)
         if record is not None:
             self._handle(record, len(raw))
         return True
@@ -91,7 +113,7 @@ class Collector:
         while self.pump(quiet_s):
             pass
 
-    def _validate(self, raw: bytes) -> dict[str, Any] | None:
+    def _validate(self, raw: bytes, sender: int | None) -> dict[str, Any] | None:
         try:
             record = msgpack.unpackb(raw, raw=False, strict_map_key=True)
         except Exception:  # msgpack raises several unrelated types on garbage
@@ -104,7 +126,28 @@ class Collector:
         if type(node) is not int or node not in self.ids:
             self.rejected["unknown_node"] += 1
             return None
+        if sender is not None and node != sender:
+            self.rejected["curve_sender_mismatch"] += 1
+            return None
+        problem = self._field_problem(record)
+        if problem:
+            self.rejected[problem] += 1
+            return None
         return record
+
+    def _field_problem(self, record: dict[str, Any]) -> str:
+        """The reason a record of a plan's node is still refused ("" if none): fields its kind
+        needs with the wrong type ("bad_record"), or a second `ready`/`done` of one node
+        ("duplicate"), so that garbage or a replay never overwrites a node's result or breaks
+        the summary."""
+        kind, node = record["type"], record["node"]
+        if (kind == "ready" and node in self.ready_at) or (kind == "done" and node in self.done):
+            return "duplicate"
+        needs = {"metrics": ("round", int), "done": ("ledger", dict), "error": ("message", str)}
+        key, kind_of = needs.get(kind, ("node", int))
+        value = record.get(key)
+        valid = isinstance(value, kind_of) and not isinstance(value, bool)
+        return "" if valid and not (kind_of is int and value < 0) else "bad_record"
 
     def _handle(self, record: dict[str, Any], size: int) -> None:
         kind = record.pop("type")
@@ -123,6 +166,11 @@ class Collector:
             self.done[record["node"]] = record
         else:
             self.errors[record["node"]] = str(record.get("message"))
+            dead = record.get("dead")
+            if isinstance(dead, list) and all(type(i) is int and i in self.ids for i in dead):
+                self.dead_reports[record["node"]] = dead
+        if self.on_record is not None:
+            self.on_record(kind, record)
 
     def close(self) -> None:
         self._metrics.close()

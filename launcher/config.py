@@ -22,6 +22,7 @@ BASE: dict[str, Any] = {
     "transport": "zmq",
     "rounds": 20,
     "eval_every": 1,
+    "checkpoint_every": 10,  # every node saves its full state every k rounds (0: never)
     "dataset": "synthetic",
     "data_root": None,
     "partition": "iid",
@@ -45,9 +46,16 @@ BASE: dict[str, Any] = {
     "wire": {"hwm": 1000, "recv_timeout_s": 300.0, "max_tensors": 4096,
              "max_message_bytes": 1 << 30,
              # how long a node waits for the rest of the mesh to start (None: recv_timeout_s)
-             "rendezvous_s": None},
+             "rendezvous_s": None,
+             # liveness (dfl_node/liveness.py): a neighbour silent this long is dead; then the
+             # run stops, or (continue) the survivors go on without it (dfl_node/membership.py)
+             "deadline_s": 10.0, "on_failure": "stop"},
     # host:port of the run's services when nodes run on several hosts (None: a local port)
     "endpoints": {"collector": None, "coordinator": None, "aggregator": None},
+    # --secure: CURVE on every socket of the run; `keys`: the directory of its key files
+    # (launcher/keys.py; a local launch uses RUN_DIR/keys when None)
+    "secure": False,
+    "keys": None,
 }
 
 
@@ -73,7 +81,9 @@ def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise LaunchError(f"{path}: {what} not found") from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+    except OSError as exc:
+        raise LaunchError(f"{path}: {what} cannot be read: {exc.strerror}") from None
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise LaunchError(f"{path}: {what} is not valid YAML: {reason}") from None
     if data is None:

@@ -70,7 +70,9 @@ class CycleMetrics:
         self.plan = plan
         self.section = plan.cycle_metrics
         self.path = run_dir / "cycles.jsonl"
-        self.rows: list[dict[str, Any]] = []
+        # rows already in the file: a resumed run's rounds before it stopped
+        self.rows: list[dict[str, Any]] = [json.loads(line) for line in (
+            self.path.read_text().splitlines() if self.path.is_file() else [])]
         self.params_bytes = 0
         self._pending: dict[int, Pending] = {}
         self._model: torch.nn.Module | None = None

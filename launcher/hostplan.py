@@ -13,6 +13,7 @@ plan's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from dfl_node.plan import RunPlan
 from launcher.dataprep import ensure_entry, locate
 from launcher.endpoints import fixed_endpoint
 from launcher.errors import LaunchError
+from launcher.keys import secure_plan
 from launcher.options import Request
 from launcher.planner import build_plan
 from launcher.ports import PortClaims
@@ -58,16 +60,24 @@ def check_fixed(topology: Topology, config: dict[str, Any]) -> None:
                               f"(--set endpoints.{service}=HOST:PORT)")
 
 
-def resolve_host_plan(req: Request) -> RunPlan:
-    """The plan every host resolves alike from the same topology and options."""
+# Gives every node and service its address (launcher/compose.py: the containers' names).
+Placement = Callable[[Topology, dict[str, Any]], tuple[Topology, dict[str, Any]]]
+
+
+def resolve_host_plan(req: Request, place: Placement | None = None) -> RunPlan:
+    """The plan every host resolves alike from the same topology and options (with `place`,
+    from the topology and config it returns)."""
     if req.seeds:
         raise LaunchError("--seeds: one node runs one seed; start one mesh per seed")
     if req.options.get("transport") == "inproc":
         raise LaunchError("--transport: dfl-node runs over zmq")
     topology, config = resolve_inputs(req)
+    if place is not None:
+        topology, config = place(topology, config)
     check_fixed(topology, config)
-    return build_plan(topology, config, NoClaims(),
+    plan = build_plan(topology, config, NoClaims(),
                       aggregator=PROTOCOLS[config["protocol"]].server_based)
+    return secure_plan(plan, config, None)
 
 
 def ensure_host_data(plan: RunPlan, data_root: str | None) -> None:

@@ -28,6 +28,14 @@ class Request:
     seeds: tuple[int, ...] = field(default=())
 
 
+@dataclass(frozen=True)
+class ViewOptions:
+    """How `dfl-launch` presents a run: not part of the run, so not in the plan."""
+
+    quiet: bool = False
+    plots: bool = True
+
+
 RUN_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     click.option("--topology", default=None, help="Topology file or shipped name (ring20, ...)."),
     click.option("--protocol", default=None, help="Protocol name (d-psgd, ...)."),
@@ -41,7 +49,20 @@ RUN_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     click.option("--data-root", default=None),
     click.option("--partition", default=None),
     click.option("--eval-every", type=int, default=None),
+    click.option("--checkpoint-every", type=int, default=None,
+                 help="Save every node's state every K rounds (0: never; default 10)."),
     click.option("--transport", type=click.Choice(["zmq", "inproc"]), default=None),
+    click.option("--secure", is_flag=True, default=None,
+                 help="ZeroMQ CURVE on every socket: only the run's keys get in."),
+    click.option("--keys", default=None, metavar="DIR",
+                 help="Key files of a --secure run (dfl-launch keys; default: made into "
+                      "RUN_DIR/keys by a local launch)."),
+    click.option("--deadline", type=float, default=None, metavar="SECONDS",
+                 help="A neighbour that answers no heartbeat for this long is dead (default 10; "
+                      "wire.deadline_s)."),
+    click.option("--on-failure", type=click.Choice(["stop", "continue"]), default=None,
+                 help="When a node dies: end the run (stop, default) or go on without it "
+                      "(continue; d-psgd, dmfl-sq)."),
     click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
                  help="Override any config key (dotted for nested; bare hyper-parameters ok)."),
 ]
@@ -67,8 +88,14 @@ def parse_seeds(text: str | None) -> tuple[int, ...]:
 
 
 def request(kwargs: dict[str, Any]) -> Request:
-    keys = ("rounds", "seed", "dataset", "data_root", "partition", "eval_every", "transport")
+    keys = ("rounds", "seed", "dataset", "data_root", "partition", "eval_every", "transport",
+            "checkpoint_every", "secure", "keys")
     if kwargs["seed"] is not None and kwargs["seeds"] is not None:
         raise LaunchError("--seed and --seeds exclude each other")
+    options = {k: kwargs[k] for k in keys}
+    wire = {key: kwargs[flag] for key, flag in (("deadline_s", "deadline"),
+                                                ("on_failure", "on_failure"))
+            if kwargs[flag] is not None}
+    options["wire"] = wire or None
     return Request(kwargs["topology"], kwargs["protocol"], kwargs["config_file"],
-                   {k: kwargs[k] for k in keys}, kwargs["sets"], parse_seeds(kwargs["seeds"]))
+                   options, kwargs["sets"], parse_seeds(kwargs["seeds"]))

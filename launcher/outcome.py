@@ -11,6 +11,10 @@ class Outcome:
     failed_node: int | None = None
     reason: str = ""
     pids: dict[int, int] = field(default_factory=dict)
+    # --on-failure continue: nodes that died while the others went on, and why
+    deaths: dict[int, str] = field(default_factory=dict)
+    # when the launcher concluded that the run failed (Unix time; 0 if it did not)
+    failed_at: float = 0.0
 
     @property
     def status(self) -> str:

@@ -9,6 +9,7 @@ import numpy as np
 from dfl_node import tdma
 from dfl_node.linkmodel import LinkModel
 from dfl_node.plan import NodeEntry, RunPlan
+from launcher.checks import check_protocol, check_wire
 from launcher.cycle_metrics import cycle_section
 from launcher.dataprep import prepare_data
 from launcher.devices import resolve_devices
@@ -70,15 +71,19 @@ def build_plan(topology: Topology, config: dict[str, Any], claims: PortClaims,
     for key in ("rounds", "eval_every"):
         if not isinstance(config[key], int) or config[key] < 1:
             raise LaunchError(f"{key}: must be a positive integer, got {config[key]!r}")
+    every = config["checkpoint_every"]
+    if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+        raise LaunchError(f"checkpoint_every: must be an integer >= 0, got {every!r}")
     if config["transport"] not in ("zmq", "inproc"):
         raise LaunchError(f"transport: must be zmq or inproc, got {config['transport']!r}")
     schedule = schedule_section(topology, config)
     if aggregator and schedule.get("mode") != "sync":
         raise LaunchError(f"schedule: {config['protocol']} talks through an aggregator (a star "
                           "the topology does not have), so it runs only with schedule=sync")
+    check_wire(config["wire"])
     nodes = node_entries(topology, claims)
     hub = aggregator_entry(topology, config, claims) if aggregator else None
-    return RunPlan(
+    plan = RunPlan(
         protocol=config["protocol"], topology_name=topology.name, topology=topology.to_dict(),
         nodes=(*nodes, hub) if hub else nodes, mixing=config["mixing"],
         weights=mixing_weights(topology, config["mixing"]), rounds=config["rounds"],
@@ -87,7 +92,10 @@ def build_plan(topology: Topology, config: dict[str, Any], claims: PortClaims,
         model=config["model"], hyper=config["hyper"], link=config["link"], wire=config["wire"],
         transport=config["transport"], prephase=prephase_section(config, claims),
         collector=endpoint(config, "collector", claims)[1], schedule=schedule,
-        aggregator=hub.id if hub else None, cycle_metrics=cycle_section(config))
+        aggregator=hub.id if hub else None, cycle_metrics=cycle_section(config),
+        checkpoint_every=every)
+    check_protocol(plan)
+    return plan
 
 
 def schedule_section(topology: Topology, config: dict[str, Any]) -> dict[str, Any]:

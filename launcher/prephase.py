@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import numpy as np
 import zmq
 
+from dfl_node.curve import COORDINATOR, Curve, load_curve
 from dfl_node.plan import RunPlan
 from dfl_node.prephase import (
     ANSWER_TAG,
@@ -38,7 +39,8 @@ from dfl_node.prephase import (
     limits_of,
 )
 from dfl_node.rendezvous import rendezvous_seconds
-from dfl_node.transport_zmq import peer_of, routing_id
+from dfl_node.transport import FORGED_PEER
+from dfl_node.transport_zmq import authenticated_peer, peer_of, routing_id
 from dfl_node.wire import Frame, WireError, WireLimits, decode, encode
 from launcher.endpoints import endpoint
 from launcher.ports import PortClaims
@@ -55,11 +57,14 @@ class CoordinatorChannel(Protocol):
 
 
 class ZmqCoordinatorChannel:
-    """A ROUTER bound on the plan's pre-phase address; the peer id is the DEALER's routing id."""
+    """A ROUTER bound on the plan's pre-phase address; the peer id is the DEALER's routing id.
+    With `curve` (--secure) it admits only the nodes' keys, and the peer id is the key's node
+    (FORGED_PEER when the routing id names another)."""
 
-    def __init__(self, address: str, max_bytes: int) -> None:
+    def __init__(self, address: str, max_bytes: int, curve: Curve | None = None) -> None:
         self._ctx = zmq.Context()
         self._sock = self._ctx.socket(zmq.ROUTER)
+        self._zap = curve.serve(self._sock, curve.nodes) if curve is not None else None
         self._sock.setsockopt(zmq.MAXMSGSIZE, max_bytes)
         self._sock.setsockopt(zmq.LINGER, 5000)
         self._sock.bind(address)
@@ -68,13 +73,16 @@ class ZmqCoordinatorChannel:
         if not self._sock.poll(max(int(timeout_s * 1000), 0), zmq.POLLIN):
             return None
         identity, *frames = self._sock.recv_multipart(copy=False)
-        return peer_of(identity.bytes), [f.buffer for f in frames]
+        peer = peer_of(identity.bytes) if self._zap is None else authenticated_peer(identity)
+        return peer, [f.buffer for f in frames]
 
     def send(self, node_id: int, frames: Sequence[Frame]) -> None:
         self._sock.send_multipart([routing_id(node_id), *frames], copy=False)
 
     def close(self) -> None:
         self._sock.close()
+        if self._zap is not None:
+            self._zap.close()
         self._ctx.term()
 
 
@@ -124,6 +132,8 @@ def gather(plan: RunPlan, channel: CoordinatorChannel, timeout_s: float) -> Gath
 def admit(plan: RunPlan, out: Gathered, peer: int, frames: list[Frame],
           limits: WireLimits) -> str:
     """Store a valid report; return the reason it was refused otherwise ("" if accepted)."""
+    if peer == FORGED_PEER:
+        return "curve_sender_mismatch"
     if peer not in plan.ids:
         return "not_a_node"
     try:
@@ -142,10 +152,13 @@ def admit(plan: RunPlan, out: Gathered, peer: int, frames: list[Frame],
 
 
 def serve(plan: RunPlan, channel: CoordinatorChannel, run_dir: Path,
-          timeout_s: float | None = None) -> Coordination:
-    """The whole pre-phase on the coordinator's side; files land in `run_dir`."""
+          timeout_s: float | None = None, rejected: Counter[str] | None = None) -> Coordination:
+    """The whole pre-phase on the coordinator's side; files land in `run_dir`. `rejected`
+    gets the refused messages by reason (the launcher adds them to the run's summary)."""
     timeout = float(plan.prephase["timeout_s"]) if timeout_s is None else timeout_s
     gathered = gather(plan, channel, timeout)
+    if rejected is not None:
+        rejected.update(gathered.rejected)
     try:
         result = protocol_class(plan.protocol).coordinate(plan, gathered.reports)
     except Exception as exc:  # the nodes must hear of any failure, or they wait for a timeout
@@ -168,11 +181,13 @@ def serve(plan: RunPlan, channel: CoordinatorChannel, run_dir: Path,
 
 
 class CoordinatorThread:
-    """`serve` beside the launcher's run loop; `error` holds its failure, if any."""
+    """`serve` beside the launcher's run loop; `error` holds its failure, if any, and
+    `rejected` the messages it refused by reason."""
 
     def __init__(self, plan: RunPlan, run_dir: Path,
                  make_channel: Callable[[], CoordinatorChannel]) -> None:
         self.error: str | None = None
+        self.rejected: Counter[str] = Counter()
         self._plan, self._run_dir, self._make_channel = plan, run_dir, make_channel
         self._thread = threading.Thread(target=self._body, name="prephase", daemon=True)
         self._thread.start()
@@ -180,7 +195,7 @@ class CoordinatorThread:
     def _body(self) -> None:
         channel = self._make_channel()
         try:
-            serve(self._plan, channel, self._run_dir)
+            serve(self._plan, channel, self._run_dir, rejected=self.rejected)
         except Exception as exc:  # reported by the launcher; the nodes already got the reason
             self.error = f"{type(exc).__name__}: {exc}"
         finally:
@@ -190,11 +205,12 @@ class CoordinatorThread:
         self._thread.join(timeout_s)
 
 
-def coordinate_alone(plan: RunPlan, run_dir: Path) -> Coordination:
+def coordinate_alone(plan: RunPlan, run_dir: Path, curve: Curve | None) -> Coordination:
     """The pre-phase on a host of its own (`dfl-node --coordinator`), started before or after
     the nodes: it waits for the last node's report as long as a node may wait for the mesh
     to form and then for its answer."""
-    channel = ZmqCoordinatorChannel(plan.prephase["bind"], int(plan.prephase["max_bytes"]))
+    channel = ZmqCoordinatorChannel(plan.prephase["bind"], int(plan.prephase["max_bytes"]),
+                                    curve)
     try:
         return serve(plan, channel, run_dir, rendezvous_seconds(plan.wire)
                      + float(plan.prephase["timeout_s"]))
@@ -210,8 +226,9 @@ def start_coordinator(plan: RunPlan, run_dir: Path,
     if hub is not None:
         return CoordinatorThread(plan, run_dir, lambda: InprocCoordinatorChannel(hub))
     max_bytes = int(plan.prephase["max_bytes"])
+    curve = load_curve(plan, COORDINATOR)
     return CoordinatorThread(
-        plan, run_dir, lambda: ZmqCoordinatorChannel(plan.prephase["bind"], max_bytes))
+        plan, run_dir, lambda: ZmqCoordinatorChannel(plan.prephase["bind"], max_bytes, curve))
 
 
 MAX_PREPHASE_BYTES = 64 << 20  # a report holds a small raw sample; nothing near this

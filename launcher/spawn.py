@@ -3,21 +3,22 @@
 Nodes are forked from a forkserver that has already imported torch and the node code, so a node
 starts in a fraction of a second and shares those pages with its siblings, instead of paying a
 fresh interpreter and torch import each. The launcher watches exit codes and pumps the
-collector; the first node to exit non-zero ends the run, and every other node is stopped, so
-nothing is left behind.
+collector; what a node's death does (the run stops, or goes on without it) is
+launcher/failure.py's to decide, and at the end every node still running is stopped, so nothing
+is left behind.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import signal
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 from dfl_node.cli import run_launched
 from dfl_node.plan import RunPlan
 from launcher.collector import Collector
+from launcher.failure import FailureWatch
 from launcher.outcome import Outcome
 
 TERM_GRACE_S = 3.0
@@ -55,17 +56,15 @@ def stop_nodes(procs: dict[int, BaseProcess]) -> None:
             proc.join()
 
 
-def describe_exit(code: int) -> str:
-    if code < 0:
-        return f"killed by signal {-code} ({signal.Signals(-code).name})"
-    return f"exit status {code}"
+def exit_codes(procs: dict[int, BaseProcess]) -> dict[int, int | None]:
+    return {node_id: proc.exitcode for node_id, proc in procs.items()}
 
 
-def first_failure(procs: dict[int, BaseProcess]) -> tuple[int, int] | None:
-    for node_id, proc in procs.items():
-        if proc.exitcode is not None and proc.exitcode != 0:
-            return node_id, proc.exitcode
-    return None
+def kill_now(procs: dict[int, BaseProcess], node_id: int | None) -> None:
+    """SIGKILL a node declared dead: a hung process would not heed SIGTERM's grace anyway."""
+    proc = procs.get(node_id) if node_id is not None else None
+    if proc is not None and proc.exitcode is None:
+        proc.kill()
 
 
 def log_tail(run_dir: Path, node_id: int, lines: int = 5) -> str:
@@ -77,19 +76,21 @@ def log_tail(run_dir: Path, node_id: int, lines: int = 5) -> str:
 def run_processes(plan: RunPlan, plan_path: Path, run_dir: Path,
                   collector: Collector) -> Outcome:
     procs: dict[int, BaseProcess] = {}
+    watch = FailureWatch(collector, plan.wire.get("on_failure") == "continue")
     try:
         start_nodes(plan, plan_path, run_dir, procs)
         pids = {i: p.pid for i, p in procs.items() if p.pid is not None}
-        while any(p.exitcode is None for p in procs.values()):
+        while True:
             collector.pump(0.1)
-            failure = first_failure(procs)
+            failure = watch.failure(exit_codes(procs))
             if failure is not None:
-                return Outcome(False, failure[0], describe_exit(failure[1]), pids)
-        failure = first_failure(procs)
-        if failure is not None:
-            return Outcome(False, failure[0], describe_exit(failure[1]), pids)
+                kill_now(procs, failure.failed_node)
+                failure.pids = pids
+                return failure
+            if watch.finished(exit_codes(procs)):
+                break
         collector.drain()
-        return Outcome(True, pids=pids)
+        return watch.success(pids)
     finally:
         stop_nodes(procs)
         collector.drain(0.05)

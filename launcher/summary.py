@@ -12,6 +12,7 @@ from typing import Any
 
 from dfl_node.plan import RunPlan
 from launcher.collector import Collector
+from launcher.failure import failure_keys
 from launcher.fairness import fairness
 from launcher.linkreport import radio_totals
 from launcher.outcome import Outcome
@@ -105,6 +106,7 @@ def summarize(plan: RunPlan, config: dict[str, Any], collector: Collector, outco
         "transport": plan.transport, "dataset": plan.data["dataset"],
         "partition": plan.data["partition"], "eval_split": plan.data["eval_split"],
         "status": outcome.status, "failed_node": outcome.failed_node,
+        **failure_keys(outcome, done),
         "nodes": nodes,
         "aggregators": node_rows(plan, done, outcome,
                                  [i for i in plan.ids if i not in plan.clients]),
@@ -114,6 +116,8 @@ def summarize(plan: RunPlan, config: dict[str, Any], collector: Collector, outco
         "payload_bytes": sum(r["payload_bytes"] for r in data_sent),
         "framing_bytes": sum(r["framing_bytes"] for r in data_sent),
         "control_bytes": tables["control"]["payload_bytes"] + tables["control"]["framing_bytes"],
+        "heartbeat_bytes": sum(beats["bytes"] for rec in done.values()
+                               for beats in rec["ledger"].get("heartbeats", {}).values()),
         "prephase_bytes": sum(rec.get("prephase", {}).get("sent_bytes", 0)
                               + rec.get("prephase", {}).get("received_bytes", 0)
                               for rec in done.values()),
@@ -146,5 +150,6 @@ def write_ledger(run_dir: Path, done: dict[int, dict[str, Any]]) -> None:
                 add_cell(per_link, f"{cell['src']}->{cell['dst']}", cell)
         out[str(node)] = {"per_link": per_link, "cells": rec["ledger"]["cells"],
                           "rejected": rec["ledger"]["rejected"],
-                          "formula_cells": rec.get("formula", {}).get("cells", [])}
+                          "formula_cells": rec.get("formula", {}).get("cells", []),
+                          "heartbeats": rec["ledger"].get("heartbeats", {})}
     write_json(run_dir / "ledger.json", out)

@@ -14,11 +14,14 @@ import numpy as np
 import torch
 from torch import nn
 
+from dfl_node.checkpoint import State
 from dfl_node.context import NodeContext
+from dfl_node.membership import SurvivingGraph
 from dfl_node.models import build_model
 from dfl_node.plan import RunPlan
 from dfl_node.prephase import Coordination
 from dfl_node.shards import load_node_data
+from dfl_node.statecodec import capture, capture_fields, restore, restore_fields
 from dfl_node.training import evaluate
 
 
@@ -30,8 +33,33 @@ class Protocol(ABC):
     # answer; dfl_node/prephase.py), with the three methods below.
     needs_prephase: ClassVar[bool] = False
 
+    # True: the protocol has documented rules for losing a node (README), so a run may use
+    # `--on-failure continue`; the runtime then calls `on_graph_change` when the survivors
+    # agree on a smaller graph. Others refuse `continue` before anything starts.
+    survives_failures: ClassVar[bool] = False
+
+    # Attributes (dotted paths reach inside) whose state the next round reads beside the model:
+    # samplers, copies, trackers, counters. A checkpoint saves them (dfl_node/statecodec.py).
+    checkpoint_fields: tuple[str, ...] = ()
+
     def __init__(self, ctx: NodeContext) -> None:
         self.ctx = ctx
+
+    def checkpoint_state(self) -> State:
+        """Everything the next round reads: the model (parameters and buffers) and the
+        `checkpoint_fields`. Override where state lives elsewhere."""
+        state = capture_fields(self)
+        state.put("model", capture(self.ctx.model))
+        return state
+
+    def restore_state(self, state: State) -> None:
+        """Put back what `checkpoint_state` saved, into a freshly constructed protocol."""
+        restore(self.ctx.model, state.part("model"))
+        restore_fields(self, state)
+
+    def on_graph_change(self, graph: SurvivingGraph) -> None:
+        """From the next round on, run on `graph` (dead nodes gone; `--on-failure continue`)."""
+        raise NotImplementedError(f"{type(self).__name__} does not survive failures")
 
     def prephase_report(self) -> dict[str, np.ndarray]:
         """What this node tells the coordinator (named arrays)."""
@@ -52,6 +80,13 @@ class Protocol(ABC):
         """Raise ValueError (one line) on a bad `hyper` setting; the launcher calls it so that a
         bad setting is exit 2 before any node starts."""
         require_int(hyper, "torch_threads", 1)
+
+    @classmethod
+    def check_plan(cls, plan: RunPlan) -> None:
+        """Raise ValueError (one line) on a plan this protocol cannot run, for checks that need
+        the nodes or the data section; the launcher calls it so that this, too, is exit 2
+        before any node starts. Default: `build_workload`'s model fits the plan's data."""
+        build_model(plan.model, plan.data["shape"], plan.data["num_classes"], plan.seed)
 
 
     @classmethod

@@ -71,6 +71,8 @@ class ChocoConfig(HyperConfig):
 
 
 class ChocoSGD(Protocol):
+    checkpoint_fields = ("batches", "copies")
+
     @staticmethod
     def check_hyper(hyper: Mapping[str, Any]) -> None:
         ChocoConfig.from_hyper(hyper)

@@ -45,6 +45,11 @@ resolved as the spec recommends (README "dmfl-sq" lists every decision):
   - silence is signalled by the runtime's end-of-step control marker, never charged (b_trig = 0,
     A13); a message the receiver refuses (malformed) counts as silence and in rejected_messages.
   - a non-finite model stops the run with a named error rather than sending NaNs.
+
+Losing a node (`--on-failure continue`): in the round a neighbour dies, what it did not send is
+silence (its copy stays as it was, a consensus step goes on with the pairs that arrived); from
+the round the survivors agree on, the coupling runs over the surviving edges only, the dead
+neighbour's copy is dropped, and K_Psi is the surviving graph's diameter (unless `k_psi` is set).
 """
 
 from __future__ import annotations
@@ -65,6 +70,7 @@ from dfl_node.compress import Composed, Compressor, SparseCompressor, Uniform, b
 from dfl_node.consensus import max_consensus
 from dfl_node.context import NodeContext
 from dfl_node.copies import PublicCopies
+from dfl_node.membership import SurvivingGraph
 from dfl_node.tags import Tag
 from dfl_node.training import BatchSampler, compute_gradients
 from dfl_node.trigger import fires, threshold
@@ -162,6 +168,11 @@ class DMFLSQ(Protocol):
     """One client of DMFL-SQ. State: w_i (the model's parameters), w_hat_i (the copy every
     neighbour holds of w_i) and w_hat_{j->i} per neighbour j: (2 + deg_i) P float32."""
 
+    survives_failures = True
+
+    checkpoint_fields = ("sel_batches", "grad_batches", "copies", "rounds_run", "triggers",
+                         "k_sum", "bits_sent", "selected")
+
     @staticmethod
     def check_hyper(hyper: Mapping[str, Any]) -> None:
         """Raise ValueError (one line) unless `hyper` is a valid dmfl-sq configuration; for the
@@ -194,13 +205,8 @@ class DMFLSQ(Protocol):
                                   quantized=value_bits(self.compressor) < 32)
         self.model_bytes = -(-sum(largest.values()) // 8)
 
-        diam = plan.diameter()
-        self.k_psi = diam if cfg.k_psi is None else cfg.k_psi
-        if self.k_psi < diam:
-            print(f"dmfl-sq: k_psi = {self.k_psi} < diam(G) = {diam}: clients may disagree on "
-                  "the selected client", file=sys.stderr)
         self.consensus = not (cfg.rho == 0 and cfg.skip_consensus_when_rho0)
-        self.psi_link = psi_link_bits(self.k_psi, self.n, self.acc) if self.consensus else 0
+        self.use_diameter(plan.diameter())
         self.psi_bytes = -(-(self.acc.b_loss + ceil_log2(self.n)) // 8)
 
         self.sel_batches = BatchSampler(ctx.data.x_train, ctx.data.y_train, cfg.batch_sel,
@@ -214,6 +220,22 @@ class DMFLSQ(Protocol):
         self.k_sum = 0
         self.bits_sent = 0
         self.selected = Counter[int]()
+
+    def use_diameter(self, diam: int) -> None:
+        """K_Psi = diam(G) unless `k_psi` is set (a warning if that is below the diameter),
+        and the psi bits one link carries per round with it."""
+        self.k_psi = diam if self.cfg.k_psi is None else self.cfg.k_psi
+        if self.k_psi < diam:
+            print(f"dmfl-sq: k_psi = {self.k_psi} < diam(G) = {diam}: clients may disagree on "
+                  "the selected client", file=sys.stderr)
+        self.psi_link = psi_link_bits(self.k_psi, self.n, self.acc) if self.consensus else 0
+
+    def on_graph_change(self, graph: SurvivingGraph) -> None:
+        self.neighbors = graph.neighbors(self.ctx.node_id)
+        self.a = {j: a_ij for j, a_ij in self.a.items() if j in self.neighbors}
+        for j in [j for j in self.copies.of if j not in self.neighbors]:
+            del self.copies.of[j]
+        self.use_diameter(graph.diameter())
 
     def lr_at(self, r: int) -> float:
         if self.cfg.lr_schedule == "inv_sqrt_T":

@@ -10,6 +10,10 @@ result does not depend on arrival order.
 
 Formula bits (spec section 4, baseline accounting): deg_i P 32 per round, one dense model per
 neighbour; `accounting.b_hdr` adds a header per message (0 by default, as for q-FFL).
+
+Losing a node (`--on-failure continue`): in the round a neighbour dies, its weight stays on this
+node's own model when its message did not arrive (the row still sums to 1); from the round the
+survivors agree on, the node mixes with the Metropolis weights of the surviving graph.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 import torch
 
 from dfl_node.context import NodeContext
+from dfl_node.membership import SurvivingGraph
 from dfl_node.tags import Tag
 from dfl_node.training import BatchSampler, compute_gradients, sgd_step
 from protocols.base import Protocol, require_int, require_positive
@@ -30,6 +35,9 @@ FORMS = ("cta", "atc")  # combine-then-adapt (Lian et al.), adapt-then-combine
 
 
 class DPSGD(Protocol):
+    survives_failures = True
+    checkpoint_fields = ("batches",)
+
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
         self.lr = float(ctx.hyper["lr"])
@@ -56,6 +64,9 @@ class DPSGD(Protocol):
             raise ValueError(f"form must be one of {list(FORMS)}, got {hyper.get('form')!r}")
         DenseAccounting.from_mapping(hyper.get("accounting"))
 
+    def on_graph_change(self, graph: SurvivingGraph) -> None:
+        self.weights = graph.metropolis_row(self.ctx.node_id)
+
     def run_round(self, r: int) -> dict[str, float]:
         model = self.ctx.model
         for _ in range(self.local_steps - 1):
@@ -70,7 +81,7 @@ class DPSGD(Protocol):
             for name, p in self.params.items():
                 mixed = torch.zeros_like(p)
                 for j, w_ij in self.weights.items():
-                    x = mine[name] if j == self.ctx.node_id else theirs[j][name].to(p.device)
+                    x = theirs[j][name].to(p.device) if j in theirs else mine[name]
                     mixed.add_(x, alpha=w_ij)
                 p.copy_(mixed if self.form == "atc" else mixed - self.lr * p.grad)
         for j in theirs:

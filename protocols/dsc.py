@@ -49,7 +49,13 @@ from dfl_node.taskdata import TASKS
 from protocols.base import Protocol
 from protocols.dsc_mixing import FEDAVG_VARIANTS, Policies, Weights, affinity, softmax_weights
 from protocols.dsc_summary import run_summary
-from protocols.dsc_workload import SceneData, build_scene_workload, plan_portfolios, task_score
+from protocols.dsc_workload import (
+    SceneData,
+    build_scene_workload,
+    check_scene_plan,
+    plan_portfolios,
+    task_score,
+)
 from protocols.hyper import HyperConfig
 
 PHASE_POLICY = "dsc/policy"
@@ -123,6 +129,9 @@ class DSC(Protocol):
     uses_eq18: ClassVar[bool] = True  # the weights come from Eq. 18 after a policy frame
     is_reference: ClassVar[bool] = False  # the no-aggregation run Delta is measured against
 
+    # the channel's noise stream is not in the model's state_dict
+    checkpoint_fields = ("trainer", "model.channel.gen", "rows", "loss", "last_eval")
+
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
         self.cfg = DSCConfig.from_hyper(ctx.hyper)
@@ -155,6 +164,10 @@ class DSC(Protocol):
     @classmethod
     def build_workload(cls, plan: RunPlan, node_id: int) -> tuple[torch.nn.Module, Any]:
         return build_scene_workload(plan, node_id)
+
+    @classmethod
+    def check_plan(cls, plan: RunPlan) -> None:
+        check_scene_plan(plan)
 
     @staticmethod
     def check_hyper(hyper: Mapping[str, Any]) -> None:

@@ -71,10 +71,17 @@ def model_spec(model: Mapping[str, Any]) -> MultiTaskSpec:
     return MultiTaskSpec(backbone=backbone, seg_classes=len(CLASSES), channel=channel)
 
 
-def build_scene_workload(plan: RunPlan, node_id: int) -> tuple[RoutedMultiTaskNet, SceneData]:
+def check_scene_plan(plan: RunPlan) -> None:
+    """ValueError (one line) unless the plan's dataset and model are what a scene workload
+    needs; the launcher calls it (via `DSC.check_plan`) before any node starts."""
     if plan.data.get("dataset") != "scenes":
         raise ValueError(f"{plan.protocol} learns dense multi-task scenes: use --dataset "
                          f"scenes, not {plan.data.get('dataset')!r}")
+    model_spec(plan.model)
+
+
+def build_scene_workload(plan: RunPlan, node_id: int) -> tuple[RoutedMultiTaskNet, SceneData]:
+    check_scene_plan(plan)
     tasks = plan_portfolios(plan)[node_id]
     spec = scene_spec(plan.data.get("scenes", {}), plan.seed)
     train, test = node_scenes(spec, plan.clients, node_id, tasks)

@@ -57,6 +57,8 @@ class DSGTConfig(HyperConfig):
 
 
 class DSGT(Protocol):
+    checkpoint_fields = ("batches", "y", "g_prev")
+
     @staticmethod
     def check_hyper(hyper: Mapping[str, Any]) -> None:
         DSGTConfig.from_hyper(hyper)

@@ -79,6 +79,7 @@ class QFFL(Protocol):
         self.message_bytes = 4 * size
         self.is_server = ctx.node_id == self.server
         if not self.is_server:
+            self.checkpoint_fields = ("batches",)
             self.batches = BatchSampler(ctx.data.x_train, ctx.data.y_train, cfg.batch_size,
                                         ctx.rng("batches"), ctx.device)
 

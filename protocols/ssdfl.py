@@ -41,7 +41,7 @@ from dfl_node.tags import Tag
 from dfl_node.training import BatchSampler, compute_gradients, evaluate
 from protocols.base import Protocol, require_int, require_positive
 from protocols.ssdfl_clustering import ClusteringConfig
-from protocols.ssdfl_coordinator import coordinate_clusters
+from protocols.ssdfl_coordinator import clustering_config, coordinate_clusters
 from protocols.ssdfl_optimizers import (
     ASSIGNMENTS,
     OptimizerSpec,
@@ -57,6 +57,9 @@ Params = dict[str, torch.Tensor]
 
 class SSDFL(Protocol):
     needs_prephase: ClassVar[bool] = True
+    # the optimizer state restarts every cycle (eqs. 8-9); the pre-phase's answer is kept, so
+    # a resumed node needs no coordinator
+    checkpoint_fields = ("batches", "cluster", "intra_row", "inter_row")
 
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
@@ -126,6 +129,11 @@ class SSDFL(Protocol):
     @staticmethod
     def coordinate(plan: RunPlan, reports: Mapping[int, Mapping[str, np.ndarray]]) -> Coordination:
         return coordinate_clusters(plan, reports)
+
+    @classmethod
+    def check_plan(cls, plan: RunPlan) -> None:
+        super().check_plan(plan)
+        clustering_config(plan)
 
     # ---- one global cycle ----
 

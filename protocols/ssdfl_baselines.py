@@ -133,6 +133,7 @@ class PDFL(SDFL):
 
 class STC(SDFL):
     config_class: ClassVar[type[SyncConfig]] = StochasticConfig
+    checkpoint_fields = (*SDFL.checkpoint_fields, "sampler")
 
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)

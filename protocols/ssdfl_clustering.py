@@ -306,19 +306,25 @@ def choose(candidates: Sequence[Candidate]) -> Candidate | None:
     return min(feasible, key=lambda c: (c.H, c.S)) if feasible else None
 
 
+def check_overrides(cfg: ClusteringConfig, n: int) -> None:
+    """ValueError (one line) unless the overrides fit N nodes (positions 0..N-1)."""
+    if cfg.override_partition is not None \
+            and sorted(i for c in cfg.override_partition for i in c) != list(range(n)):
+        raise ValueError(f"clustering.override_partition must partition the nodes, "
+                         f"got {cfg.override_partition}")
+    if cfg.override_S is not None and cfg.override_S > n:
+        raise ValueError(f"clustering.override_S={cfg.override_S} exceeds N={n}")
+
+
 def form_clusters(adj: np.ndarray, inputs: NodeInputs, cfg: ClusteringConfig) -> ClusteringResult:
     """The whole of Algorithm 1 plus the spec's overrides and its S = 1 fallback (C12)."""
+    check_overrides(cfg, len(adj))
     phi = Conductances(np.asarray(adj, dtype=np.float64), cfg)
     candidates = evaluate(phi.adj, candidate_partitions(phi.adj, cfg, phi), inputs, cfg, phi)
     if cfg.override_partition is not None:
         partition = canonical(cfg.override_partition)
-        if sorted(i for c in partition for i in c) != list(range(len(adj))):
-            raise ValueError(f"clustering.override_partition must partition the nodes, "
-                             f"got {cfg.override_partition}")
         return ClusteringResult(candidates, partition, len(partition), "override_partition")
     if cfg.override_S is not None:
-        if cfg.override_S > len(adj):
-            raise ValueError(f"clustering.override_S={cfg.override_S} exceeds N={len(adj)}")
         return ClusteringResult(candidates, candidates[cfg.override_S - 1].partition,
                                 cfg.override_S, "override_S")
     best = choose(candidates)

@@ -26,6 +26,7 @@ from protocols.ssdfl_clustering import (
     ClusteringResult,
     NodeInputs,
     Partition,
+    check_overrides,
     cluster_matrix_of,
     config_record,
     form_clusters,
@@ -37,13 +38,11 @@ from protocols.ssdfl_optimizers import OptimizerSpec
 REPORT_FIELDS = ("degree", "label_hist", "sample", "optimizer", "init_loss")
 
 
-def coordinate_clusters(plan: RunPlan,
-                        reports: Mapping[int, Mapping[str, np.ndarray]]) -> Coordination:
+def clustering_config(plan: RunPlan) -> ClusteringConfig:
+    """The plan's clustering options, `override_partition` turned from node ids into positions;
+    ValueError (one line) when an override does not fit the plan's nodes. The launcher runs it
+    too (`SSDFL.check_plan`), so a bad override is exit 2 before any node starts."""
     ids = plan.ids
-    adj = adjacency(plan)
-    checked = [check_report(plan, i, reports[i]) for i in ids]
-    check_shapes(checked)
-    inputs = node_inputs(adj, checked)
     cfg = ClusteringConfig.from_hyper(plan.hyper.get("clustering", {}), float(plan.hyper["lr"]),
                                       int(plan.hyper["tau_a"]),
                                       lazy_mixing=plan.mixing.startswith("lazy-"))
@@ -54,6 +53,18 @@ def coordinate_clusters(plan: RunPlan,
             raise ValueError(f"clustering.override_partition: unknown nodes {sorted(unknown)}")
         cfg = replace(cfg, override_partition=tuple(tuple(pos[i] for i in c)
                                                     for c in cfg.override_partition))
+    check_overrides(cfg, len(ids))
+    return cfg
+
+
+def coordinate_clusters(plan: RunPlan,
+                        reports: Mapping[int, Mapping[str, np.ndarray]]) -> Coordination:
+    ids = plan.ids
+    adj = adjacency(plan)
+    checked = [check_report(plan, i, reports[i]) for i in ids]
+    check_shapes(checked)
+    inputs = node_inputs(adj, checked)
+    cfg = clustering_config(plan)
     result = form_clusters(adj, inputs, cfg)
     intra = block_matrix(adj, result.partition, cfg.lazy_mixing)
     inter = global_matrix(plan)

@@ -17,6 +17,7 @@ clustering is the point of the baseline).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 
@@ -28,6 +29,8 @@ SHARED = -1  # the node id of streams every device derives alike
 
 class EdgeSampler:
     """Per-step sampled adjacency of G (ids in plan order), one draw per edge per step."""
+
+    checkpoint_fields: ClassVar[tuple[str, ...]] = ("streams",)  # dfl_node/statecodec.py
 
     def __init__(self, seed: int, ids: Sequence[int], edges: Sequence[tuple[int, int]],
                  p_edge: float) -> None:

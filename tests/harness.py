@@ -19,9 +19,11 @@ ENV_ROOT = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 def launch(
-    out: Path, topology: str, protocol: str, *args: str, timeout_s: float = 600
+    out: Path, topology: str, protocol: str, *args: str, timeout_s: float = 600,
+    plots: bool = False,
 ) -> subprocess.CompletedProcess:
-    """`dfl-launch` as a user runs it, in a subprocess, never hanging the suite."""
+    """`dfl-launch` as a user runs it, in a subprocess, never hanging the suite. Plots are off
+    unless asked for: they cost seconds per run and tests/test_plots.py covers them."""
     cmd = [
         sys.executable,
         "-m",
@@ -32,14 +34,17 @@ def launch(
         protocol,
         "--out",
         str(out),
+        *(() if plots else ("--no-plots",)),
         *args,
     ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=ENV_ROOT,
                           cwd=ROOT)
 
 
-def launch_ok(out: Path, topology: str, protocol: str, *args: str) -> dict[str, Any]:
-    proc = launch(out, topology, protocol, *args)
+def launch_ok(
+    out: Path, topology: str, protocol: str, *args: str, plots: bool = False
+) -> dict[str, Any]:
+    proc = launch(out, topology, protocol, *args, plots=plots)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads((out / "summary.json").read_text())
 

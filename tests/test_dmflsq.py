@@ -298,7 +298,7 @@ def test_the_users_first_command(tmp_path: Path) -> None:
     run = tmp_path / "run"
     proc = launch(run, "ring20.yaml", "dmfl-sq")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert f"run finished: {run}" in proc.stdout
+    assert proc.stdout.splitlines()[-1] == f"run_dir: {run}"
     summary = read_run(run)[0]
     assert (summary["dataset"], summary["partition"], summary["eval_split"]) == \
         ("fmnist", "dirichlet:0.5", "local")

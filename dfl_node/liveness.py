@@ -1,0 +1,227 @@
+"""Liveness along graph edges: is each neighbour's process still answering?
+
+How: ZMTP heartbeats on the transport's own DEALER connections (one per graph edge and
+direction), and a small thread that reads those DEALERs' monitor events. Why this way:
+- The PONG that answers a PING is produced by libzmq's I/O thread, a C++ thread that never
+  needs the GIL. A node deep in a long computation (Python loops, torch kernels) keeps
+  answering, so being busy never looks like being dead; a killed, stopped or frozen process,
+  or a host that vanished, stops answering.
+- Only graph edges carry heartbeats (a node pings the neighbours it is connected to anyway):
+  no all-to-all traffic, no extra port to open, and the connection's security settings apply to
+  heartbeats exactly as to data.
+- Application messages never carry liveness, so a round that legitimately takes longer than the
+  deadline (a slow neighbour, a long local epoch) is waited for, not declared a failure.
+
+The deadline D (`wire.deadline_s`): a PING every D/10; a connection that hears nothing for
+0.4 D is dropped by libzmq (and by the neighbour, through the PING's TTL); a neighbour whose
+connection has been down (not re-established by a completed handshake) for D/2 more is dead.
+So a process killed outright is declared dead D/2 after its socket closes, and a frozen one
+within about D of its last answer.
+
+Heartbeats are control traffic and never reach the ledger's training cells: libzmq does not
+report individual PINGs, so `traffic()` counts them from the time each connection was up
+(one PING of 9 bytes and one PONG of 7 bytes per interval and direction).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import zmq
+from zmq.utils.monitor import recv_monitor_message
+
+UP_EVENT = zmq.EVENT_HANDSHAKE_SUCCEEDED
+DOWN_EVENT = zmq.EVENT_DISCONNECTED
+PING_BYTES = 9  # ZMTP 3.1 command frame: flags, size, "\x04PING", 2-byte TTL
+PONG_BYTES = 7  # flags, size, "\x04PONG"
+POLL_MS = 100
+DEFAULT_DEADLINE_S = 10.0
+ON_FAILURE = ("stop", "continue")  # wire.on_failure
+STALL_ENV = "DFL_TEST_STALL"  # fault injection for tests: "node:round:seconds"
+
+
+class MeshFailure(RuntimeError):
+    """The run cannot go on because nodes `peers` are gone; the message is one line."""
+
+    def __init__(self, message: str, peers: tuple[int, ...]) -> None:
+        self.peers = tuple(sorted(peers))
+        super().__init__(message)
+
+
+class PeerDead(MeshFailure):
+    """Neighbours this node waited for stopped answering heartbeats past the deadline."""
+
+    def __init__(self, node_id: int, peers: tuple[int, ...], deadline_s: float) -> None:
+        super().__init__(f"node {node_id}: neighbour(s) {sorted(peers)} stopped answering "
+                         f"(no heartbeat within the {deadline_s:g} s deadline)", peers)
+
+
+def failure_fields(exc: BaseException) -> dict[str, Any]:
+    """What a node's error record adds so that the collector can name the dead, not the node
+    that noticed."""
+    return {"dead": list(exc.peers)} if isinstance(exc, MeshFailure) else {}
+
+
+def arm(comm: PeerWaiter, watch: PeerLiveness | None) -> None:
+    """Let `comm`'s waits consult `watch` from now on (after start-up; see LivenessWatch.arm)."""
+    if watch is not None:
+        watch.arm()
+        comm.liveness = watch
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """The socket timings derived from one deadline (see the module docstring)."""
+
+    deadline_s: float
+
+    @property
+    def interval_ms(self) -> int:
+        return max(1, round(self.deadline_s * 100))
+
+    @property
+    def timeout_ms(self) -> int:
+        return max(2, round(self.deadline_s * 400))
+
+    @property
+    def grace_s(self) -> float:
+        return self.deadline_s / 2
+
+    @classmethod
+    def of(cls, wire: Mapping[str, Any]) -> Heartbeat:
+        """The plan's heartbeat (`wire.deadline_s`; plans from before it get the default)."""
+        return cls(float(wire.get("deadline_s", DEFAULT_DEADLINE_S)))
+
+    def apply(self, socket: zmq.Socket) -> None:
+        """Set before connect: libzmq reads these when it builds a connection."""
+        socket.setsockopt(zmq.HEARTBEAT_IVL, self.interval_ms)
+        socket.setsockopt(zmq.HEARTBEAT_TIMEOUT, self.timeout_ms)
+        socket.setsockopt(zmq.HEARTBEAT_TTL, self.timeout_ms)
+        socket.setsockopt(zmq.HANDSHAKE_IVL, self.timeout_ms)
+
+
+class PeerLiveness(Protocol):
+    """What `Comm` asks while it waits for a neighbour."""
+
+    deadline_s: float
+
+    def dead(self, peer: int) -> bool: ...
+
+    def arm(self) -> None: ...
+
+
+class PeerWaiter(Protocol):
+    liveness: PeerLiveness | None
+
+
+@dataclass
+class _Link:
+    up: bool
+    since: float  # monotonic time of the last change (or of arming)
+    up_seconds: float = 0.0
+
+
+class LivenessWatch:
+    """Reads the DEALERs' monitor sockets in its own thread; `dead` may be asked from any
+    thread. The monitor sockets become this watch's: it closes them when stopped."""
+
+    def __init__(self, node_id: int, heartbeat: Heartbeat, monitors: dict[int, zmq.Socket]):
+        self.node_id = node_id
+        self.heartbeat = heartbeat
+        self.deadline_s = heartbeat.deadline_s
+        now = time.monotonic()
+        self._links = {peer: _Link(False, now) for peer in monitors}
+        self._ignored: set[int] = set()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._stopped_at: float | None = None
+        self._thread = threading.Thread(target=self._run, args=(dict(monitors),),
+                                        name=f"liveness-{node_id}", daemon=True)
+        self._thread.start()
+
+    def arm(self) -> None:
+        """Start counting silence now for neighbours not yet connected: called once the mesh
+        has met, so start-up waits (governed by the rendezvous deadline) never count."""
+        now = time.monotonic()
+        with self._lock:
+            for link in self._links.values():
+                if not link.up:
+                    link.since = now
+
+    def connected(self, peer: int) -> bool:
+        with self._lock:
+            return self._links[peer].up
+
+    def dead(self, peer: int) -> bool:
+        with self._lock:
+            link = self._links.get(peer)
+            if link is None or peer in self._ignored or link.up:
+                return False
+            return time.monotonic() - link.since >= self.heartbeat.grace_s
+
+    def ignore(self, peer: int) -> None:
+        """Stop watching a neighbour the mesh has dropped."""
+        with self._lock:
+            self._ignored.add(peer)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join()
+
+    def traffic(self) -> dict[int, dict[str, int]]:
+        """Heartbeats this node sent per neighbour (its PINGs and its PONGs to theirs),
+        counted from the time each connection was up."""
+        end = self._stopped_at or time.monotonic()
+        interval = self.heartbeat.interval_ms / 1000
+        out = {}
+        with self._lock:
+            for peer, link in sorted(self._links.items()):
+                seconds = link.up_seconds + (end - link.since if link.up else 0.0)
+                beats = int(seconds / interval)
+                out[peer] = {"messages": 2 * beats, "bytes": beats * (PING_BYTES + PONG_BYTES)}
+        return out
+
+    def _run(self, monitors: dict[int, zmq.Socket]) -> None:
+        poller = zmq.Poller()
+        peer_of = {}
+        for peer, socket in monitors.items():
+            poller.register(socket, zmq.POLLIN)
+            peer_of[socket] = peer
+        try:
+            while not self._stopping.is_set():
+                for socket, _ in poller.poll(POLL_MS):
+                    self._note(peer_of[socket], recv_monitor_message(socket)["event"])
+        finally:
+            for socket in monitors.values():
+                socket.close(linger=0)
+            with self._lock:
+                self._stopped_at = time.monotonic()
+
+    def _note(self, peer: int, event: Any) -> None:
+        now = time.monotonic()
+        with self._lock:
+            link = self._links[peer]
+            if event == UP_EVENT and not link.up:
+                link.up, link.since = True, now
+            elif event == DOWN_EVENT and link.up:
+                link.up_seconds += now - link.since
+                link.up, link.since = False, now
+
+
+def stall_for_test(node_id: int, round_: int) -> None:
+    """Fault injection for the liveness tests: with DFL_TEST_STALL="node:round:seconds" that
+    node computes (a busy loop holding the GIL) for that long at the start of that round, so a
+    test can show that a busy node keeps answering heartbeats."""
+    spec = os.environ.get(STALL_ENV, "")
+    if not spec:
+        return
+    node, round_at, seconds = spec.split(":")
+    if int(node) == node_id and int(round_at) == round_:
+        end = time.monotonic() + float(seconds)
+        while time.monotonic() < end:
+            pass

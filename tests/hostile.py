@@ -1,0 +1,286 @@
+"""Attackers for tests/test_hostile_run.py, each keeping an exact tally of what it sent.
+
+- Outsiders (`attack_node`, `attack_collector`): ZeroMQ sockets of the test process aimed at a
+  listening socket of a running mesh. What a compatible socket delivers reaches the application
+  and must be counted there under one reason; what ZeroMQ itself refuses (an incompatible socket
+  type, a frame over the socket's MAXMSGSIZE) never reaches it and is tallied apart.
+- An insider (`python -m tests.hostile COUNTS.json <dfl-node args>`): a real node of the mesh
+  that runs the protocol faithfully, but whose transport follows every data message it sends
+  with a batch of hostile ones over the same connection, i.e. under a neighbour's own identity:
+  garbage, truncated frames, malformed headers, another sender's id, replays of old rounds,
+  future rounds, exact duplicates, wrong shapes. Because a connection keeps its order and the
+  neighbour's closing "bye" comes last, the receiver reads every one of them, and the reason it
+  must give is fixed by construction (a receiver of round r's message is within one round of r).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import numpy as np
+import zmq
+
+from dfl_node.comm import DEFAULT_WINDOW
+from dfl_node.plan import RunPlan
+from dfl_node.tags import Tag
+from dfl_node.transport_zmq import ZmqTransport, routing_id
+from dfl_node.wire import WireError, WireLimits, decode, encode
+
+SEND_TIMEOUT_MS = 5000
+REPLAY_AGE = DEFAULT_WINDOW + 2  # old enough to be stale for a receiver within one round
+Batch = list[tuple[str, list[bytes], str]]  # (category, frames, the reason it must get)
+
+
+def plan_limits(plan: RunPlan) -> WireLimits:
+    """The limits a node of `plan` decodes with (as dfl_node.node.make_comm builds them)."""
+    return WireLimits(max_tensors=int(plan.wire["max_tensors"]),
+                      max_message_bytes=int(plan.wire["max_message_bytes"]))
+
+
+def wire_reason(frames: list[bytes], limits: WireLimits) -> str | None:
+    """The codec's refusal reason for `frames`, None if they decode."""
+    try:
+        decode(frames, limits)
+    except WireError as err:
+        return err.reason
+    return None
+
+
+def random_value(rng: random.Random) -> Any:
+    return rng.choice([None, True, -1, 2**40, 1.5, "", "float32", "x" * 70, [1, [2]], {"a": 1}])
+
+
+def garbled(rng: random.Random, frames: list[bytes], limits: WireLimits) -> list[bytes]:
+    """Random bytes, a truncated header, or the real header with one field made wrong, each
+    kept only in a form the codec refuses (so no forged-but-valid message slips in)."""
+    while True:
+        kind = rng.randrange(3)
+        if kind == 0:
+            out = [rng.randbytes(rng.randrange(1, 64)) for _ in range(rng.randint(1, 3))]
+        elif kind == 1:
+            out = [frames[0][: rng.randrange(len(frames[0]))], *frames[1:]]
+        else:
+            header = msgpack.unpackb(frames[0]) | {rng.choice(sorted(msgpack.unpackb(frames[0]))):
+                                                   random_value(rng)}
+            out = [msgpack.packb(header), *frames[1:]]
+        if wire_reason(out, limits) is not None:
+            return out
+
+
+# ----------------------------------------------------------------------------- the insider
+
+
+@dataclass
+class Insider:
+    """Builds the hostile batch that follows each data message and tallies what it sent."""
+
+    node_id: int
+    limits: WireLimits
+    rng: random.Random = field(default_factory=lambda: random.Random(14))
+    history: dict[int, dict[int, list[bytes]]] = field(default_factory=lambda: defaultdict(dict))
+    expected: dict[int, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+    categories: Counter[str] = field(default_factory=Counter)
+
+    def batch(self, dst: int, frames: list[bytes]) -> Batch:
+        message = decode(frames, self.limits)
+        tag, r = message.tag, message.tag.round
+        if tag.kind != "data":
+            return []
+        self.history[dst][r] = frames
+        self.history[dst].pop(r - REPLAY_AGE - 1, None)
+        if r - REPLAY_AGE not in self.history[dst]:
+            return []
+        tensors = {name: np.array(t) for name, t in message.tensors.items()}
+        first = next(iter(tensors))
+        wrong = {**tensors, first: tensors[first].reshape(-1)[:-1].copy()}
+        header_only = [frames[0]]
+        out: Batch = [
+            ("garbage", garbled(self.rng, frames, self.limits), ""),
+            ("truncated_frame", [frames[0], frames[1][:-4], *frames[2:]], ""),
+            ("extra_frame", [*frames, b"\x00"], ""),
+            ("missing_frames", header_only, ""),
+            ("claims_another_sender", self._encode(self.node_id + 100, tag, tensors),
+             "src_mismatch"),
+            ("replayed_old_round", self.history[dst][r - REPLAY_AGE], "stale_or_future"),
+            ("future_round", self._encode(self.node_id, replace(tag, round=r + REPLAY_AGE),
+                                          tensors), "stale_or_future"),
+            ("duplicate", frames, "duplicate"),
+            ("wrong_shape", self._encode(self.node_id, tag, wrong), "schema_mismatch"),
+        ]
+        return [(name, f, reason or str(wire_reason(f, self.limits))) for name, f, reason in out]
+
+    def _encode(self, src: int, tag: Tag, tensors: dict[str, np.ndarray]) -> list[bytes]:
+        return [bytes(f) for f in encode(src, tag, tensors)]
+
+    def record(self, dst: int, batch: Batch) -> None:
+        for category, _, reason in batch:
+            self.categories[category] += 1
+            self.expected[dst][reason] += 1
+
+    def dump(self, path: Path) -> None:
+        path.write_text(json.dumps({"expected": {str(d): dict(c) for d, c in
+                                                 self.expected.items()},
+                                    "categories": dict(self.categories)}))
+
+
+class HostileTransport(ZmqTransport):
+    """The node's real transport; every data message it sends is followed by a hostile batch."""
+
+    insider: Insider
+
+    def send(self, dst: int, frames: Any) -> None:
+        own = [bytes(f) for f in frames]
+        super().send(dst, own)
+        batch = self.insider.batch(dst, own)
+        for _, hostile, _ in batch:
+            super().send(dst, hostile)
+        self.insider.record(dst, batch)
+
+
+def run_insider(argv: list[str]) -> None:
+    """`COUNTS.json --plan P --node-id I [...]`: dfl-node with the hostile transport."""
+    import dfl_node.cli as node_cli
+
+    counts, args = Path(argv[0]), argv[1:]
+    plan = RunPlan.load(Path(args[args.index("--plan") + 1]))
+    node_id = int(args[args.index("--node-id") + 1])
+    HostileTransport.insider = Insider(node_id, plan_limits(plan))
+    node_cli.ZmqTransport = HostileTransport  # type: ignore[misc]  # the attacker's own node
+    sys.argv = ["dfl-node", *args]
+    try:
+        node_cli.main()
+    finally:
+        HostileTransport.insider.dump(counts)
+
+
+# ----------------------------------------------------------------------------- outsiders
+
+
+@dataclass
+class Tally:
+    """What one attack sent: per category, and per reason the application must count, apart
+    from what ZeroMQ refused below the application."""
+
+    sent: Counter[str] = field(default_factory=Counter)
+    delivered: Counter[str] = field(default_factory=Counter)
+    below: Counter[str] = field(default_factory=Counter)
+
+    def add(self, other: Tally) -> None:
+        self.sent.update(other.sent)
+        self.delivered.update(other.delivered)
+        self.below.update(other.below)
+
+
+@contextlib.contextmanager
+def sockets(ctx: zmq.Context, address: str, kinds: dict[str, tuple[int, bytes | None]]
+            ) -> Iterator[dict[str, zmq.Socket]]:
+    """Connected sockets by name. Those the listener accepts ("ok" in the name) wait for
+    room to send; the others never wait: ZeroMQ takes what it can queue and drops it later."""
+    out = {}
+    try:
+        for name, (kind, identity) in kinds.items():
+            sock = out[name] = ctx.socket(kind)
+            sock.setsockopt(zmq.LINGER, 2000)
+            sock.setsockopt(zmq.SNDTIMEO, SEND_TIMEOUT_MS if "ok" in name else 0)
+            if identity is not None:
+                sock.setsockopt(zmq.ROUTING_ID, identity)
+            sock.connect(address)
+        yield out
+    finally:
+        for sock in out.values():
+            sock.close()
+
+
+def send_all(sock: zmq.Socket, messages: list[list[bytes]]) -> int:
+    """Messages ZeroMQ took (an incompatible or full socket refuses some at once)."""
+    taken = 0
+    for frames in messages:
+        with contextlib.suppress(zmq.Again):
+            sock.send_multipart(frames)
+            taken += 1
+    return taken
+
+
+def attack_node(ctx: zmq.Context, plan: RunPlan, node_id: int, per_category: int,
+                rng: random.Random) -> Tally:
+    """Everything an outsider can send a node's ROUTER; every delivered message arrives on a
+    connection that is not a neighbour's, so each must be refused as `not_neighbour`."""
+    limits, address = plan_limits(plan), plan.node(node_id).address
+    neighbour = plan.neighbors(node_id)[0]
+    stranger = next(i for i in plan.ids if i != node_id and i not in plan.neighbors(node_id))
+    weights = {"w": np.zeros(8, np.float32)}
+    valid = [bytes(f) for f in encode(neighbour, Tag("data", 0, "gossip"), weights)]
+    oversize = [b"\x00" * (limits.max_frame_bytes + 1)]
+    tally = Tally()
+    kinds = {"anonymous_ok": (zmq.DEALER, None),
+             "stranger_ok": (zmq.DEALER, routing_id(stranger)),
+             "push": (zmq.PUSH, None), "oversize": (zmq.DEALER, None)}
+    categories: dict[str, Callable[[], list[bytes]]] = {
+        "garbage": lambda: garbled(rng, valid, limits),
+        "truncated_frame": lambda: [valid[0], valid[1][: rng.randrange(len(valid[1]))]],
+        "claims_a_neighbour": lambda: valid,
+        "replayed_old_round": lambda: [bytes(f) for f in encode(
+            neighbour, Tag("data", rng.randrange(4), "gossip"), weights)],
+    }
+    with sockets(ctx, address, kinds) as socks:
+        for name, make in categories.items():
+            taken = send_all(socks["anonymous_ok"], [make() for _ in range(per_category)])
+            tally.sent[name] += taken
+            tally.delivered["not_neighbour"] += taken
+        stranger_msgs = [[bytes(f) for f in encode(stranger, Tag("data", r, "gossip"), weights)]
+                         for r in range(per_category)]
+        taken = send_all(socks["stranger_ok"], stranger_msgs)
+        tally.sent["non_neighbour_identity"] += taken
+        tally.delivered["not_neighbour"] += taken
+        for name, sock, messages in (("wrong_socket_type", socks["push"], [valid] * per_category),
+                                     ("oversize_frame", socks["oversize"], [oversize] * 3)):
+            taken = send_all(sock, messages)
+            tally.sent[name] += taken
+            tally.below[name] += taken
+    return tally
+
+
+def attack_collector(ctx: zmq.Context, address: str, per_category: int,
+                     rng: random.Random) -> Tally:
+    """An outsider's records to the collector's PULL: each compatible one counted by reason."""
+    record = msgpack.packb({"type": "metrics", "node": 0, "round": 1, "accuracy": 0.5})
+    categories: dict[str, tuple[Callable[[], bytes], str]] = {
+        "garbage": (lambda: b"\xc1" + rng.randbytes(rng.randrange(64)), "bad_msgpack"),
+        "truncated_frame": (lambda: record[: rng.randrange(1, len(record))], "bad_msgpack"),
+        "not_a_record": (lambda: msgpack.packb([1, 2, 3]), "bad_record"),
+        "unknown_kind": (lambda: msgpack.packb({"type": "evil", "node": 0}), "bad_record"),
+        "claims_another_sender": (lambda: msgpack.packb({"type": "metrics", "node": 999}),
+                                  "unknown_node"),
+        "malformed_fields": (lambda: msgpack.packb({"type": "metrics", "node": 0,
+                                                    "round": "last"}), "bad_record"),
+        # valid but forged: node 0 said it was ready before the attack began
+        "replayed_ready": (lambda: msgpack.packb({"type": "ready", "node": 0}), "duplicate"),
+    }
+    tally = Tally()
+    kinds = {"push_ok": (zmq.PUSH, None), "pub": (zmq.PUB, None),
+             "oversize": (zmq.PUSH, None)}
+    with sockets(ctx, address, kinds) as socks:
+        for name, (make, reason) in categories.items():
+            taken = send_all(socks["push_ok"], [[make()] for _ in range(per_category)])
+            tally.sent[name] += taken
+            tally.delivered[reason] += taken
+        for name, sock, messages in (
+                ("wrong_socket_type", socks["pub"], [[record]] * per_category),
+                ("oversize_frame", socks["oversize"], [[b"\x00" * ((64 << 20) + 1)]] * 2)):
+            taken = send_all(sock, messages)
+            tally.sent[name] += taken
+            tally.below[name] += taken
+    return tally
+
+
+if __name__ == "__main__":
+    run_insider(sys.argv[1:])

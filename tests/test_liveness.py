@@ -1,0 +1,150 @@
+"""Liveness along graph edges: ZMTP heartbeats answered by libzmq's I/O thread, so a busy
+process is alive and a stopped or killed one is dead; `Comm` turns a dead neighbour into
+`PeerDead` (or, tolerating deaths, into a suspect); the surviving graph's arithmetic."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from dfl_node.comm import Comm
+from dfl_node.ledger import Ledger
+from dfl_node.liveness import Heartbeat, PeerDead
+from dfl_node.membership import SurvivingGraph
+from dfl_node.tags import Tag
+from dfl_node.transport_zmq import ZmqTransport
+from dfl_node.wire import WireLimits
+from tests.harness import ENV_ROOT, ROOT
+from tests.proc_util import wait_for
+
+DEADLINE_S = 2.0
+LIMITS = WireLimits(max_tensors=8, max_message_bytes=1 << 20)
+
+# A neighbour in its own process: node 1 of a two-node mesh, then a busy loop that holds the GIL
+# (pure Python) for `argv[3]` seconds without ever reading its socket, then it sleeps.
+PEER = """
+import sys, time
+from dfl_node.liveness import Heartbeat
+from dfl_node.transport_zmq import ZmqTransport
+t = ZmqTransport(1, sys.argv[1], {0: sys.argv[2]}, max_message_bytes=1 << 20,
+                 heartbeat=Heartbeat(float(sys.argv[4])))
+print("up", flush=True)
+end = time.monotonic() + float(sys.argv[3])
+while time.monotonic() < end:
+    pass
+time.sleep(3600)
+"""
+
+
+def free_ports(n: int) -> list[int]:
+    import socket
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+@pytest.fixture
+def peer_process():
+    """(transport of node 0, the peer's Popen, how long the peer stays busy)."""
+    mine, theirs = (f"tcp://127.0.0.1:{p}" for p in free_ports(2))
+    busy_s = 3 * DEADLINE_S
+    proc = subprocess.Popen([sys.executable, "-c", PEER, theirs, mine, str(busy_s),
+                             str(DEADLINE_S)], env=ENV_ROOT, cwd=ROOT, stdout=subprocess.PIPE,
+                            text=True)
+    transport = ZmqTransport(0, mine, {1: theirs}, max_message_bytes=1 << 20,
+                             heartbeat=Heartbeat(DEADLINE_S))
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "up\n"
+        assert transport.liveness is not None
+        wait_for(lambda: transport.liveness.connected(1), 30, "the connection")
+        transport.liveness.arm()
+        yield transport, proc, busy_s
+    finally:
+        proc.kill()
+        proc.wait()
+        transport.drop_peer(1)
+        transport.close()
+
+
+def test_a_busy_neighbour_is_alive_a_stopped_one_dead_a_killed_one_dead(peer_process) -> None:
+    transport, proc, busy_s = peer_process
+    watch = transport.liveness
+    started = time.monotonic()
+    while time.monotonic() - started < busy_s:  # three deadlines of pure-Python work
+        assert not watch.dead(1)
+        time.sleep(0.1)
+    os.kill(proc.pid, signal.SIGSTOP)
+    stopped = time.monotonic()
+    wait_for(lambda: watch.dead(1), 4 * DEADLINE_S, "the stopped peer declared dead")
+    took = time.monotonic() - stopped
+    assert DEADLINE_S / 2 <= took <= 2 * DEADLINE_S, took
+    os.kill(proc.pid, signal.SIGCONT)
+    wait_for(lambda: not watch.dead(1), 4 * DEADLINE_S, "the peer answering again")
+    proc.kill()
+    killed = time.monotonic()
+    wait_for(lambda: watch.dead(1), 4 * DEADLINE_S, "the killed peer declared dead")
+    assert time.monotonic() - killed <= 2 * DEADLINE_S
+    beats = watch.traffic()[1]
+    assert beats["messages"] >= 2 * int(busy_s / (DEADLINE_S / 10)) - 4
+    assert beats["bytes"] == beats["messages"] // 2 * 16
+
+
+def test_comm_names_a_dead_neighbour_or_suspects_it(peer_process) -> None:
+    transport, proc, _ = peer_process
+    comm = Comm(0, [1], transport, LIMITS, Ledger(0), recv_timeout_s=300.0)
+    comm.liveness = transport.liveness
+    proc.kill()
+    waited = time.monotonic()
+    with pytest.raises(PeerDead, match=r"node 0: neighbour\(s\) \[1\] stopped answering") as err:
+        comm.recv(1, Tag("data", 0, "x"))
+    assert err.value.peers == (1,)
+    assert time.monotonic() - waited <= 2 * DEADLINE_S
+    comm.tolerate_deaths = True
+    assert comm.exchange(Tag("data", 0, "y"), {"v": np.zeros(1, np.float32)}) == {}
+    assert comm.suspects == {1}
+    assert comm.ledger.totals("data")["sent"]["messages"] == 1  # sent, then not waited for
+    comm.drop_neighbors({1})
+    assert comm.neighbors == () and comm.suspects == set()
+
+
+def test_heartbeat_timings_follow_the_deadline() -> None:
+    beat = Heartbeat(10.0)
+    assert (beat.interval_ms, beat.timeout_ms, beat.grace_s) == (1000, 4000, 5.0)
+    assert Heartbeat.of({}).deadline_s == 10.0
+    assert Heartbeat.of({"deadline_s": 3}).grace_s == 1.5
+
+
+def test_the_surviving_graph_of_a_ring() -> None:
+    ring = SurvivingGraph.of(range(20), [(i, (i + 1) % 20) for i in range(20)])
+    assert ring.diameter() == 10
+    assert ring.flood_steps() == 18  # the diameter of the ring without one node
+    gone = ring.without(7)
+    assert gone.dead == (7,) and len(gone.edges) == 18 and gone.diameter() == 18
+    assert gone.neighbors(6) == [5] and gone.neighbors(8) == [9]
+    row = gone.metropolis_row(6)
+    assert row == pytest.approx({5: 1 / 3, 6: 2 / 3}, abs=1e-15) and list(row) == [5, 6]
+    for node in gone.ids:
+        assert sum(gone.metropolis_row(node).values()) == pytest.approx(1.0, abs=1e-15)
+    assert [len(c) for c in gone.without(15).components()] == [11, 7]
+    line = SurvivingGraph.of(range(5), [(0, 1), (1, 2), (2, 3), (3, 4)])
+    assert line.flood_steps() == 4  # only removing an end keeps a line connected
+
+
+def test_heartbeats_are_kept_apart_from_the_training_ledger() -> None:
+    ledger = Ledger(0)
+    ledger.record_send(1, Tag("data", 0, "gossip"), 400, 90)
+    ledger.record_heartbeats({1: {"messages": 20, "bytes": 160}})
+    assert ledger.wire_bytes() == 490
+    assert ledger.totals("control")["sent"]["messages"] == 0
+    assert ledger.to_json()["heartbeats"] == {"1": {"messages": 20, "bytes": 160}}
+    assert list(ledger.per_round()) == [0]

@@ -1,0 +1,250 @@
+"""Checkpoints and `dfl-launch --resume`: a run killed mid-way (SIGKILL to the launcher's whole
+process group) and resumed ends exactly as a run that never stopped: the same final/ files, the
+same ledgers, formula bits and virtual time, and every metrics row once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from dfl_node import checkpoint, statecodec
+from dfl_node.liveness import STALL_ENV
+from dfl_node.training import BatchSampler
+from launcher.resume import keep_rounds_through
+from tests.harness import ENV_ROOT, ROOT, final_files, launch_ok
+
+SYNTH = ("--dataset", "synthetic", "--partition", "iid", "--set", "model={name: mlp}")
+# summary keys that must not change when a run is killed and resumed
+LEDGER_KEYS = ("wire_bytes", "payload_bytes", "framing_bytes", "control_bytes", "prephase_bytes",
+               "virtual_seconds", "ledger", "bits_per_client", "formula", "rejected_messages",
+               "avg_accuracy", "worst_accuracy", "nodes_accuracy")
+
+
+def ring_file(tmp_path: Path, n: int = 6) -> str:
+    path = tmp_path / f"ring{n}.yaml"
+    nodes = "\n".join(f"  - {{id: {i}}}" for i in range(n))
+    edges = "\n".join(f"  - [{i}, {(i + 1) % n}]" for i in range(n))
+    path.write_text(f"nodes:\n{nodes}\nedges:\n{edges}\n")
+    return str(path)
+
+
+def node_ids(run_dir: Path) -> list[int]:
+    return [n["id"] for n in json.loads((run_dir / "plan.json").read_text())["nodes"]]
+
+
+def kill_after_checkpoint(out: Path, round_: int, args: list[str], timeout_s: float = 300) -> None:
+    """Start `dfl-launch` in its own process group, wait until every node has saved round
+    `round_`, then SIGKILL the launcher, the forkserver and every node at once. Node 0 stalls
+    at the start of the next round (dfl_node/liveness.py's fault injection), so however fast
+    the machine, the run cannot end before the kill."""
+    cmd = [sys.executable, "-m", "launcher.cli", "--out", str(out), "--quiet", "--no-plots",
+           *args]
+    env = {**ENV_ROOT, STALL_ENV: f"0:{round_}:{timeout_s}"}
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while not ((out / "plan.json").is_file()
+                   and checkpoint.last_complete_round(out, node_ids(out)) >= round_):
+            assert proc.poll() is None, f"the run ended before round {round_}: " + \
+                proc.stderr.read().decode()[-2000:]  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "no complete checkpoint in time"
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    wait_until_gone(out)
+
+
+def wait_until_gone(run_dir: Path, timeout_s: float = 30) -> None:
+    """Every node process of the killed run has exited (their pids are in their logs)."""
+    deadline = time.monotonic() + timeout_s
+    pids = [int(line.split()[3]) for log in (run_dir / "logs").glob("node-*.log")
+            for line in log.read_text().splitlines()[:1] if line.startswith("node ")]
+    while any(Path(f"/proc/{pid}").exists() for pid in pids):
+        assert time.monotonic() < deadline, "nodes outlived their launcher"
+        time.sleep(0.05)
+
+
+def resume_ok(run_dir: Path) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, "-m", "launcher.cli", "--resume", str(run_dir),
+                           "--quiet", "--no-plots"], cwd=ROOT, env=ENV_ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def metrics_rows(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def node_ledgers(run_dir: Path) -> dict[str, Any]:
+    """Every node's cells (per link, round and kind), rejections and formula bits; liveness
+    heartbeats depend on timing and are left out."""
+    ledger = json.loads((run_dir / "ledger.json").read_text())
+    keys = ("cells", "rejected", "formula_cells", "per_link")
+    return {node: {k: rec.get(k) for k in keys} for node, rec in ledger.items()}
+
+
+def ledger_view(summary: dict[str, Any]) -> dict[str, Any]:
+    view = {k: summary.get(k) for k in LEDGER_KEYS}
+    view["nodes_accuracy"] = [(n["id"], n["accuracy"], n["loss"]) for n in summary["nodes"]]
+    return view
+
+
+def assert_resumed_equals_uninterrupted(tmp_path: Path, topology: str, protocol: str,
+                                        kill_round: int, *args: str) -> int:
+    """Run once through (in-process: the transports agree bit for bit), once over zmq killed
+    after `kill_round` and resumed; demand equality. Returns the round resumed from."""
+    full = tmp_path / "full"
+    launch_ok(full, topology, protocol, "--quiet", *args, "--transport", "inproc")
+    cut = tmp_path / "cut"
+    kill_after_checkpoint(cut, kill_round, ["--topology", topology, "--protocol", protocol,
+                                            *args])
+    resumed_from = checkpoint.last_complete_round(cut, node_ids(cut))
+    assert resumed_from >= kill_round
+    summary = resume_ok(cut)
+    assert summary["status"] == "ok"
+    assert final_files(cut) == final_files(full)
+    assert ledger_view(summary) == ledger_view(json.loads((full / "summary.json").read_text()))
+    rows, reference = metrics_rows(cut), metrics_rows(full)
+    key = lambda row: (row["round"], row["node"])  # noqa: E731
+    assert len({key(r) for r in rows}) == len(rows), "a metrics row is duplicated"
+    assert sorted(rows, key=key) == sorted(reference, key=key)
+    assert node_ledgers(cut) == node_ledgers(full)
+    return resumed_from
+
+
+def test_dpsgd_killed_and_resumed_equals_an_uninterrupted_run(tmp_path: Path) -> None:
+    ring = ring_file(tmp_path)
+    resumed_from = assert_resumed_equals_uninterrupted(
+        tmp_path, ring, "d-psgd", 2, *SYNTH, "--rounds", "16", "--eval-every", "4",
+        "--checkpoint-every", "2", "--set", "local_steps=2")
+    assert resumed_from == 2  # node 0 stalled in round 3, so no node finished it
+
+
+RESUMABLE = {
+    "dmfl-sq": ("--rounds", "30", "--eval-every", "5"),
+    "choco-sgd": ("--rounds", "30", "--eval-every", "5"),
+    "dsgt": ("--rounds", "30", "--eval-every", "5"),
+    "qffl": ("--rounds", "30", "--eval-every", "5"),
+    "ssd-fl": ("--rounds", "16", "--eval-every", "4", "--set", "tau_a=2"),
+    "sdfl": ("--rounds", "16", "--eval-every", "4", "--set", "tau_a=2"),
+    "pdfl": ("--rounds", "16", "--eval-every", "4", "--set", "tau_a=2"),
+    "stc": ("--rounds", "16", "--eval-every", "4", "--set", "tau_a=2"),
+    "cstc": ("--rounds", "16", "--eval-every", "4", "--set", "tau_a=2"),
+}
+DSC_TINY = ("--rounds", "8", "--eval-every", "4",
+            "--set", "scenes={size: 16, train_size: 100, test_size: 16, min_size: 12}",
+            "--set", "hyper.depth=2", "--set", "hyper.epochs=1",
+            "--set", "tdma.interference_range=1")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("protocol", [*RESUMABLE, "dsc", "dsc-noagg", "dsc-fedavg", "dsc-max",
+                                      "dsc-fedamp"])
+def test_every_protocol_resumes_exactly(tmp_path: Path, protocol: str) -> None:
+    args = DSC_TINY if protocol.startswith("dsc") else (*SYNTH, *RESUMABLE[protocol])
+    assert_resumed_equals_uninterrupted(tmp_path, ring_file(tmp_path), protocol, 2, *args,
+                                        "--checkpoint-every", "2")
+
+
+def test_resume_refuses_a_changed_topology_file(tmp_path: Path) -> None:
+    ring = ring_file(tmp_path)
+    run = tmp_path / "run"
+    launch_ok(run, ring, "d-psgd", *SYNTH, "--rounds", "2", "--checkpoint-every", "1",
+              "--transport", "inproc", "--quiet", "--no-plots")
+    Path(ring).write_text(Path(ring).read_text() + "  - [0, 3]\n")  # a chord
+    proc = subprocess.run([sys.executable, "-m", "launcher.cli", "--resume", str(run)], cwd=ROOT,
+                          env=ENV_ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "changed" in lines[0] and f"topology ({ring})" in lines[0]
+    assert "protocol" not in lines[0].split("changed", 1)[1].replace(f"({ring})", "")
+
+
+def test_resume_without_a_run_or_with_run_options_is_exit_2(tmp_path: Path) -> None:
+    for args, reason in [((), "not a run directory"), (("--rounds", "3"), "drop --rounds")]:
+        proc = subprocess.run([sys.executable, "-m", "launcher.cli", "--resume", str(tmp_path),
+                               *args], cwd=ROOT, env=ENV_ROOT, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 2 and proc.stdout == ""
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and reason in lines[0], lines
+
+
+def test_checkpoint_files_round_trip_generators_optimizers_and_counters(tmp_path: Path) -> None:
+    """The codec restores what the next draw, step or sum reads, bit for bit."""
+    rng = np.random.default_rng(7)
+    sampler = BatchSampler(np.arange(50.0).reshape(25, 2), np.arange(25), 4, rng,
+                           torch.device("cpu"))
+    sampler.next()
+    gen = torch.Generator().manual_seed(3)
+    torch.rand(5, generator=gen)
+    layer = torch.nn.Linear(3, 2)
+    opt = torch.optim.Adam(layer.parameters(), lr=0.1)
+    layer(torch.ones(1, 3)).sum().backward()
+    opt.step()
+    state = checkpoint.State()
+    for name, value in {"sampler": sampler, "gen": gen, "layer": layer, "opt": opt,
+                        "rows": [{1: 0.5, 3: 0.25}], "counts": {2: 5}}.items():
+        state.put(name, statecodec.capture(value))
+    checkpoint.write(tmp_path / "c.safetensors", state)
+    back = checkpoint.read(tmp_path / "c.safetensors")
+    expected = (sampler.next()[1], torch.rand(5, generator=gen))
+    opt.step()
+    expected_w = layer.weight.detach().clone()
+
+    sampler2 = BatchSampler(sampler.x, sampler.y, 4, np.random.default_rng(0), sampler.device)
+    gen2, layer2 = torch.Generator(), torch.nn.Linear(3, 2)
+    opt2 = torch.optim.Adam(layer2.parameters(), lr=0.1)
+    statecodec.restore(sampler2, back.part("sampler"))
+    statecodec.restore(gen2, back.part("gen"))
+    statecodec.restore(layer2, back.part("layer"))
+    statecodec.restore(opt2, back.part("opt"))
+    for mine, theirs in zip(layer2.parameters(), layer.parameters(), strict=True):
+        mine.grad = theirs.grad.clone()
+    assert torch.equal(sampler2.next()[1], expected[0])
+    assert torch.equal(torch.rand(5, generator=gen2), expected[1])
+    opt2.step()
+    assert torch.equal(layer2.weight, expected_w)
+    assert statecodec.restore([], back.part("rows")) == [{1: 0.5, 3: 0.25}]
+    assert statecodec.restore({}, back.part("counts")) == {2: 5}
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_the_last_complete_round_is_kept_and_older_ones_pruned(tmp_path: Path) -> None:
+    def save(node: int, round_: int) -> None:
+        checkpoint.write(checkpoint.checkpoint_path(tmp_path, node, round_),
+                         checkpoint.State({"w": torch.full((2,), float(round_))}, {"r": round_}))
+
+    for node, round_ in [(0, 2), (0, 4), (1, 2)]:
+        save(node, round_)
+    assert checkpoint.last_complete_round(tmp_path, [0, 1]) == 2
+    assert checkpoint.last_complete_round(tmp_path, [0, 1, 2]) == 0  # node 2 saved nothing
+    checkpoint.prune(tmp_path, 0, [0, 1])
+    assert checkpoint.saved_rounds(tmp_path, 0) == [2, 4]
+    save(1, 4)
+    checkpoint.prune(tmp_path, 0, [0, 1])
+    assert checkpoint.saved_rounds(tmp_path, 0) == [4]
+    back = checkpoint.read(checkpoint.checkpoint_path(tmp_path, 0, 4))
+    assert back.meta == {"r": 4} and back.tensors["w"].tolist() == [4.0, 4.0]
+
+
+def test_rows_after_the_resume_round_are_cut(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    rows = [{"round": r, "node": n} for r in (2, 4, 6) for n in (0, 1)]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows) + '{"round": 8, "no')
+    keep_rounds_through(path, 4)
+    assert [json.loads(line) for line in path.read_text().splitlines()] == rows[:4]
