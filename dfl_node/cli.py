@@ -32,7 +32,7 @@ from dfl_node.prephase import ZmqPrephaseChannel
 from dfl_node.rendezvous import RendezvousTimeout
 from dfl_node.report import FileReporter, Reporter, ZmqReporter
 from dfl_node.transport_zmq import ZmqTransport
-from launcher.errors import LaunchError
+from launcher.errors import LaunchError, run_cli
 from launcher.options import run_options
 
 PARENT_POLL_S = 0.5
@@ -190,16 +190,7 @@ def cli(plan_path: Path | None, node_id: int | None, coordinator: bool, out_dir:
 
 
 def main() -> None:
-    try:
-        cli.main(standalone_mode=False)
-    except LaunchError as exc:
-        click.echo(f"dfl-node: {exc}", err=True)
-        sys.exit(EXIT_BAD_INPUT)
-    except click.ClickException as exc:
-        click.echo(f"dfl-node: {exc.format_message()}", err=True)
-        sys.exit(EXIT_BAD_INPUT)
-    except (KeyboardInterrupt, click.Abort):
-        sys.exit(130)
+    run_cli(cli, "dfl-node")
 
 
 if __name__ == "__main__":

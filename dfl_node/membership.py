@@ -34,6 +34,7 @@ import numpy as np
 
 from dfl_node.comm import Comm
 from dfl_node.liveness import LivenessWatch, MeshFailure, arm
+from dfl_node.plan import hop_depths
 from dfl_node.tags import Tag
 
 PHASE = "members"
@@ -110,18 +111,7 @@ class SurvivingGraph:
                 "nodes": len(self.ids)}
 
     def _depths(self, source: int) -> dict[int, int]:
-        adjacency = self.adjacency
-        depth = {source: 0}
-        frontier = [source]
-        while frontier:
-            nxt = []
-            for i in frontier:
-                for j in adjacency[i]:
-                    if j not in depth:
-                        depth[j] = depth[i] + 1
-                        nxt.append(j)
-            frontier = nxt
-        return depth
+        return hop_depths(self.adjacency, source)
 
 
 class Membership:

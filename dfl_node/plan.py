@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,20 +116,7 @@ class RunPlan:
     def diameter(self) -> int:
         """Longest shortest path (hops) of the topology, by breadth-first search."""
         adjacency = {i: self.neighbors(i) for i in self.ids}
-        longest = 0
-        for source in self.ids:
-            depth = {source: 0}
-            frontier = [source]
-            while frontier:
-                nxt = []
-                for i in frontier:
-                    for j in adjacency[i]:
-                        if j not in depth:
-                            depth[j] = depth[i] + 1
-                            nxt.append(j)
-                frontier = nxt
-            longest = max(longest, max(depth.values()))
-        return longest
+        return max((max(hop_depths(adjacency, i).values()) for i in self.ids), default=0)
 
     def weight_row(self, node_id: int) -> dict[int, float]:
         """Row i of the mixing matrix, self included, keyed by node id in sorted order."""
@@ -186,3 +174,18 @@ def _edge_pair(edge: Any) -> tuple[int, int]:
 def _digest(obj: Any) -> str:
     text = json.dumps(obj, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def hop_depths(adjacency: Mapping[int, Iterable[int]], source: int) -> dict[int, int]:
+    """Hops from `source` to every node it reaches (breadth-first search)."""
+    depth = {source: 0}
+    frontier = [source]
+    while frontier:
+        nxt = []
+        for i in frontier:
+            for j in adjacency[i]:
+                if j not in depth:
+                    depth[j] = depth[i] + 1
+                    nxt.append(j)
+        frontier = nxt
+    return depth

@@ -14,7 +14,7 @@ import click
 
 from launcher.collect import collect
 from launcher.compose import DEFAULT_IMAGE, DEFAULT_SUBNET, ComposeOptions, write_compose
-from launcher.errors import LaunchError
+from launcher.errors import LaunchError, run_cli
 from launcher.jstar import jstar_cmd
 from launcher.keys import keys_cmd
 from launcher.options import ViewOptions, request, run_options
@@ -93,17 +93,7 @@ cli.add_command(keys_cmd)
 
 
 def main() -> None:
-    try:
-        cli.main(standalone_mode=False)
-    except LaunchError as exc:
-        click.echo(f"dfl-launch: {exc}", err=True)
-        sys.exit(2)
-    except click.ClickException as exc:
-        click.echo(f"dfl-launch: {exc.format_message()}", err=True)
-        sys.exit(2)
-    except (KeyboardInterrupt, click.Abort):
-        click.echo("dfl-launch: interrupted", err=True)
-        sys.exit(130)
+    run_cli(cli, "dfl-launch")
 
 
 if __name__ == "__main__":

@@ -6,12 +6,11 @@ stdout).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
-from launcher.errors import LaunchError
+from launcher.errors import LaunchError, run_cli
 from launcher.report import build_report
 from launcher.report_html import to_html
 from launcher.report_plots import table_plots
@@ -54,17 +53,7 @@ def cli(run_dirs: tuple[Path, ...], fmt: str, plots_dir: Path | None,
 
 
 def main() -> None:
-    try:
-        cli.main(standalone_mode=False)
-    except LaunchError as exc:
-        click.echo(f"dfl-report: {exc}", err=True)
-        sys.exit(2)
-    except click.ClickException as exc:
-        click.echo(f"dfl-report: {exc.format_message()}", err=True)
-        sys.exit(2)
-    except (KeyboardInterrupt, click.Abort):
-        click.echo("dfl-report: interrupted", err=True)
-        sys.exit(130)
+    run_cli(cli, "dfl-report")
 
 
 if __name__ == "__main__":
