@@ -1,6 +1,7 @@
 """Reproduce DSC's Table 2 and its J sweep on procedural multi-task scenes.
 
-    python -m bench.reproduce_dsc [--rounds 20] [--epochs 2] [--seeds 0-1] [--sweep 1-15]
+    python -m bench.reproduce_dsc [--rounds 20] [--epochs 2] [--seeds 0-1]
+                                  [--sweep 1,2,3,5,8,12,15]
                                   [--tau 0.1] [--topology rgg10] [--out DIR] [--tiny]
 
 Every method runs as a real mesh (`dfl-launch`, one process per client, TDMA frames) on the
@@ -205,7 +206,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--seeds", type=depths_arg, default=[0, 1], help="A-B (default 0-1)")
-    ap.add_argument("--sweep", type=depths_arg, default=list(range(1, 16)),
+    ap.add_argument("--sweep", type=depths_arg, default=[1, 2, 3, 5, 8, 12, 15],
                     help="depths of the J sweep, e.g. 1-15 or 1,2,3,5,8,12,15")
     ap.add_argument("--tau", type=float, default=0.1)
     ap.add_argument("--topology", default="rgg10")

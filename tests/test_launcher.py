@@ -35,7 +35,7 @@ def hex6(tmp_path: Path) -> str:
 
 def start(out: Path, topology: str, *args: str) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "launcher.cli", "--topology", topology, "--protocol", "d-psgd",
-           "--out", str(out), "--dataset", "synthetic", *args]
+           "--out", str(out), "--dataset", "synthetic", "--no-plots", *args]
     return subprocess.Popen(cmd, env=ENV, cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
 

@@ -78,9 +78,10 @@ def test_stop_ends_the_run_within_two_deadlines_naming_the_dead_node(
     exited = time.time() - sent
     assert proc.returncode == 1, err
     summary = json.loads((run / "summary.json").read_text())
-    # The bound holds for the decision; the launcher's exit adds stopping the others and
-    # writing the run directory (seconds on an idle machine, far more on a starved one).
-    assert summary["failed_at"] - sent < 2 * deadline, (summary["failed_at"] - sent, exited)
+    # The decision, and the launcher's exit after stopping the others and writing the run
+    # directory, both within two deadlines of the signal.
+    assert summary["failed_at"] - sent < exited < 2 * deadline, (summary["failed_at"] - sent,
+                                                                 exited)
     how = "(killed by signal 9" if sig == signal.SIGKILL else "neighbour(s) [2] stopped answering"
     assert "dfl-launch: node 2 failed (" in err and how in err
     assert summary["status"] == "failed" and summary["failed_node"] == 2

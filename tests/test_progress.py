@@ -87,7 +87,7 @@ def read_pty(cmd: list[str], timeout_s: float = 120) -> tuple[int, str]:
 def test_a_terminal_gets_the_live_view_and_its_final_table(tmp_path: Path, hex6: str) -> None:
     run = tmp_path / "run"
     code, out = read_pty([sys.executable, "-m", "launcher.cli", "--topology", hex6,
-                          "--protocol", "d-psgd", "--out", str(run), *RUN])
+                          "--protocol", "d-psgd", "--out", str(run), "--no-plots", *RUN])
     assert code == 0
     summary = json.loads((run / "summary.json").read_text())
     assert "\x1b[" in out  # drawn, not printed
