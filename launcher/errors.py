@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import click
@@ -13,7 +14,9 @@ class LaunchError(Exception):
 
 def run_cli(cli: click.Command, prog: str) -> None:
     """Run a click CLI under the project's exit codes: a user error (ours or click's) is one
-    `prog: reason` line on stderr and exit 2; an interrupt is exit 130."""
+    `prog: reason` line on stderr and exit 2; an interrupt is exit 130. Ctrl-C must reach us
+    even when a parent started us with SIGINT ignored (Python then keeps it ignored)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         cli.main(standalone_mode=False)
     except LaunchError as exc:

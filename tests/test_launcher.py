@@ -137,7 +137,7 @@ def test_ctrl_c_stops_everything_with_130(tmp_path: Path, hex6: str) -> None:
         wait_for(lambda: metrics_lines(run) >= 6, 120, "an evaluation")
         family = descendants(proc.pid)
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
-        _, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=90)
     finally:
         if proc.poll() is None:
             proc.kill()
