@@ -9,6 +9,7 @@ Unreadable input is a LaunchError naming the file: one line, exit 2.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,22 +60,22 @@ def find_run_dirs(paths: list[Path]) -> list[Path]:
 
 
 def read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise LaunchError(f"{path}: unreadable ({exc})") from exc
-    if not isinstance(data, dict):
-        raise LaunchError(f"{path}: not a JSON object")
-    return data
+    return read_mapping(path, json.loads, json.JSONDecodeError, "a JSON object")
 
 
 def read_config(path: Path) -> dict[str, Any]:
+    return read_mapping(path, yaml.safe_load, yaml.YAMLError, "a mapping")
+
+
+def read_mapping(path: Path, parse: Callable[[str], Any], syntax: type[Exception],
+                 kind: str) -> dict[str, Any]:
+    """A run file that must hold a mapping; any way it cannot is one user-error line."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        data = parse(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, syntax) as exc:
         raise LaunchError(f"{path}: unreadable ({exc})") from exc
     if not isinstance(data, dict):
-        raise LaunchError(f"{path}: not a mapping")
+        raise LaunchError(f"{path}: not {kind}")
     return data
 
 
