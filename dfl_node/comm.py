@@ -22,14 +22,20 @@ limits, then the rules below) and refused messages are dropped and counted in
 - unconsumed: still buffered when `close()` ran;
 - dead_peer: buffered from a neighbour the mesh has since dropped (`drop_neighbors`).
 
-Copies, deliberately one per side: `send` snapshots the tensors (CPU, contiguous) because ZeroMQ
-reads the buffers after `send` returns, while the protocol updates its parameters in place; one
-snapshot then serves every neighbour. An accepted message is copied once from the frames into
-fresh torch tensors: they are writable and owned by the protocol (no read-only views, no warning
-to suppress), they have torch's 64-byte alignment whatever the transport delivered (ZeroMQ
-frames are only 8-byte aligned, and some CPU kernels may round differently on differently
-aligned data, which would break the bit-identity of transports), and the socket buffers are
-released at once.
+Copies: none on send, one on receive. `send` encodes views of the caller's tensors (a copy only
+where a tensor is not on the CPU or not contiguous), the transport sends them zero-copy, and
+every call that sends (`send`, `broadcast`, the exchanges, the barriers) returns only once the
+transport has released them (`Transport.flush`), so the caller may update its tensors in place
+as soon as the call returns. One encoding serves every neighbour. An accepted message is copied
+once from the frames into torch tensors: they are writable and owned by the protocol, the
+socket buffers are released at once, and they have torch's 64-byte alignment whatever the
+transport delivered. The alignment is what keeps transports bit-identical: ZeroMQ's frames sit
+at an address its allocator chooses (8 bytes past a 64-byte boundary, or anywhere on the heap),
+and BLAS kernels split their work by alignment, so a dot product over the same numbers at
+another alignment rounds differently (tests/test_comm.py shows it on this build of torch).
+Large tensors are copied into the memory of received tensors the protocol has dropped
+(`_BufferPool`), because faulting in fresh pages costs more than the copy. Comm's own work per
+message is a few steps per tensor whatever its size: no Python loop over elements.
 
 Optional sends (event triggers): in `exchange_optional` a node may send nothing on the data
 plane. Silence must not be confused with delay, and waiting for a timeout would make every silent
@@ -62,6 +68,8 @@ and applies with `drop_neighbors`.
 from __future__ import annotations
 
 import time
+import weakref
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -72,7 +80,7 @@ from dfl_node.ledger import Ledger
 from dfl_node.liveness import PeerDead, PeerLiveness
 from dfl_node.tags import Tag
 from dfl_node.tdma import Link, TdmaSchedule
-from dfl_node.transport import FORGED_PEER, Transport
+from dfl_node.transport import FORGED_PEER, Transport, TransportError
 from dfl_node.wire import DTYPES, Frame, Message, WireError, WireLimits, decode, encode
 
 DEFAULT_WINDOW = 2
@@ -80,6 +88,8 @@ HELLO_PHASE = "hello"
 BYE_PHASE = "bye"
 END_OF_STEP = "end"  # exchange_optional's marker phase is f"{phase}/{END_OF_STEP}"
 LIVENESS_POLL_S = 0.2  # how often a wait looks at the liveness of the neighbours it waits for
+POOLED_BYTES = 1 << 20  # received tensors this large reuse the memory of dropped ones
+POOL_DEPTH = 4  # dropped buffers kept per size
 
 Tensors = Mapping[str, torch.Tensor | np.ndarray]
 Received = dict[str, torch.Tensor]
@@ -142,6 +152,7 @@ class Comm:
         self.window = window
         self._round = 0
         self._inbox: dict[tuple[int, Tag], Received] = {}
+        self._buffers = _BufferPool()
         self._consumed: set[tuple[int, Tag]] = set()
         self._barriers = 0
         self._closed = False
@@ -201,11 +212,13 @@ class Comm:
         if self._scheduled(tag):
             tag = replace(tag, slot=self.schedule.colour((self.node_id, dst)))
         self._post(dst, self._outgoing(tag, tensors))
+        self._settle()
 
     def broadcast(self, tag: Tag, tensors: Tensors) -> None:
-        """Send the same tensors to every neighbour (one snapshot, one encoding; under TDMA
-        one encoding per slot, in slot order)."""
+        """Send the same tensors to every neighbour (one encoding; under TDMA one encoding per
+        slot, in slot order)."""
         self._broadcast(tag, tensors)
+        self._settle()
 
     def _broadcast(self, tag: Tag, tensors: Tensors) -> int:
         """Send to every neighbour; the payload bytes of the message."""
@@ -239,6 +252,7 @@ class Comm:
         """Send mine to every neighbour, then gather theirs (ordered by neighbour id)."""
         sent = self._broadcast(tag, tensors)
         theirs = self.gather_neighbors(tag)
+        self._settle()
         self._frame_done(tag, sent, theirs)
         return theirs
 
@@ -259,6 +273,7 @@ class Comm:
             self._post(dst, outgoing)
             sent[dst] = outgoing.message.payload_bytes
         theirs = self.gather_neighbors(tag)
+        self._settle()
         self._frame_done(tag, sent, theirs)
         return theirs
 
@@ -341,13 +356,13 @@ class Comm:
             raise ValueError(f"node {self.node_id}: {peer} is not a neighbour")
 
     def _outgoing(self, tag: Tag, tensors: Tensors) -> _Outgoing:
-        """Snapshot and encode, then check the frames exactly as a receiver will."""
+        """Encode views of the tensors, then check the frames exactly as a receiver will."""
         if abs(tag.round - self._round) > self.window:
             raise ValueError(
                 f"node {self.node_id}: {tag} is outside the window of round {self._round}"
                 "; set comm.round first"
             )
-        frames = encode(self.node_id, tag, {name: _snapshot(t) for name, t in tensors.items()})
+        frames = encode(self.node_id, tag, {name: _wire_view(t) for name, t in tensors.items()})
         try:
             message = decode(frames, self.limits)
             self._check_payload(tag.phase, message.tensors)
@@ -365,15 +380,32 @@ class Comm:
         deadline = time.monotonic() + self.recv_timeout_s
         while missing := tuple(src for src in sources
                                if (src, tag) not in self._inbox and src not in self.suspects):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if time.monotonic() >= deadline:
                 raise PeerTimeout(missing[0], tag, missing)
-            poll = remaining if self.liveness is None else min(remaining, LIVENESS_POLL_S)
-            arrival = self.transport.recv(poll)
+            arrival = self.transport.recv(self._poll_s(deadline))
             if arrival is not None:
                 self._admit(*arrival)
             self._check_alive(missing)
         return {src: self._take((src, tag)) for src in sources if (src, tag) in self._inbox}
+
+    def _settle(self) -> None:
+        """Return once the transport reads none of the tensors sent, so that the caller may
+        change them. A neighbour that stops answering meanwhile ends it like a receive does
+        (PeerDead, or, with tolerate_deaths, a suspect whose queue is discarded); one that
+        answers but does not take the data within the receive timeout is a TransportError."""
+        deadline = time.monotonic() + self.recv_timeout_s
+        while pending := self.transport.flush(self._poll_s(deadline)):
+            self._check_alive(pending)
+            for peer in self.suspects.intersection(pending):
+                self.transport.discard(peer)
+            if time.monotonic() >= deadline:
+                raise TransportError(f"node {self.node_id}: neighbours {list(pending)} took no "
+                                     f"data for {self.recv_timeout_s} s")
+
+    def _poll_s(self, deadline: float) -> float:
+        """How long one wait may block: until the deadline, or the next liveness look."""
+        remaining = max(deadline - time.monotonic(), 0.0)
+        return remaining if self.liveness is None else min(remaining, LIVENESS_POLL_S)
 
     def _check_alive(self, waited_for: Sequence[int]) -> None:
         """PeerDead for neighbours waited for that stopped answering, or, with
@@ -404,7 +436,7 @@ class Comm:
         self.ledger.record_recv(
             message.src, message.tag, message.payload_bytes, message.framing_bytes
         )
-        tensors = {name: _owned_tensor(array) for name, array in message.tensors.items()}
+        tensors = {name: self._buffers.tensor(array) for name, array in message.tensors.items()}
         self._inbox[(message.src, message.tag)] = tensors
 
     def _accepted(self, peer: int, frames: list[Frame]) -> Message:
@@ -452,18 +484,44 @@ class Comm:
                 self.ledger.record_rejected("schema_mismatch")
 
 
-def _snapshot(value: torch.Tensor | np.ndarray) -> np.ndarray:
-    """A private, C-contiguous CPU copy that the caller can no longer modify."""
+def _wire_view(value: torch.Tensor | np.ndarray) -> np.ndarray:
+    """The tensor's bytes as a C-contiguous CPU array: a view when it already is one (the
+    usual case), a copy otherwise (another device, a strided view)."""
     if isinstance(value, torch.Tensor):
-        cpu = value.detach().to("cpu", memory_format=torch.contiguous_format, copy=True)
-        return cpu.numpy()
+        return value.detach().to("cpu", memory_format=torch.contiguous_format).numpy()
     if isinstance(value, np.ndarray):
-        return np.array(value, order="C", copy=True)
+        return np.ascontiguousarray(value)
     raise TypeError(f"tensors must be torch.Tensor or numpy.ndarray, got {type(value).__name__}")
 
 
-def _owned_tensor(array: np.ndarray) -> torch.Tensor:
-    """A fresh torch tensor (torch-allocated, hence aligned and writable) holding `array`."""
-    tensor = torch.empty(array.shape, dtype=_TORCH_DTYPES[array.dtype.name])
-    np.copyto(tensor.numpy(), array)
-    return tensor
+class _BufferPool:
+    """Memory for received tensors, reused once the protocol has dropped them.
+
+    Why: writing into fresh memory costs a page fault per 4 KiB page, which for large tensors
+    costs several times the copy itself (far more in sandboxed kernels such as gVisor). A large
+    tensor is made from a numpy array over a pooled buffer; torch keeps that array alive as long
+    as any view of the tensor's storage lives, and when the array dies its buffer goes back to
+    the pool, so a buffer is never handed out twice at once. The pool keeps at most POOL_DEPTH
+    buffers per size, each one that the protocol itself held before.
+    """
+
+    def __init__(self) -> None:
+        self._free: dict[int, deque[torch.Tensor]] = {}
+
+    def tensor(self, array: np.ndarray) -> torch.Tensor:
+        """A fresh torch tensor (64-byte aligned, writable, the protocol's) holding `array`."""
+        if array.nbytes < POOLED_BYTES:
+            tensor = torch.empty(array.shape, dtype=_TORCH_DTYPES[array.dtype.name])
+            np.copyto(tensor.numpy(), array)
+            return tensor
+        free = self._free.setdefault(array.nbytes, deque())
+        raw = free.pop() if free else torch.empty(array.nbytes, dtype=torch.uint8)
+        owned = raw.numpy().view(np.dtype(array.dtype.name)).reshape(array.shape)
+        np.copyto(owned, array)
+        weakref.finalize(owned, _give_back, free, raw).atexit = False
+        return torch.from_numpy(owned)
+
+
+def _give_back(free: deque[torch.Tensor], raw: torch.Tensor) -> None:
+    if len(free) < POOL_DEPTH:
+        free.append(raw)

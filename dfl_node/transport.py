@@ -33,9 +33,19 @@ class Transport(Protocol):
     def send(self, dst: int, frames: Sequence[Frame]) -> None:
         """Queue one message to neighbour `dst`.
 
-        The buffers must stay unchanged until the transport has sent them; `Comm` guarantees
-        this by sending snapshots it never touches again.
+        The transport may read the buffers after `send` returns, until `flush` says it no
+        longer does; `Comm` leaves them unchanged until then (it flushes before it returns).
         """
+        ...
+
+    def flush(self, timeout_s: float) -> tuple[int, ...]:
+        """Wait up to `timeout_s` until no buffer given to `send` is read any more; the peers
+        whose messages still hold some (empty once every buffer is released)."""
+        ...
+
+    def discard(self, peer: int) -> None:
+        """Drop what is queued for `peer` (so that its buffers are released) but keep sending
+        to it: for a neighbour that stopped answering before the mesh dropped it."""
         ...
 
     def recv(self, timeout_s: float) -> tuple[int, list[Frame]] | None:

@@ -40,6 +40,7 @@ class InprocHub:
 
 class InprocTransport:
     liveness = None  # threads of one process cannot die alone: nothing to watch
+
     def __init__(self, node_id: int, hub: InprocHub, peers: Iterable[int]) -> None:
         self.node_id = node_id
         self._hub = hub
@@ -59,6 +60,13 @@ class InprocTransport:
             return self._mailbox.get(timeout=max(timeout_s, 0.0))
         except queue.Empty:
             return None
+
+    def flush(self, timeout_s: float) -> tuple[int, ...]:
+        """Nothing to wait for: `send` copied the frames before it returned."""
+        return ()
+
+    def discard(self, peer: int) -> None:
+        """Nothing is held for `peer`: delivered frames are copies in its mailbox."""
 
     def drop_peer(self, peer: int) -> None:
         self._peers = self._peers - {peer}

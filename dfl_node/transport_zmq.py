@@ -18,14 +18,21 @@ connection is reported as UNKNOWN_PEER. DEALERs connect with IMMEDIATE off, so m
 while a neighbour is still starting (up to the high-water mark); a send that cannot queue within
 `send_timeout_s` raises TransportError instead of blocking forever.
 
-Tensor frames go out with copy=False: ZeroMQ's I/O thread reads the caller's buffers after
-`send` returns, which is safe because `Comm` sends snapshots it never modifies. Received frames
-are zero-copy memoryviews of ZeroMQ's message buffers. `close()` belongs after `Comm`'s closing
-barrier; sockets linger so that everything queued still goes out.
+Frames go out zero-copy (copy=False): ZeroMQ's I/O thread reads the caller's buffers after
+`send` returns, straight into the kernel's socket. Each large frame is tracked, and `flush`
+waits until ZeroMQ has let go of every one of them; `Comm` calls it before an exchange returns,
+so the caller's tensors are never copied on send and never changed while ZeroMQ reads them.
+Frames below pyzmq's copy threshold (64 KiB) are copied by pyzmq, which is cheaper than tracking
+them. `discard` closes and reopens a connection whose queue will never drain (a neighbour that
+died), which is how ZeroMQ lets go of buffers queued for it. Received frames are zero-copy
+memoryviews of ZeroMQ's message buffers. `close()` belongs after `Comm`'s closing barrier;
+sockets linger so that everything queued still goes out.
 
 MAXMSGSIZE is a per-frame limit enforced by ZeroMQ: a peer that sends a larger frame is
 disconnected (and reconnects), and that message is lost before `Comm` can count it, so pass
-`WireLimits.max_frame_bytes`.
+`WireLimits.max_frame_bytes`. ZeroMQ applies it to the frame as it crosses the wire, which under
+CURVE is the encrypted frame, `CURVE_OVERHEAD` bytes longer; the limit is raised by that much, so
+that a frame of exactly `max_message_bytes` is delivered with and without --secure.
 
 With `curve` (--secure, dfl_node/curve.py) the ROUTER is a CURVE server that admits only the
 neighbours' keys, each DEALER a CURVE client of its neighbour, and the peer id of a message is
@@ -42,6 +49,7 @@ from __future__ import annotations
 
 import math
 import struct
+import time
 from collections.abc import Mapping, Sequence
 
 import zmq
@@ -52,6 +60,9 @@ from dfl_node.transport import FORGED_PEER, UNKNOWN_PEER, TransportError
 from dfl_node.wire import Frame
 
 _ROUTING_ID = struct.Struct("!I")
+# A CURVE MESSAGE command wraps each frame: "\x07MESSAGE", an 8-byte nonce, a flags byte and a
+# 16-byte authenticator (RFC 26).
+CURVE_OVERHEAD = 8 + 8 + 1 + 16
 
 
 def routing_id(node_id: int) -> bytes:
@@ -93,6 +104,8 @@ class ZmqTransport:
         self._own_context = context is None
         self._context = zmq.Context() if context is None else context
         self._dealers: dict[int, zmq.Socket] = {}
+        self._addresses: dict[int, str] = {}
+        self._pending: dict[int, list[zmq.MessageTracker]] = {}
         self._closed = False
         self._curve = curve
         self._zap: ZapHandler | None = None
@@ -103,7 +116,8 @@ class ZmqTransport:
         try:
             if curve is not None:
                 self._zap = curve.serve(self._router, {})  # add_peer admits each neighbour
-            self._router.setsockopt(zmq.MAXMSGSIZE, max_message_bytes)
+            overhead = CURVE_OVERHEAD if curve is not None else 0
+            self._router.setsockopt(zmq.MAXMSGSIZE, max_message_bytes + overhead)
             self._router.bind(bind_addr)
             for peer, address in sorted(peers.items()):
                 self.add_peer(peer, address)
@@ -124,6 +138,7 @@ class ZmqTransport:
             raise TransportError(f"node {self.node_id}: peer {peer} is already connected")
         dealer = self._socket(zmq.DEALER)
         self._dealers[peer] = dealer
+        self._addresses[peer] = address
         dealer.setsockopt(zmq.ROUTING_ID, routing_id(self.node_id))
         if self._curve is not None and self._zap is not None:
             self._curve.client(dealer, self._curve.nodes[peer])
@@ -141,10 +156,44 @@ class ZmqTransport:
         dealer = self._dealers.get(dst)
         if dealer is None:
             raise TransportError(f"node {self.node_id}: {dst} is not a peer")
+        last = len(frames) - 1
         try:
-            dealer.send_multipart(frames, copy=False)
+            trackers = [dealer.send(frame, zmq.SNDMORE if i < last else 0, copy=False, track=True)
+                        for i, frame in enumerate(frames)]
         except zmq.Again as err:
             raise TransportError(f"node {self.node_id}: send to {dst} timed out") from err
+        held = [tracker for tracker in trackers if not tracker.done]
+        if held:
+            self._pending.setdefault(dst, []).extend(held)
+
+    def flush(self, timeout_s: float) -> tuple[int, ...]:
+        """Wait up to `timeout_s` until ZeroMQ holds none of the buffers given to `send`; the
+        peers whose messages still hold some (ascending; empty once all are released)."""
+        deadline = time.monotonic() + timeout_s
+        for peer, trackers in list(self._pending.items()):
+            try:
+                for tracker in trackers:
+                    tracker.wait(max(deadline - time.monotonic(), 0.0))
+            except zmq.NotDone:
+                pass
+            held = [tracker for tracker in trackers if not tracker.done]
+            if held:
+                self._pending[peer] = held
+            else:
+                del self._pending[peer]
+        return tuple(sorted(self._pending))
+
+    def discard(self, peer: int) -> None:
+        """Drop what is queued for `peer` and connect afresh (without heartbeats): for a
+        neighbour that stopped answering, whose queue would otherwise hold the sender's
+        buffers until it came back. The caller may change those buffers at once: whatever
+        ZeroMQ still reads from them while it tears the connection down reaches nobody, and
+        pyzmq keeps them allocated until ZeroMQ lets go."""
+        dealer = self._dealers.pop(peer, None)
+        self._pending.pop(peer, None)
+        if dealer is not None:
+            dealer.close(linger=0)
+            self.add_peer(peer, self._addresses[peer])
 
     def recv(self, timeout_s: float) -> tuple[int, list[Frame]] | None:
         self._check_open()
@@ -157,6 +206,7 @@ class ZmqTransport:
     def drop_peer(self, peer: int) -> None:
         """Stop talking to a neighbour the mesh has dropped, discarding what is queued for it."""
         dealer = self._dealers.pop(peer, None)
+        self._pending.pop(peer, None)
         if self.liveness is not None:
             self.liveness.ignore(peer)
         if dealer is not None:

@@ -16,7 +16,7 @@ import pytest
 import torch
 import zmq
 
-from dfl_node.comm import _TORCH_DTYPES, BYE_PHASE, Comm, PeerTimeout
+from dfl_node.comm import _TORCH_DTYPES, BYE_PHASE, Comm, PeerTimeout, _BufferPool
 from dfl_node.ledger import Ledger
 from dfl_node.tags import Tag
 from dfl_node.transport import Transport, TransportError
@@ -284,17 +284,23 @@ def test_close_loses_no_queued_message() -> None:
     assert ledgers[1].totals("data")["received"]["messages"] == count
 
 
-def test_send_snapshots_tensors_that_the_caller_then_modifies(tmp_path: Path) -> None:
-    """ZeroMQ reads a queued frame long after send() returns; the caller's update must not leak."""
+def test_send_returns_once_the_transport_let_go_of_the_callers_tensors(tmp_path: Path) -> None:
+    """ZeroMQ reads a zero-copy frame after it is queued; send() returns only once it is done,
+    so the caller's update right after send() must not leak, even to a late listener."""
     big = 1 << 18  # above pyzmq's copy threshold, so frames are not copied by pyzmq
     limits = WireLimits(max_tensors=1, max_message_bytes=4 * big)
     address = f"ipc://{tmp_path}/late"
     sender = ZmqTransport(0, "tcp://127.0.0.1:0", {1: address},
                           max_message_bytes=limits.max_frame_bytes)  # fmt: skip
+    late: list[ZmqTransport] = []
+    listener = threading.Timer(0.5, lambda: late.append(
+        ZmqTransport(1, address, {}, max_message_bytes=limits.max_frame_bytes)))
+    listener.start()  # node 1 starts listening only after send() was called
     w = torch.ones(big)
     Comm(0, [1], sender, limits, Ledger(0)).send(1, gossip_tag(0), {"w": w})
-    w.mul_(-1)  # node 1 is not even listening yet: the message is still queued
-    receiver = ZmqTransport(1, address, {}, max_message_bytes=limits.max_frame_bytes)
+    w.mul_(-1)
+    listener.join()
+    receiver = late[0]
     try:
         got = Comm(1, [0], receiver, limits, Ledger(1), recv_timeout_s=5).recv(0, gossip_tag(0))
     finally:
@@ -379,3 +385,50 @@ def test_sends_that_peers_would_refuse_fail_at_the_sender(local) -> None:
     with pytest.raises(TypeError):
         a.send(1, Tag("data", 0, "other"), {"w": torch.zeros(2, dtype=torch.bfloat16)})
     assert a.ledger.totals("data")["sent"]["messages"] == 0
+
+
+def misaligned_copy(tensor: torch.Tensor, offset: int) -> torch.Tensor:
+    """The same float32 values at `offset` bytes past a 64-byte boundary."""
+    raw = torch.empty(tensor.numel() * 4 + 64, dtype=torch.uint8)
+    view = raw[offset : offset + tensor.numel() * 4].view(torch.float32).view(tensor.shape)
+    view.copy_(tensor)
+    return view
+
+
+def test_blas_rounds_by_alignment_which_is_why_received_tensors_are_copied() -> None:
+    """The premise of Comm's one copy on receive: a dot product over the same float32 values
+    gives another result when they sit at another alignment (BLAS peels to aligned blocks), so
+    handing a protocol ZeroMQ's frames in place, at whatever address its allocator chose, would
+    make zmq runs differ from inproc runs. Skipped where the BLAS does not round by alignment."""
+    generator = torch.Generator().manual_seed(0)
+    x, y = torch.randn(4097, generator=generator), torch.randn(4097, generator=generator)
+    differs = [offset for offset in (8, 24, 40, 56) if not torch.equal(
+        misaligned_copy(x, offset) @ y, x @ y)]
+    if not differs:
+        pytest.skip("this BLAS gives the same dot product at every alignment")
+    assert x.data_ptr() % 64 == 0 and differs
+
+
+@pytest.mark.parametrize("transports", [zmq_transports, inproc_transports])
+def test_received_tensors_are_64_byte_aligned(transports: Callable[[Graph], Any]) -> None:
+    """Whatever address the transport's frame had, the protocol gets torch-aligned tensors."""
+    results = run_mesh(transports(PAIR), PAIR, gossip())
+    addresses = [tensors["w"].data_ptr() for received in results.values()
+                 for by_source in received for tensors in by_source.values()]
+    assert len(addresses) == 2 * ROUNDS and all(a % 64 == 0 for a in addresses)
+
+
+def test_large_received_tensors_reuse_memory_only_once_every_view_is_gone() -> None:
+    """Comm recycles the memory of large received tensors the protocol dropped (fresh pages
+    cost more than the copy); a buffer must never back two live tensors at once."""
+    received = np.arange(1 << 19, dtype=np.float32)  # 2 MiB: above POOLED_BYTES
+    pool = _BufferPool()
+    first = pool.tensor(received)
+    address, view = first.data_ptr(), first[7:]
+    del first
+    second = pool.tensor(received)  # `view` still holds the first buffer
+    assert second.data_ptr() != address
+    del view
+    third = pool.tensor(received)
+    assert third.data_ptr() == address and address % 64 == 0
+    assert torch.equal(third, torch.from_numpy(received)) and torch.equal(second, third)

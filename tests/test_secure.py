@@ -341,3 +341,24 @@ def test_a_secure_mesh_of_hand_started_nodes_uses_the_keys_of_dfl_launch_keys(
     assert collected["rejected_messages"] == {}
     launch_ok(tmp_path / "inproc", str(topo), "d-psgd", *options, "--transport", "inproc")
     assert final_files(tmp_path / "run") == final_files(tmp_path / "inproc")
+
+
+def test_a_frame_of_exactly_the_size_limit_crosses_a_secure_connection() -> None:
+    """CURVE makes every frame longer on the wire; ZeroMQ's MAXMSGSIZE applies to that longer
+    frame, so the transport allows for it: the limit means the same with and without --secure."""
+    pairs = {node: zmq.curve_keypair() for node in (0, 1)}
+    publics = {node: public for node, (public, _) in pairs.items()}
+    curves = {node: Curve(public, secret, publics, {}) for node, (public, secret) in pairs.items()}
+    size = 1 << 16
+    nodes = {node: ZmqTransport(node, "tcp://127.0.0.1:0", {}, max_message_bytes=size,
+                                curve=curves[node]) for node in (0, 1)}
+    try:
+        nodes[0].add_peer(1, nodes[1].bound_address)
+        nodes[1].add_peer(0, nodes[0].bound_address)  # which also admits node 0's key
+        nodes[0].send(1, [b"h", bytes(size)])
+        arrival = nodes[1].recv(10.0)
+        assert arrival is not None
+        assert (arrival[0], [len(frame) for frame in arrival[1]]) == (0, [1, size])
+    finally:
+        for transport in nodes.values():
+            transport.close()

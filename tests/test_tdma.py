@@ -146,6 +146,9 @@ class Recorder:
     def recv(self, timeout_s: float) -> None:
         return None
 
+    def flush(self, timeout_s: float) -> tuple[int, ...]:
+        return ()
+
     def close(self) -> None:
         pass
 

@@ -166,3 +166,19 @@ def test_close_delivers_everything_queued_even_to_a_late_receiver(tmp_path: Path
     assert not thread.is_alive()
     assert [(peer, i) for peer, i, _ in received] == [(0, i) for i in range(count)]
     assert all(body == bytes([i % 256]) * payload for _, i, body in received)
+
+
+def test_flush_waits_for_zero_copy_frames_and_discard_lets_go_of_them(tmp_path: Path) -> None:
+    """A large frame is read by ZeroMQ after send(); flush says which peers still hold one, and
+    discard drops a queue that would never drain (nobody listens) yet keeps the peer usable."""
+    nobody = f"ipc://{tmp_path}/nobody"
+    a = ZmqTransport(0, LOCAL, {1: nobody}, max_message_bytes=MAX_FRAME, linger_ms=0)
+    try:
+        a.send(1, [b"header", bytes(MAX_FRAME // 2)])  # above pyzmq's copy threshold
+        assert a.flush(0.2) == (1,)
+        a.discard(1)
+        assert a.flush(0) == ()
+        a.send(1, [b"small"])  # copied by pyzmq: nothing to wait for
+        assert a.flush(0) == ()
+    finally:
+        a.close()

@@ -1,0 +1,68 @@
+"""One figure of the suite, and the one way figures are measured: interleaved repetitions.
+
+Why ratios: absolute times on a shared 2-core machine move by tens of percent from minute to
+minute, but two things measured in turn within the same minute move together. So every figure
+that has a reference (raw pyzmq, the ideal round, inproc, the formula) is measured beside it,
+alternating A, B, A, B, ... for `reps` rounds, and the figure is the median over repetitions
+of each side, with their ratio.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A measured value, the reference it is compared with in the same run, and the goal."""
+
+    group: str  # "transport", "overhead", "scale", "compute", "wire", "gpu"
+    name: str  # what was measured, e.g. "dense 10M float32, Comm+codec (zmq)"
+    value: float
+    unit: str  # "GB/s", "s", "MB", "ratio", ...
+    reference: str = ""  # what the ratio divides by, e.g. "raw pyzmq DEALER->ROUTER"
+    reference_value: float | None = None
+    ratio: float | None = None  # value / reference_value, or the figure's own ratio
+    goal: str = ""  # e.g. ">= 0.9"
+    met: bool | None = None  # whether the goal holds (None: no goal)
+    reps: int = 1
+    note: str = ""
+    extra: dict[str, float | str] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def interleaved(runs: Mapping[str, Callable[[], float]], reps: int) -> dict[str, list[float]]:
+    """Each callable once per repetition, in turn, `reps` times: {name: [sample per rep]}."""
+    samples: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(reps):
+        for name, run in runs.items():
+            samples[name].append(run())
+    return samples
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def compare(group: str, name: str, value: float, unit: str, reference: str,
+            reference_value: float, *, goal_min: float | None = None,
+            goal_max: float | None = None, reps: int = 1, note: str = "",
+            extra: Mapping[str, float | str] | None = None) -> Figure:
+    """A figure with its ratio to a reference measured in the same run, and its goal checked."""
+    ratio = value / reference_value if reference_value else float("nan")
+    goal, met = goal_text(ratio, goal_min, goal_max)
+    return Figure(group, name, value, unit, reference, reference_value, ratio, goal, met, reps,
+                  note, dict(extra or {}))
+
+
+def goal_text(value: float, goal_min: float | None,
+              goal_max: float | None) -> tuple[str, bool | None]:
+    if goal_min is not None:
+        return f">= {goal_min:g}", value >= goal_min
+    if goal_max is not None:
+        return f"<= {goal_max:g}", value <= goal_max
+    return "", None
