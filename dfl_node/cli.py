@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-import torch
 
 from dfl_node.curve import COORDINATOR, Curve, load_curve
 from dfl_node.liveness import Heartbeat, MeshFailure, failure_fields
@@ -31,6 +30,7 @@ from dfl_node.plan import PlanError, RunPlan
 from dfl_node.prephase import ZmqPrephaseChannel
 from dfl_node.rendezvous import RendezvousTimeout
 from dfl_node.report import FileReporter, Reporter, ZmqReporter
+from dfl_node.runtime import apply_runtime
 from dfl_node.transport_zmq import ZmqTransport
 from launcher.errors import LaunchError, run_cli
 from launcher.options import run_options
@@ -43,7 +43,7 @@ def start_zmq_node(plan: RunPlan, node_id: int, out_dir: Path, curve: Curve | No
     """Run one node over real sockets, reporting to the plan's collector (and, with
     `keep_records`, to records/node-<id>.jsonl of `out_dir` as well); with `curve` (a --secure
     plan) every socket of the node is CURVE-secured."""
-    torch.set_num_threads(int(plan.hyper.get("torch_threads", 1)))
+    apply_runtime(plan.hyper)
     entry = plan.node(node_id)
     print(f"node {node_id} pid {os.getpid()} binds {entry.bind} device {entry.device}", flush=True)
     peers = {j: plan.node(j).address for j in plan.neighbors(node_id)}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from dfl_node.membership import FailureHandling
 from dfl_node.node_checkpoint import Resumed
 from dfl_node.plan import PlanError, RunPlan
 from dfl_node.prephase import PrephaseChannel, run_prephase
+from dfl_node.profiling import profiled
 from dfl_node.rendezvous import deadline_after, patience, rendezvous_seconds
 from dfl_node.report import Reporter, params_due, params_record
 from dfl_node.tags import Tag
@@ -81,24 +83,30 @@ def run_node(plan: RunPlan, node_id: int, transport: Transport, reporter: Report
     last: dict[str, Any] = resumed.last if resumed else {}
     failures = FailureHandling(comm, transport.liveness, plan.wire.get("on_failure", "stop"),
                                plan.ids, plan.edges())
-    for r in range(resumed.round if resumed else 0, plan.rounds):
-        comm.round = r
-        stall_for_test(node_id, r)
-        info = proto.run_round(r)
-        failures.after_round(r, proto.on_graph_change)
-        if node_id in plan.clients and ((r + 1) % plan.eval_every == 0 or r + 1 == plan.rounds):
-            last = {"type": "metrics", "round": r + 1, "node": node_id, **proto.evaluate(),
-                    "wire_bytes": comm.ledger.wire_bytes(),
-                    "virtual_seconds": clock.seconds, "eval_split": plan.data["eval_split"],
-                    "slot_mismatches": comm.slot_mismatches,
-                    "retransmissions": clock.retransmissions(),
-                    **info}
-            reporter.emit(last)
-            if params_due(int(plan.cycle_metrics.get("params_every", 0)), plan.eval_every,
-                          plan.rounds, r + 1):
-                reporter.emit(params_record(node_id, r + 1, proto.eval_model().state_dict()))
-        if checkpoint.due(plan.checkpoint_every, r + 1):
-            node_checkpoint.save(out_dir, ctx, proto, Resumed(r + 1, last, prephase_traffic))
+    round_seconds: dict[str, float] = {}  # wall time of each round's own work, for the summary
+    first_round_at: float | None = None  # Unix time this node finished its first round
+    with profiled(node_id, out_dir):
+        for r in range(resumed.round if resumed else 0, plan.rounds):
+            comm.round = r
+            stall_for_test(node_id, r)
+            began = time.perf_counter()
+            info = proto.run_round(r)
+            failures.after_round(r, proto.on_graph_change)
+            round_seconds[str(r)] = time.perf_counter() - began
+            first_round_at = first_round_at or time.time()
+            if node_id in plan.clients and ((r + 1) % plan.eval_every == 0 or r + 1 == plan.rounds):
+                last = {"type": "metrics", "round": r + 1, "node": node_id, **proto.evaluate(),
+                        "wire_bytes": comm.ledger.wire_bytes(),
+                        "virtual_seconds": clock.seconds, "eval_split": plan.data["eval_split"],
+                        "slot_mismatches": comm.slot_mismatches,
+                        "retransmissions": clock.retransmissions(),
+                        **info}
+                reporter.emit(last)
+                if params_due(int(plan.cycle_metrics.get("params_every", 0)), plan.eval_every,
+                              plan.rounds, r + 1):
+                    reporter.emit(params_record(node_id, r + 1, proto.eval_model().state_dict()))
+            if checkpoint.due(plan.checkpoint_every, r + 1):
+                node_checkpoint.save(out_dir, ctx, proto, Resumed(r + 1, last, prephase_traffic))
     comm.close()
     survival = failures.report()
     final = out_dir / "final"
@@ -113,7 +121,9 @@ def run_node(plan: RunPlan, node_id: int, transport: Transport, reporter: Report
                    "formula": ctx.formula.to_json(), "protocol": proto.summary(),
                    "rejected": dict(comm.ledger.rejected),
                    "slot_mismatches": comm.slot_mismatches, "links": clock.link_report(),
-                   "prephase": prephase_traffic, "report": proto.node_report(), **survival})
+                   "prephase": prephase_traffic, "report": proto.node_report(),
+                   "round_seconds": round_seconds, "first_round_at": first_round_at,
+                   **survival})
 
 
 def agree_on_plan(comm: Comm, plan: RunPlan) -> None:

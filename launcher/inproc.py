@@ -12,12 +12,11 @@ import threading
 import traceback
 from pathlib import Path
 
-import torch
-
 from dfl_node.node import run_node
 from dfl_node.plan import RunPlan
 from dfl_node.prephase import InprocPrephaseHub
 from dfl_node.report import QueueReporter
+from dfl_node.runtime import apply_runtime
 from dfl_node.transport_inproc import InprocHub, InprocTransport
 from launcher.collector import Collector
 from launcher.outcome import Outcome
@@ -25,7 +24,7 @@ from launcher.outcome import Outcome
 
 def run_threads(plan: RunPlan, run_dir: Path, collector: Collector,
                 sink: queue.Queue, prephase: InprocPrephaseHub | None = None) -> Outcome:
-    torch.set_num_threads(int(plan.hyper.get("torch_threads", 1)))
+    apply_runtime(plan.hyper)
     hub = InprocHub(plan.ids)
     failures: dict[int, str] = {}
 

@@ -12,6 +12,7 @@ from typing import Any
 from dfl_node.curve import COLLECTOR, load_curve
 from dfl_node.plan import RunPlan
 from dfl_node.prephase import InprocPrephaseHub
+from dfl_node.runtime import check_runtime
 from launcher import rundir
 from launcher.checks import check_listeners_free
 from launcher.collector import Collector, QueueSource, ZmqSource
@@ -62,6 +63,7 @@ def resolve_inputs(req: Request) -> tuple[Topology, dict[str, Any]]:
         raise LaunchError(str(exc)) from None
     config = resolve_config(req.protocol, req.config_file, req.options, req.sets)
     try:
+        check_runtime(config["hyper"])
         PROTOCOLS[req.protocol].check_hyper(config["hyper"])
     except ValueError as exc:
         raise LaunchError(f"hyper: {exc}") from None

@@ -3,10 +3,12 @@
 Each round runs `local_steps - 1` plain local SGD steps, then the D-PSGD step: the gradient is
 taken at the current local model while that model is exchanged with the neighbours, and the
 mixed model minus the step is the new model. With `local_steps = 1` this is exactly
-Theta <- W Theta - eta G. `form: atc` is the adapt-then-combine variant that CHOCO-SGD's paper
-writes as D-PSGD, w_i <- sum_j W_ij (w_j - eta g_j): the neighbours' models travel after their
-own step. The neighbour sum runs over j in sorted order (self included), so its floating-point
-result does not depend on arrival order.
+Theta <- W Theta - eta G; with `local_steps = 0` there is no gradient at all and each round is
+one step of plain gossip averaging, Theta <- W Theta (the consensus part alone, which is what
+bench/overhead.py times against the network's ideal). `form: atc` is the adapt-then-combine
+variant that CHOCO-SGD's paper writes as D-PSGD, w_i <- sum_j W_ij (w_j - eta g_j): the
+neighbours' models travel after their own step. The neighbour sum runs over j in sorted order
+(self included), so its floating-point result does not depend on arrival order.
 
 Formula bits (spec section 4, baseline accounting): deg_i P 32 per round, one dense model per
 neighbour; `accounting.b_hdr` adds a header per message (0 by default, as for q-FFL).
@@ -59,7 +61,7 @@ class DPSGD(Protocol):
         Protocol.check_hyper(hyper)
         require_positive(hyper, "lr")
         require_int(hyper, "batch_size", 32)
-        require_int(hyper, "local_steps", 1)
+        require_int(hyper, "local_steps", 1, minimum=0)
         if hyper.get("form", "cta") not in FORMS:
             raise ValueError(f"form must be one of {list(FORMS)}, got {hyper.get('form')!r}")
         DenseAccounting.from_mapping(hyper.get("accounting"))
@@ -68,13 +70,7 @@ class DPSGD(Protocol):
         self.weights = graph.metropolis_row(self.ctx.node_id)
 
     def run_round(self, r: int) -> dict[str, float]:
-        model = self.ctx.model
-        for _ in range(self.local_steps - 1):
-            compute_gradients(model, *self.batches.next())
-            sgd_step(model, self.lr)
-        loss = compute_gradients(model, *self.batches.next())
-        if self.form == "atc":
-            sgd_step(model, self.lr)
+        loss = self.local_update()
         mine = {n: p.detach() for n, p in self.params.items()}
         theirs = self.ctx.comm.exchange(Tag("data", r, PHASE), mine)
         with torch.no_grad():
@@ -83,8 +79,23 @@ class DPSGD(Protocol):
                 for j, w_ij in self.weights.items():
                     x = theirs[j][name].to(p.device) if j in theirs else mine[name]
                     mixed.add_(x, alpha=w_ij)
-                p.copy_(mixed if self.form == "atc" else mixed - self.lr * p.grad)
+                gossip_only = self.form == "atc" or loss is None
+                p.copy_(mixed if gossip_only else mixed - self.lr * p.grad)
         for j in theirs:
             self.ctx.formula.charge_all(r, j, self.link_bits)
         self.ctx.clock.sync_step(self.message_bytes, self.local_steps)
-        return {"train_loss": loss}
+        return {} if loss is None else {"train_loss": loss}
+
+    def local_update(self) -> float | None:
+        """The round's `local_steps - 1` SGD steps and the gradient of the D-PSGD step (taken,
+        under `atc`); the last mini-batch's loss, or None with `local_steps = 0` (no training)."""
+        if self.local_steps == 0:
+            return None
+        model = self.ctx.model
+        for _ in range(self.local_steps - 1):
+            compute_gradients(model, *self.batches.next())
+            sgd_step(model, self.lr)
+        loss = compute_gradients(model, *self.batches.next())
+        if self.form == "atc":
+            sgd_step(model, self.lr)
+        return loss

@@ -162,3 +162,23 @@ def test_ledger_payload_is_four_bytes_per_parameter_per_directed_edge(
     )
     links = json.loads((tmp_path / "run" / "ledger.json").read_text())
     assert links["0"]["per_link"]["0->1"]["payload_bytes"] == 3 * 4 * params
+
+
+def test_local_steps_zero_only_gossips_and_the_summary_times_each_round(
+    tmp_path: Path, line6: str
+) -> None:
+    """`local_steps: 0` takes no gradient: every node starts from the same model, which is
+    W Theta's fixed point, so the models end where they began (to float rounding) and no
+    train_loss is reported. summary.json times each round (bench/overhead.py reads it)."""
+    summary = launch_ok(tmp_path / "run", line6, "d-psgd", "--transport", "inproc", "--rounds",
+                        "3", "--set", "local_steps=0", "--set", "model={name: linear}",
+                        *SYNTHETIC)
+    plan = json.loads((tmp_path / "run" / "plan.json").read_text())
+    start = build_model({"name": "linear"}, (32,), 10, plan["seed"])[1].weight.detach().numpy()
+    for i in range(6):
+        final = load_file(str(tmp_path / "run" / "final" / f"node-{i}.safetensors"))
+        np.testing.assert_allclose(final["1.weight"], start, atol=1e-6, rtol=0)
+    rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert rows and all("train_loss" not in row for row in rows)
+    assert sorted(summary["round_seconds"], key=int) == ["0", "1", "2"]
+    assert all(0 < s < summary["wall_seconds"] for s in summary["round_seconds"].values())

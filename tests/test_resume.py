@@ -135,15 +135,15 @@ def test_dpsgd_killed_and_resumed_equals_an_uninterrupted_run(tmp_path: Path) ->
 
 
 RESUMABLE = {
-    "dmfl-sq": ("--rounds", "30", "--eval-every", "5"),
-    "choco-sgd": ("--rounds", "30", "--eval-every", "5"),
-    "dsgt": ("--rounds", "30", "--eval-every", "5"),
-    "qffl": ("--rounds", "30", "--eval-every", "5"),
-    "ssd-fl": ("--rounds", "16", "--eval-every", "4", "--set", "tau_a=2"),
-    "sdfl": ("--rounds", "16", "--eval-every", "4", "--set", "tau_a=2"),
-    "pdfl": ("--rounds", "16", "--eval-every", "4", "--set", "tau_a=2"),
-    "stc": ("--rounds", "16", "--eval-every", "4", "--set", "tau_a=2"),
-    "cstc": ("--rounds", "16", "--eval-every", "4", "--set", "tau_a=2"),
+    "dmfl-sq": ("--rounds", "10", "--eval-every", "5"),
+    "choco-sgd": ("--rounds", "10", "--eval-every", "5"),
+    "dsgt": ("--rounds", "10", "--eval-every", "5"),
+    "qffl": ("--rounds", "10", "--eval-every", "5"),
+    "ssd-fl": ("--rounds", "8", "--eval-every", "4", "--set", "tau_a=2"),
+    "sdfl": ("--rounds", "8", "--eval-every", "4", "--set", "tau_a=2"),
+    "pdfl": ("--rounds", "8", "--eval-every", "4", "--set", "tau_a=2"),
+    "stc": ("--rounds", "8", "--eval-every", "4", "--set", "tau_a=2"),
+    "cstc": ("--rounds", "8", "--eval-every", "4", "--set", "tau_a=2"),
 }
 DSC_TINY = ("--rounds", "8", "--eval-every", "4",
             "--set", "scenes={size: 16, train_size: 100, test_size: 16, min_size: 12}",

@@ -1,17 +1,22 @@
-"""Summary arithmetic: fairness figures, protocol keys, formula bits, the plan's diameter."""
+"""Summary arithmetic: fairness figures, protocol keys, formula bits, the plan's diameter,
+start-up times and the collector batches behind them."""
 
 from __future__ import annotations
 
 import math
+import queue
+from pathlib import Path
 
+import msgpack
 import pytest
 
 from dfl_node.formula import FormulaLedger
+from launcher.collector import Collector, QueueSource
 from launcher.config import resolve_config
 from launcher.fairness import fairness
 from launcher.planner import build_plan
 from launcher.ports import PortClaims
-from launcher.summary import formula_tables, mean_over_nodes
+from launcher.summary import first_round_seconds, formula_tables, mean_over_nodes
 from topologies.loader import load_topology, resolve_topology_path
 
 
@@ -58,3 +63,25 @@ def test_plan_diameter_matches_the_topology(name: str, diameter: int) -> None:
     finally:
         claims.release()
     assert plan.diameter() == topo.diameter() == diameter
+    assert plan.adjacency() == {i: plan.neighbors(i) for i in plan.ids}
+
+
+def test_first_round_seconds_counts_from_the_start_to_the_last_node() -> None:
+    done = {0: {"first_round_at": 105.5}, 1: {"first_round_at": 107.25}, 2: {}}
+    assert first_round_seconds(done, 100.0) == 7.25
+    assert first_round_seconds({0: {}}, 100.0) is None
+
+
+def test_pump_all_takes_every_queued_record_at_once(tmp_path: Path) -> None:
+    """With 200 nodes the launcher checks its children between pumps; one record per pump
+    left `ready` records queued, and their times late."""
+    sink: queue.Queue = queue.Queue()
+    collector = Collector(QueueSource(sink), tmp_path, [0, 1, 2])
+    for node in (0, 1, 2):
+        sink.put(msgpack.packb({"type": "ready", "node": node, "pid": 1}))
+    try:
+        assert collector.pump_all(0.1) == 3
+        assert sorted(collector.ready_at) == [0, 1, 2]
+        assert collector.pump_all(0.01) == 0
+    finally:
+        collector.close()
