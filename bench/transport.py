@@ -14,9 +14,9 @@ Why a gossip exchange and not a one-way stream: that is what every dense protoco
 round (d-psgd, dsgt, choco-sgd): both nodes send their parameters, then both receive the other's,
 and the next round's send waits for this round's receive. Each repetition is `exchanges` such
 rounds back to back; throughput counts the payload bytes of both directions over the wall time
-of the repetition. The nodes are two threads of this process, each with its own Comm,
-transport and ZeroMQ context (so their sockets, I/O threads and, under --secure, ZAP handlers
-are separate, as in two processes); the sockets are real tcp loopback sockets.
+of the repetition. The two nodes are two fresh processes per size and mode, each with its own
+Comm, transport and ZeroMQ contexts and one torch thread, as the runtime runs them; the sockets
+are real tcp loopback sockets.
 
 Sides are measured in turn (`bench.figures.interleaved`), and each figure is the median over
 repetitions, so the ratio holds on a noisy shared machine where absolute GB/s does not.
@@ -70,7 +70,6 @@ FULL = Setup(reps=9, exchanges={"1M": 20, "10M": 6})
 def figures(quick: bool) -> list[Figure]:
     """The transport figures: Comm / raw DEALER->ROUTER, per size, without and with CURVE."""
     setup = QUICK if quick else FULL
-    torch.set_num_threads(1)  # one torch thread per node process, as the runtime runs
     out = []
     for secure in (False, True):
         for label, numel in SIZES.items():
@@ -79,6 +78,31 @@ def figures(quick: bool) -> list[Figure]:
 
 
 def _measure(label: str, numel: int, secure: bool, exchanges: int, reps: int) -> Figure:
+    """One size and mode, measured by two fresh processes (node 0 reports its samples), so that
+    nothing of one measurement's sockets, contexts or threads is left in the next one's."""
+    here, there = multiprocessing.get_context("spawn").Pipe()
+    leader = multiprocessing.get_context("spawn").Process(
+        target=_leader_main, args=(there, numel, secure, exchanges, reps))
+    leader.start()
+    while not here.poll(1.0):
+        if not leader.is_alive():
+            raise SystemExit(f"bench.transport: the {label} measurement's node 0 died")
+    samples = here.recv()
+    leader.join(timeout=60)
+    gbps = {side: median(values) for side, values in samples.items()}
+    mode = "secure (CURVE)" if secure else "plain"
+    return compare("transport", f"dense {label} float32 exchange, Comm+codec (zmq, {mode})",
+                   gbps["comm"], "GB/s", "raw pyzmq DEALER->ROUTER", gbps["dealer"],
+                   goal_min=GOALS.get(label), reps=reps,
+                   note=f"{exchanges} exchanges per rep, payload of both directions, "
+                        "two processes",
+                   extra={"raw PUSH->PULL GB/s": round(gbps["push"], 3)})
+
+
+def _leader_main(result: Connection, numel: int, secure: bool, exchanges: int,
+                 reps: int) -> None:
+    """Node 0, in its own process: starts node 1, times every side in turn, sends the samples."""
+    torch.set_num_threads(1)
     keys = _keys() if secure else None
     limits = WireLimits(max_tensors=4, max_message_bytes=2 * 4 * numel)
     here, there = multiprocessing.get_context("spawn").Pipe()
@@ -93,19 +117,11 @@ def _measure(label: str, numel: int, secure: bool, exchanges: int, reps: int) ->
         runs = {side: _timed(here, node, side, payload, exchanges) for side in SIDES}
         for run in runs.values():
             run()  # warm-up: connections, handshakes, first allocations
-        samples = interleaved(runs, reps)
+        result.send(interleaved(runs, reps))
     finally:
         here.send(None)
         node.close()
         peer.join(timeout=30)
-    gbps = {side: median(values) for side, values in samples.items()}
-    mode = "secure (CURVE)" if secure else "plain"
-    return compare("transport", f"dense {label} float32 exchange, Comm+codec (zmq, {mode})",
-                   gbps["comm"], "GB/s", "raw pyzmq DEALER->ROUTER", gbps["dealer"],
-                   goal_min=GOALS.get(label), reps=reps,
-                   note=f"{exchanges} exchanges per rep, payload of both directions, "
-                        "two processes",
-                   extra={"raw PUSH->PULL GB/s": round(gbps["push"], 3)})
 
 
 def _timed(peer: Connection, node: _Node, side: str, payload: np.ndarray,
