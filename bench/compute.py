@@ -34,20 +34,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.figures import Figure, compare, interleaved, median
+from bench.figures import Figure, Mode, compare, interleaved, median
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA_ROOT = ROOT.parent / "shared" / "data"
 CONFIG = ROOT / "protocols" / "configs" / "dmfl-sq-cifar10.yaml"
 NODES = 20
 GOAL = 1.1
-
-
-@dataclass(frozen=True)
-class Mode:
-    reps: int
-    rounds: int
-    note: str
 
 
 QUICK = Mode(reps=2, rounds=5, note="quick: 2 interleaved repetitions of 5-round runs")

@@ -9,6 +9,8 @@ of each side, with their ratio.
 
 from __future__ import annotations
 
+import argparse
+import json
 import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -66,3 +68,20 @@ def goal_text(value: float, goal_min: float | None,
     if goal_max is not None:
         return f"<= {goal_max:g}", value <= goal_max
     return "", None
+
+
+@dataclass(frozen=True)
+class Mode:
+    """How much a group of mesh runs measures: `reps` interleaved repetitions of `rounds`."""
+
+    reps: int
+    rounds: int
+    note: str
+
+
+def module_main(figures: Callable[[bool], list[Figure]], doc: str, full_help: str) -> None:
+    """`python -m bench.<group> [--full]`: that group's figures alone, as JSON."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--full", action="store_true", help=full_help)
+    for fig in figures(not parser.parse_args().full):
+        print(json.dumps(fig.as_dict(), indent=1))

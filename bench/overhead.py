@@ -24,7 +24,6 @@ and admitting, encoding, mixing arithmetic and the runtime's bookkeeping.
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing
 import os
@@ -42,7 +41,7 @@ from typing import Any
 
 import zmq
 
-from bench.figures import Figure, compare, interleaved, median
+from bench.figures import Figure, Mode, compare, interleaved, median, module_main
 from topologies.generators import erdos_renyi
 from topologies.writer import write_topology
 
@@ -55,13 +54,6 @@ RTT_TRIPS = 200
 STEPS_PER_ROUND = 1  # d-psgd: one exchange with every neighbour
 PROFILE_NODE = 0
 EVAL_SIZE = 64  # the one evaluation at the end is not timed; kept small so runs end fast
-
-
-@dataclass(frozen=True)
-class Mode:
-    reps: int
-    rounds: int
-    note: str
 
 
 QUICK = Mode(reps=3, rounds=4, note="quick: 3 interleaved repetitions of 4-round runs")
@@ -303,11 +295,7 @@ def profile_note(buckets: dict[str, float], top: int = 4) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--full", action="store_true", help="5 repetitions of longer runs")
-    args = parser.parse_args()
-    for fig in figures(quick=not args.full):
-        print(json.dumps(fig.as_dict(), indent=1))
+    module_main(figures, __doc__, "5 repetitions of longer runs")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ turn FULL.reps times (bench/figures.py: interleaved repetitions), 10 rounds each
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -34,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.figures import Figure, compare, median
+from bench.figures import Figure, Mode, compare, median, module_main
 from topologies.generators import ring
 from topologies.writer import write_topology
 
@@ -47,13 +46,6 @@ SAMPLE_S = 0.5  # PSS sampling period (a 2-round run of 20 nodes lasts a few sec
 SAMPLE_NODES = 10  # nodes read per PSS sample (one read took 0.5 s on a loaded machine)
 MIN_READ = 0.9  # the share of them a sample must read
 RUN_TIMEOUT_S = 1800.0
-
-
-@dataclass(frozen=True)
-class Mode:
-    reps: int
-    rounds: int
-    note: str
 
 
 QUICK = Mode(reps=1, rounds=2, note="quick: each ring once, 2 rounds")
@@ -290,11 +282,7 @@ def machine() -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--full", action="store_true", help="2 repetitions of 10-round runs")
-    args = parser.parse_args()
-    for fig in figures(quick=not args.full):
-        print(json.dumps(fig.as_dict(), indent=1))
+    module_main(figures, __doc__, "2 repetitions of 10-round runs")
 
 
 if __name__ == "__main__":

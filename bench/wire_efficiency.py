@@ -16,7 +16,6 @@ Both accounts are deterministic for a seed, so one run per protocol is the measu
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.figures import Figure, compare
+from bench.figures import Figure, compare, module_main
 from topologies.generators import ring
 from topologies.writer import write_topology
 
@@ -93,11 +92,7 @@ def figures(quick: bool) -> list[Figure]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--full", action="store_true", help="ring20, 20 rounds")
-    args = parser.parse_args()
-    for fig in figures(quick=not args.full):
-        print(json.dumps(fig.as_dict(), indent=1))
+    module_main(figures, __doc__, "ring20, 20 rounds")
 
 
 if __name__ == "__main__":
