@@ -12,17 +12,20 @@ runs/bench-<time>.json). The reproduction scripts (bench/reproduce_*.py) are not
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+from bench import compute, overhead, scale, transport, wire_efficiency
 from bench.figures import Figure
 
-GROUPS = ("transport", "overhead", "scale", "compute", "wire_efficiency")
+GROUPS: dict[str, Callable[[bool], list[Figure]]] = {
+    "transport": transport.figures, "overhead": overhead.figures, "scale": scale.figures,
+    "compute": compute.figures, "wire_efficiency": wire_efficiency.figures}
 
 
 def machine() -> dict[str, object]:
@@ -79,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     for group in [g for g in GROUPS if g in args.only.split(",")]:
         begun = time.monotonic()
         print(f"bench: {group} ...", file=sys.stderr, flush=True)
-        figures += importlib.import_module(f"bench.{group}").figures(quick)
+        figures += GROUPS[group](quick)
         seconds[group] = round(time.monotonic() - begun, 1)
     info = {**machine(), "mode": "quick" if quick else "full",
             "seconds": round(time.monotonic() - started, 1), "group_seconds": seconds}

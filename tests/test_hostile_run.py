@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 import zmq
 
+from dfl_node.liveness import STALL_ENV
 from dfl_node.plan import RunPlan
 from dfl_node.prephase import ANSWER_TAG, REPORT_TAG, limits_of
 from dfl_node.transport_zmq import routing_id
@@ -57,6 +58,13 @@ def ring(tmp_path: Path, ports: list[int], n: int) -> Path:
     return path
 
 
+# The run must outlast the attack, which starts once round 0 is reported and takes about half a
+# second here: node 0 computes for HOLD_S at the start of round 2 (its ZeroMQ threads still
+# take every message in), so however fast the rounds, the attack ends while the mesh runs.
+HOLD_S = 10
+MESH_ENV = {**ENV_ROOT, STALL_ENV: f"0:2:{HOLD_S}"}
+
+
 def options(rounds: int, collector_port: int) -> list[str]:
     return ["--dataset", "synthetic", "--partition", "iid", "--rounds", str(rounds),
             "--set", "model={name: mlp, hidden: [16]}",
@@ -73,7 +81,7 @@ def host_plan(topo: Path, opts: list[str]) -> RunPlan:
 
 
 def python(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, *args], env=ENV_ROOT, cwd=ROOT,
+    return subprocess.Popen([sys.executable, *args], env=MESH_ENV, cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
