@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench import compute, overhead, scale, transport, wire_efficiency
-from bench.figures import Figure
+from bench.figures import Figure, table
 
 GROUPS: dict[str, Callable[[bool], list[Figure]]] = {
     "transport": transport.figures, "overhead": overhead.figures, "scale": scale.figures,
@@ -32,28 +32,6 @@ def machine() -> dict[str, object]:
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return {"cores": os.cpu_count(), "memory_gib": round(memory, 1),
             "python": platform.python_version(), "platform": platform.platform()}
-
-
-def cell(value: float | None, digits: int = 3) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.{digits}g}" if abs(value) < 1e5 else f"{value:.3e}"
-
-
-def table(figures: list[Figure]) -> str:
-    header = (f"{'group':<10} {'figure':<52} {'value':>10} {'unit':<6} {'reference':>10} "
-              f"{'ratio':>7} {'goal':>7} {'met':>4} {'reps':>4}")
-    rows = [header, "-" * len(header)]
-    for f in figures:
-        met = "-" if f.met is None else ("yes" if f.met else "NO")
-        rows.append(f"{f.group:<10} {f.name[:52]:<52} {cell(f.value):>10} {f.unit:<6} "
-                    f"{cell(f.reference_value):>10} {cell(f.ratio):>7} {f.goal:>7} {met:>4} "
-                    f"{f.reps:>4}")
-        if f.reference:
-            rows.append(f"{'':<10}   reference: {f.reference}")
-        if f.note:
-            rows.append(f"{'':<10}   {f.note}")
-    return "\n".join(rows)
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:

@@ -80,8 +80,32 @@ class Mode:
 
 
 def module_main(figures: Callable[[bool], list[Figure]], doc: str, full_help: str) -> None:
-    """`python -m bench.<group> [--full]`: that group's figures alone, as JSON."""
+    """`python -m bench.<group> [--full]`: that group's figures alone, as the suite's table
+    and then as JSON."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--full", action="store_true", help=full_help)
-    for fig in figures(not parser.parse_args().full):
-        print(json.dumps(fig.as_dict(), indent=1))
+    found = figures(not parser.parse_args().full)
+    print(table(found))
+    print(json.dumps([fig.as_dict() for fig in found], indent=1))
+
+
+def cell(value: float | None, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.{digits}g}" if abs(value) < 1e5 else f"{value:.3e}"
+
+
+def table(figures: list[Figure]) -> str:
+    header = (f"{'group':<10} {'figure':<52} {'value':>10} {'unit':<6} {'reference':>10} "
+              f"{'ratio':>7} {'goal':>7} {'met':>4} {'reps':>4}")
+    rows = [header, "-" * len(header)]
+    for f in figures:
+        met = "-" if f.met is None else ("yes" if f.met else "NO")
+        rows.append(f"{f.group:<10} {f.name[:52]:<52} {cell(f.value):>10} {f.unit:<6} "
+                    f"{cell(f.reference_value):>10} {cell(f.ratio):>7} {f.goal:>7} {met:>4} "
+                    f"{f.reps:>4}")
+        if f.reference:
+            rows.append(f"{'':<10}   reference: {f.reference}")
+        if f.note:
+            rows.append(f"{'':<10}   {f.note}")
+    return "\n".join(rows)
