@@ -177,7 +177,8 @@ class _Node:
         self.transport = ZmqTransport(node, LOCAL, {}, max_message_bytes=limits.max_frame_bytes,
                                       hwm=HWM, linger_ms=LINGER_MS,
                                       send_timeout_s=SEND_TIMEOUT_MS / 1000,
-                                      curve=keys[node] if keys else None)
+                                      curve=keys[node] if keys else None,
+                                      admit=(1 - node,))
         self.comm: Comm | None = None
         self.raw = {"dealer": _RawEnd(node, zmq.DEALER, limits, keys),
                     "push": _RawEnd(node, zmq.PUSH, limits, keys)}

@@ -35,9 +35,13 @@ CURVE is the encrypted frame, `CURVE_OVERHEAD` bytes longer; the limit is raised
 that a frame of exactly `max_message_bytes` is delivered with and without --secure.
 
 With `curve` (--secure, dfl_node/curve.py) the ROUTER is a CURVE server that admits only the
-neighbours' keys, each DEALER a CURVE client of its neighbour, and the peer id of a message is
-the node whose key its connection authenticated with; a connection whose routing id names
-another node is reported as FORGED_PEER.
+neighbours' keys (`peers`, and `admit` for neighbours whose address comes later), all of them
+before it binds: a neighbour that connected between the bind and its admission would be refused
+by the ZAP handler, and libzmq gives up on a connection refused at authentication, so that
+neighbour's messages to this node would never leave its queue. Each DEALER is a CURVE client
+of its neighbour, and the peer id of a message is the node whose key its connection
+authenticated with; a connection whose routing id names another node is reported as
+FORGED_PEER.
 
 With `heartbeat` the DEALERs carry ZMTP heartbeats and a `LivenessWatch` (dfl_node/liveness.py)
 reads their monitor events: `liveness.dead(peer)` says whether a neighbour stopped answering.
@@ -50,7 +54,7 @@ from __future__ import annotations
 import math
 import struct
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import zmq
 
@@ -96,6 +100,7 @@ class ZmqTransport:
         context: zmq.Context | None = None,
         curve: Curve | None = None,
         heartbeat: Heartbeat | None = None,
+        admit: Iterable[int] = (),
     ) -> None:
         self.node_id = node_id
         self._hwm = hwm
@@ -114,8 +119,9 @@ class ZmqTransport:
         self.liveness: LivenessWatch | None = None
         self._router = self._socket(zmq.ROUTER)
         try:
-            if curve is not None:
-                self._zap = curve.serve(self._router, {})  # add_peer admits each neighbour
+            if curve is not None:  # every neighbour is admitted before the socket listens
+                self._zap = curve.serve(self._router, {
+                    peer: curve.nodes[peer] for peer in {*peers, *admit}})
             overhead = CURVE_OVERHEAD if curve is not None else 0
             self._router.setsockopt(zmq.MAXMSGSIZE, max_message_bytes + overhead)
             self._router.bind(bind_addr)
