@@ -108,4 +108,7 @@ def table(figures: list[Figure]) -> str:
             rows.append(f"{'':<10}   reference: {f.reference}")
         if f.note:
             rows.append(f"{'':<10}   {f.note}")
+        if f.extra:
+            rows.append(f"{'':<10}   " + "; ".join(f"{key}: {value}"
+                                                   for key, value in f.extra.items()))
     return "\n".join(rows)

@@ -62,7 +62,7 @@ class Setup:
     exchanges: dict[str, int]  # per size label
 
 
-QUICK = Setup(reps=5, exchanges={"1M": 6, "10M": 2})
+QUICK = Setup(reps=7, exchanges={"1M": 10, "10M": 4})
 FULL = Setup(reps=9, exchanges={"1M": 20, "10M": 6})
 
 
@@ -90,7 +90,7 @@ def _measure(label: str, numel: int, secure: bool, exchanges: int, reps: int) ->
             return Figure("transport", name, float("nan"), "GB/s", goal=">= 0.9", met=False,
                           note=f"FAILED: node 0 exited {leader.exitcode} (its traceback is "
                                "on stderr)")
-    samples = here.recv()
+    samples, in_place = here.recv()
     leader.join(timeout=60)
     gbps = {side: median(values) for side, values in samples.items()}
     return compare("transport", name,
@@ -98,7 +98,8 @@ def _measure(label: str, numel: int, secure: bool, exchanges: int, reps: int) ->
                    goal_min=GOALS.get(label), reps=reps,
                    note=f"{exchanges} exchanges per rep, payload of both directions, "
                         "two processes",
-                   extra={"raw PUSH->PULL GB/s": round(gbps["push"], 3)})
+                   extra={"raw PUSH->PULL GB/s": round(gbps["push"], 3),
+                          "share of received bytes used in place": round(in_place, 3)})
 
 
 def _leader_main(result: Connection, numel: int, secure: bool, exchanges: int,
@@ -119,7 +120,7 @@ def _leader_main(result: Connection, numel: int, secure: bool, exchanges: int,
         runs = {side: _timed(here, node, side, payload, exchanges) for side in SIDES}
         for run in runs.values():
             run()  # warm-up: connections, handshakes, first allocations
-        result.send(interleaved(runs, reps))
+        result.send((interleaved(runs, reps), node.in_place_share()))
     finally:
         here.send(None)
         node.close()
@@ -203,6 +204,12 @@ class _Node:
         for r in range(first, first + exchanges):
             self.comm.round = r
             self.comm.exchange(Tag("data", r, "bench"), {"w": tensor})
+
+    def in_place_share(self) -> float:
+        """The share of the payload Comm received that became tensors with no copy."""
+        assert self.comm is not None
+        received = self.comm.received
+        return received.in_place_bytes / (received.in_place_bytes + received.copied_bytes)
 
     def close(self) -> None:
         if self.comm is not None:

@@ -22,20 +22,16 @@ limits, then the rules below) and refused messages are dropped and counted in
 - unconsumed: still buffered when `close()` ran;
 - dead_peer: buffered from a neighbour the mesh has since dropped (`drop_neighbors`).
 
-Copies: none on send, one on receive. `send` encodes views of the caller's tensors (a copy only
-where a tensor is not on the CPU or not contiguous), the transport sends them zero-copy, and
-every call that sends (`send`, `broadcast`, the exchanges, the barriers) returns only once the
-transport has released them (`Transport.flush`), so the caller may update its tensors in place
-as soon as the call returns. One encoding serves every neighbour. An accepted message is copied
-once from the frames into torch tensors: they are writable and owned by the protocol, the
-socket buffers are released at once, and they have torch's 64-byte alignment whatever the
-transport delivered. The alignment is what keeps transports bit-identical: ZeroMQ's frames sit
-at an address its allocator chooses (8 bytes past a 64-byte boundary, or anywhere on the heap),
-and BLAS kernels split their work by alignment, so a dot product over the same numbers at
-another alignment rounds differently (tests/test_comm.py shows it on this build of torch).
-Large tensors are copied into the memory of received tensors the protocol has dropped
-(`_BufferPool`), because faulting in fresh pages costs more than the copy. Comm's own work per
-message is a few steps per tensor whatever its size: no Python loop over elements.
+Copies: none on send, none on receive for large tensors from ZeroMQ. `send` encodes views of
+the caller's tensors (a copy only where a tensor is not on the CPU or not contiguous), the
+transport sends them zero-copy, and every call that sends (`send`, `broadcast`, the exchanges,
+the barriers) returns only once the transport has released them (`Transport.flush`), so the
+caller may update its tensors in place as soon as the call returns. One encoding serves every
+neighbour. An accepted message becomes torch tensors that are writable and owned by the
+protocol (dfl_node/received.py): a large one is ZeroMQ's received frame itself where that frame
+sits at the offset every transport gives large tensors, and a copy at that offset otherwise,
+so that BLAS, which rounds by alignment, computes the same under every transport. Comm's own
+work per message is a few steps per tensor whatever its size: no Python loop over elements.
 
 Optional sends (event triggers): in `exchange_optional` a node may send nothing on the data
 plane. Silence must not be confused with delay, and waiting for a timeout would make every silent
@@ -68,8 +64,6 @@ and applies with `drop_neighbors`.
 from __future__ import annotations
 
 import time
-import weakref
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -78,6 +72,7 @@ import torch
 
 from dfl_node.ledger import Ledger
 from dfl_node.liveness import PeerDead, PeerLiveness
+from dfl_node.received import ReceivedTensors
 from dfl_node.tags import Tag
 from dfl_node.tdma import Link, TdmaSchedule
 from dfl_node.transport import FORGED_PEER, Transport, TransportError
@@ -88,8 +83,6 @@ HELLO_PHASE = "hello"
 BYE_PHASE = "bye"
 END_OF_STEP = "end"  # exchange_optional's marker phase is f"{phase}/{END_OF_STEP}"
 LIVENESS_POLL_S = 0.2  # how often a wait looks at the liveness of the neighbours it waits for
-POOLED_BYTES = 1 << 20  # received tensors this large reuse the memory of dropped ones
-POOL_DEPTH = 4  # dropped buffers kept per size
 
 Tensors = Mapping[str, torch.Tensor | np.ndarray]
 Received = dict[str, torch.Tensor]
@@ -97,17 +90,6 @@ Layout = tuple[str, tuple[int, ...]]
 Validator = Callable[[Mapping[str, np.ndarray]], None]
 FrameHook = Callable[[Mapping[Link, int]], None]
 
-_TORCH_DTYPES = {
-    "float32": torch.float32,
-    "float64": torch.float64,
-    "float16": torch.float16,
-    "int8": torch.int8,
-    "uint8": torch.uint8,
-    "int16": torch.int16,
-    "int32": torch.int32,
-    "int64": torch.int64,
-    "bool": torch.bool,
-}
 
 
 class PeerTimeout(TimeoutError):
@@ -152,7 +134,7 @@ class Comm:
         self.window = window
         self._round = 0
         self._inbox: dict[tuple[int, Tag], Received] = {}
-        self._buffers = _BufferPool()
+        self.received = ReceivedTensors()
         self._consumed: set[tuple[int, Tag]] = set()
         self._barriers = 0
         self._closed = False
@@ -436,8 +418,8 @@ class Comm:
         self.ledger.record_recv(
             message.src, message.tag, message.payload_bytes, message.framing_bytes
         )
-        tensors = {name: self._buffers.tensor(array) for name, array in message.tensors.items()}
-        self._inbox[(message.src, message.tag)] = tensors
+        self._inbox[(message.src, message.tag)] = self.received.tensors(message.tensors,
+                                                                        frames[1:])
 
     def _accepted(self, peer: int, frames: list[Frame]) -> Message:
         """The decoded message if it passes every check; WireError(reason) otherwise."""
@@ -492,36 +474,3 @@ def _wire_view(value: torch.Tensor | np.ndarray) -> np.ndarray:
     if isinstance(value, np.ndarray):
         return np.ascontiguousarray(value)
     raise TypeError(f"tensors must be torch.Tensor or numpy.ndarray, got {type(value).__name__}")
-
-
-class _BufferPool:
-    """Memory for received tensors, reused once the protocol has dropped them.
-
-    Why: writing into fresh memory costs a page fault per 4 KiB page, which for large tensors
-    costs several times the copy itself (far more in sandboxed kernels such as gVisor). A large
-    tensor is made from a numpy array over a pooled buffer; torch keeps that array alive as long
-    as any view of the tensor's storage lives, and when the array dies its buffer goes back to
-    the pool, so a buffer is never handed out twice at once. The pool keeps at most POOL_DEPTH
-    buffers per size, each one that the protocol itself held before.
-    """
-
-    def __init__(self) -> None:
-        self._free: dict[int, deque[torch.Tensor]] = {}
-
-    def tensor(self, array: np.ndarray) -> torch.Tensor:
-        """A fresh torch tensor (64-byte aligned, writable, the protocol's) holding `array`."""
-        if array.nbytes < POOLED_BYTES:
-            tensor = torch.empty(array.shape, dtype=_TORCH_DTYPES[array.dtype.name])
-            np.copyto(tensor.numpy(), array)
-            return tensor
-        free = self._free.setdefault(array.nbytes, deque())
-        raw = free.pop() if free else torch.empty(array.nbytes, dtype=torch.uint8)
-        owned = raw.numpy().view(np.dtype(array.dtype.name)).reshape(array.shape)
-        np.copyto(owned, array)
-        weakref.finalize(owned, _give_back, free, raw).atexit = False
-        return torch.from_numpy(owned)
-
-
-def _give_back(free: deque[torch.Tensor], raw: torch.Tensor) -> None:
-    if len(free) < POOL_DEPTH:
-        free.append(raw)

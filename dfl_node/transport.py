@@ -49,7 +49,12 @@ class Transport(Protocol):
         ...
 
     def recv(self, timeout_s: float) -> tuple[int, list[Frame]] | None:
-        """The next message as (peer id from the connection, frames), or None after timeout_s."""
+        """The next message as (peer id from the connection, frames), or None after timeout_s.
+
+        A writable frame must be memory no other party reads or writes: `Comm` may keep it as
+        a received tensor (dfl_node/received.py). A frame that aliases anyone else's memory is
+        handed out read-only.
+        """
         ...
 
     def drop_peer(self, peer: int) -> None:

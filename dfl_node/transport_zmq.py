@@ -24,9 +24,10 @@ waits until ZeroMQ has let go of every one of them; `Comm` calls it before an ex
 so the caller's tensors are never copied on send and never changed while ZeroMQ reads them.
 Frames below pyzmq's copy threshold (64 KiB) are copied by pyzmq, which is cheaper than tracking
 them. `discard` closes and reopens a connection whose queue will never drain (a neighbour that
-died), which is how ZeroMQ lets go of buffers queued for it. Received frames are zero-copy
-memoryviews of ZeroMQ's message buffers. `close()` belongs after `Comm`'s closing barrier;
-sockets linger so that everything queued still goes out.
+died), which is how ZeroMQ lets go of buffers queued for it. Received frames are zero-copy,
+writable memoryviews of ZeroMQ's message buffers, which ZeroMQ hands to the receiver alone, so
+a large one becomes the protocol's tensor in place (dfl_node/received.py). `close()` belongs
+after `Comm`'s closing barrier; sockets linger so that everything queued still goes out.
 
 MAXMSGSIZE is a per-frame limit enforced by ZeroMQ: a peer that sends a larger frame is
 disconnected (and reconnects), and that message is lost before `Comm` can count it, so pass

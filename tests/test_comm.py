@@ -16,8 +16,9 @@ import pytest
 import torch
 import zmq
 
-from dfl_node.comm import _TORCH_DTYPES, BYE_PHASE, Comm, PeerTimeout, _BufferPool
+from dfl_node.comm import BYE_PHASE, Comm, PeerTimeout
 from dfl_node.ledger import Ledger
+from dfl_node.received import RECEIVED_OFFSET, TORCH_DTYPES, offset_of
 from dfl_node.tags import Tag
 from dfl_node.transport import Transport, TransportError
 from dfl_node.transport_inproc import InprocHub, InprocTransport
@@ -330,7 +331,7 @@ def test_received_tensors_are_owned_writable_and_aligned(local) -> None:
     w.add_(1)  # writable, and private to the receiver
     assert torch.equal(w, value(1, 0) + 1)
     assert w.data_ptr() % 64 == 0
-    assert set(_TORCH_DTYPES) == DTYPES
+    assert set(TORCH_DTYPES) == DTYPES
 
 
 def test_results_are_ordered_by_neighbour_id(local) -> None:
@@ -387,48 +388,39 @@ def test_sends_that_peers_would_refuse_fail_at_the_sender(local) -> None:
     assert a.ledger.totals("data")["sent"]["messages"] == 0
 
 
-def misaligned_copy(tensor: torch.Tensor, offset: int) -> torch.Tensor:
-    """The same float32 values at `offset` bytes past a 64-byte boundary."""
-    raw = torch.empty(tensor.numel() * 4 + 64, dtype=torch.uint8)
-    view = raw[offset : offset + tensor.numel() * 4].view(torch.float32).view(tensor.shape)
-    view.copy_(tensor)
-    return view
+BIG = 10_000_000  # float32: a 40 MB frame, above glibc's largest mmap threshold
+BIG_LIMITS = WireLimits(max_tensors=4, max_message_bytes=8 * BIG)
 
 
-def test_blas_rounds_by_alignment_which_is_why_received_tensors_are_copied() -> None:
-    """The premise of Comm's one copy on receive: a dot product over the same float32 values
-    gives another result when they sit at another alignment (BLAS peels to aligned blocks), so
-    handing a protocol ZeroMQ's frames in place, at whatever address its allocator chose, would
-    make zmq runs differ from inproc runs. Skipped where the BLAS does not round by alignment."""
-    generator = torch.Generator().manual_seed(0)
-    x, y = torch.randn(4097, generator=generator), torch.randn(4097, generator=generator)
-    differs = [offset for offset in (8, 24, 40, 56) if not torch.equal(
-        misaligned_copy(x, offset) @ y, x @ y)]
-    if not differs:
-        pytest.skip("this BLAS gives the same dot product at every alignment")
-    assert x.data_ptr() % 64 == 0 and differs
+def exchange_big(transports: Mapping[int, Transport]) -> dict[int, Any]:
+    """Each node of PAIR sends a small and a large tensor once; (received, the other node's
+    dot product of its large tensor with the received one, Comm's in-place byte count)."""
+
+    def program(comm: Comm) -> tuple[dict[str, torch.Tensor], torch.Tensor, int]:
+        big = torch.arange(BIG, dtype=torch.float32).sin_() * (comm.node_id + 1)
+        got = comm.exchange(gossip_tag(0), {"small": value(comm.node_id, 0), "big": big})
+        received = got[1 - comm.node_id]
+        return received, received["big"] @ big, comm.received.in_place_bytes
+
+    return run_mesh(transports, PAIR, program, limits=BIG_LIMITS)
 
 
-@pytest.mark.parametrize("transports", [zmq_transports, inproc_transports])
-def test_received_tensors_are_64_byte_aligned(transports: Callable[[Graph], Any]) -> None:
-    """Whatever address the transport's frame had, the protocol gets torch-aligned tensors."""
-    results = run_mesh(transports(PAIR), PAIR, gossip())
-    addresses = [tensors["w"].data_ptr() for received in results.values()
-                 for by_source in received for tensors in by_source.values()]
-    assert len(addresses) == 2 * ROUNDS and all(a % 64 == 0 for a in addresses)
-
-
-def test_large_received_tensors_reuse_memory_only_once_every_view_is_gone() -> None:
-    """Comm recycles the memory of large received tensors the protocol dropped (fresh pages
-    cost more than the copy); a buffer must never back two live tensors at once."""
-    received = np.arange(1 << 19, dtype=np.float32)  # 2 MiB: above POOLED_BYTES
-    pool = _BufferPool()
-    first = pool.tensor(received)
-    address, view = first.data_ptr(), first[7:]
-    del first
-    second = pool.tensor(received)  # `view` still holds the first buffer
-    assert second.data_ptr() != address
-    del view
-    third = pool.tensor(received)
-    assert third.data_ptr() == address and address % 64 == 0
-    assert torch.equal(third, torch.from_numpy(received)) and torch.equal(second, third)
+def test_received_tensors_sit_at_one_offset_and_large_zmq_frames_are_used_in_place() -> None:
+    """Every transport gives a small received tensor torch's alignment and a large one
+    RECEIVED_OFFSET, so BLAS computes the same over them; ZeroMQ's 40 MB frames are already
+    there, so they become the tensors with no copy, and the in-process transport's copies
+    compute the same dot products bit for bit."""
+    results = {name: exchange_big(transports(PAIR, BIG_LIMITS) if name == "zmq"
+                                  else transports(PAIR))
+               for name, transports in (("zmq", zmq_transports), ("inproc", inproc_transports))}
+    for name, by_node in results.items():
+        for node, (received, _, in_place) in by_node.items():
+            assert offset_of(received["small"].data_ptr()) == 0
+            assert offset_of(received["big"].data_ptr()) == RECEIVED_OFFSET
+            assert in_place == (4 * BIG if name == "zmq" else 0), (name, node)
+            assert torch.equal(received["small"], value(1 - node, 0))
+    for node in PAIR:
+        zmq_received, zmq_dot, _ = results["zmq"][node]
+        inproc_received, inproc_dot, _ = results["inproc"][node]
+        assert torch.equal(zmq_received["big"], inproc_received["big"])
+        assert torch.equal(zmq_dot, inproc_dot)
