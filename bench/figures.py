@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 
@@ -109,6 +110,9 @@ def table(figures: list[Figure]) -> str:
         if f.note:
             rows.append(f"{'':<10}   {f.note}")
         if f.extra:
-            rows.append(f"{'':<10}   " + "; ".join(f"{key}: {value}"
-                                                   for key, value in f.extra.items()))
+            extras = "; ".join(
+                f"{key}: {cell(value, 4) if isinstance(value, float) else value}"
+                for key, value in f.extra.items())
+            rows.extend(textwrap.wrap(extras, len(header), initial_indent=" " * 13,
+                                      subsequent_indent=" " * 13))
     return "\n".join(rows)
