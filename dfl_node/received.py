@@ -15,9 +15,10 @@ at another offset, tests/test_comm.py). So every received tensor sits at one off
 
 The price of offset 56 is that large received tensors are 8 bytes off a 16-byte boundary, where
 OpenBLAS's float32 dot product takes a slower path (measured: 3.7x slower for 10M elements);
-elementwise arithmetic, reductions and copies, which is what averaging and compression do, run
-at the same speed. Received tensors are the protocol's own: writable, and no other party reads
-or writes their memory (ZeroMQ hands a received frame's buffer to its receiver alone).
+elementwise arithmetic, which is what averaging does, runs at the same speed (measured at
+offsets 0 and 56: add and norm within 3%, sum 11% slower). Received tensors are the protocol's
+own: writable, and no other party reads or writes their memory (ZeroMQ hands a received
+frame's buffer to its receiver alone).
 """
 
 from __future__ import annotations
