@@ -27,16 +27,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.figures import Figure, Mode, compare, interleaved, median
+from bench.launch import ROOT, later_rounds, launch
 
-ROOT = Path(__file__).resolve().parents[1]
 DATA_ROOT = ROOT.parent / "shared" / "data"
 CONFIG = ROOT / "protocols" / "configs" / "dmfl-sq-cifar10.yaml"
 NODES = 20
@@ -59,22 +57,17 @@ class Run:
 
     def __call__(self) -> float:
         out = self.work / f"{self.transport}-{len(self.dirs)}"
-        cmd = [sys.executable, "-m", "launcher.cli", "--topology", "ring20", "--protocol",
-               "dmfl-sq", "--config", str(CONFIG), "--data-root", str(self.data_root),
-               "--rounds", str(self.rounds), "--eval-every", str(self.rounds),
-               "--transport", self.transport, "--out", str(out), "--quiet", "--no-plots"]
-        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise SystemExit(f"bench.compute: the {self.transport} run failed: "
-                             f"{done.stderr.strip()}")
+        options = ["--topology", "ring20", "--protocol", "dmfl-sq", "--config", str(CONFIG),
+                   "--data-root", str(self.data_root), "--rounds", str(self.rounds),
+                   "--eval-every", str(self.rounds), "--transport", self.transport]
+        summary = launch(options, out, f"bench.compute: the {self.transport} run")
         self.dirs.append(out)
-        return seconds_per_round(json.loads((out / "summary.json").read_text()))
+        return seconds_per_round(summary)
 
 
 def seconds_per_round(summary: dict[str, Any]) -> float:
     """Median over rounds after the first of the nodes' mean wall seconds per round."""
-    rounds = summary["round_seconds"]
-    return median([s for r, s in rounds.items() if r != "0"] or list(rounds.values()))
+    return median(later_rounds(summary) or list(summary["round_seconds"].values()))
 
 
 def identical_finals(a: Path, b: Path) -> tuple[int, int]:

@@ -50,13 +50,13 @@ from typing import Any
 import torch
 import zmq
 
+from bench.launch import ROOT, launch_command
 from dfl_node.comm import Comm
 from dfl_node.ledger import Ledger
 from dfl_node.tags import Tag
 from dfl_node.transport_zmq import ZmqTransport
 from dfl_node.wire import WireLimits
 
-ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "protocols" / "configs" / "dmfl-sq-cifar10.yaml"
 LOOPBACK = "tcp://127.0.0.1:0"
 MAX_MESSAGE = 1 << 30
@@ -215,8 +215,8 @@ def run_options(topology: Path, data_root: Path, rounds: int) -> list[str]:
 
 def launcher_cmd(topology: Path, data_root: Path, rounds: int, transport: str,
                  run_dir: Path) -> list[str]:
-    return [sys.executable, "-m", "launcher.cli", *run_options(topology, data_root, rounds),
-            "--transport", transport, "--out", str(run_dir), "--quiet", "--no-plots"]
+    return launch_command([*run_options(topology, data_root, rounds), "--transport", transport],
+                          run_dir)
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:

@@ -29,8 +29,6 @@ import multiprocessing
 import os
 import pstats
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -42,10 +40,10 @@ from typing import Any
 import zmq
 
 from bench.figures import Figure, Mode, compare, interleaved, median, module_main
+from bench.launch import ROOT, later_rounds, launch
 from topologies.generators import erdos_renyi
 from topologies.writer import write_topology
 
-ROOT = Path(__file__).resolve().parents[1]
 HIDDEN = (1000, 1000)  # synthetic data has 32 features: 32*1000 + 1000*1000 + 1000*10 + biases
 PARAMS = 32 * 1000 + 1000 + 1000 * 1000 + 1000 + 1000 * 10 + 10  # 1,044,010
 MESSAGE_BYTES = 4 * PARAMS
@@ -137,23 +135,16 @@ def launch_gossip(topology: Path, rounds: int, run_dir: Path,
                   extra_env: dict[str, str]) -> dict[str, Any]:
     """A gossip-only run of the 1M-parameter MLP, evaluated once at the end on a small
     subset, no checkpoints."""
-    cmd = [sys.executable, "-m", "launcher.cli", "--topology", str(topology),
-           "--protocol", "d-psgd", "--rounds", str(rounds), "--eval-every", str(rounds),
-           "--dataset", "synthetic", "--partition", "iid", "--set", "local_steps=0",
-           "--set", f"model={{name: mlp, hidden: {list(HIDDEN)}}}",
-           "--set", "checkpoint_every=0", "--set", f"eval_size={EVAL_SIZE}", "--quiet",
-           "--no-plots", "--out", str(run_dir)]
-    proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, **extra_env},
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"bench.overhead: {topology.name} failed: {proc.stderr[-2000:]}")
-    return json.loads((run_dir / "summary.json").read_text())
+    options = ["--topology", str(topology), "--protocol", "d-psgd", "--rounds", str(rounds),
+               "--eval-every", str(rounds), "--dataset", "synthetic", "--partition", "iid",
+               "--set", "local_steps=0", "--set", f"model={{name: mlp, hidden: {list(HIDDEN)}}}",
+               "--set", "checkpoint_every=0", "--set", f"eval_size={EVAL_SIZE}"]
+    return launch(options, run_dir, f"bench.overhead: {topology.name}", extra_env)
 
 
 def steady_round_seconds(summary: dict[str, Any]) -> float:
     """Mean over rounds after the first of the nodes' mean wall seconds per round."""
-    seconds = [s for r, s in summary["round_seconds"].items() if int(r) > 0]
-    return statistics.mean(seconds)
+    return statistics.mean(later_rounds(summary))
 
 
 def round_bytes(run_dir: Path) -> tuple[float, float]:

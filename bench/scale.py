@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.figures import Figure, Mode, compare, median, module_main
+from bench.launch import ROOT, later_rounds, launch_command
 from topologies.generators import ring
 from topologies.writer import write_topology
 
-ROOT = Path(__file__).resolve().parents[1]
 SIZES = (20, 100, 200)
 GOAL_NODES = 200
 READY_GOAL = (100, 15.0)  # (nodes, seconds): 100 nodes ready within 15 s
@@ -141,9 +141,8 @@ def launch(nodes: int, rounds: int, workdir: Path, tag: str) -> Launch:
     if not topo.exists():
         write_topology(ring(nodes), topo)
     run_dir = workdir / f"ring{nodes}-{tag}"
-    cmd = [sys.executable, "-m", "launcher.cli", "--topology", str(topo), "--protocol", "d-psgd",
-           "--rounds", str(rounds), "--eval-every", str(rounds), "--out", str(run_dir),
-           "--quiet", "--no-plots"]
+    cmd = launch_command(["--topology", str(topo), "--protocol", "d-psgd", "--rounds",
+                          str(rounds), "--eval-every", str(rounds)], run_dir)
     result = Launch(nodes)
     err_path = workdir / f"ring{nodes}-{tag}.stderr"  # a file: a pipe nobody reads can fill up
     began = time.time()
@@ -170,7 +169,7 @@ def timed(result: Launch, summary: dict[str, Any], began: float) -> None:
     offset = summary["started_at"] - began  # launcher start-up, plan and data before spawning
     result.ready_s = offset + summary["startup_seconds"]
     result.first_round_s = offset + summary["first_round_seconds"]
-    later = [s for r, s in summary["round_seconds"].items() if r != "0"]
+    later = later_rounds(summary)
     result.round_s = median(later) if later else float("nan")
 
 

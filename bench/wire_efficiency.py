@@ -16,19 +16,16 @@ Both accounts are deterministic for a seed, so one run per protocol is the measu
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench.figures import Figure, compare, module_main
+from bench.launch import launch
 from topologies.generators import ring
 from topologies.writer import write_topology
 
-ROOT = Path(__file__).resolve().parents[1]
 PROTOCOLS = ("dmfl-sq", "choco-sgd")
 
 
@@ -44,13 +41,9 @@ FULL = Mode(nodes=20, rounds=20)
 
 def run(protocol: str, topology: Path, rounds: int, run_dir: Path) -> dict[str, Any]:
     """A run with the protocol's defaults, evaluated once at the end, no checkpoints."""
-    cmd = [sys.executable, "-m", "launcher.cli", "--topology", str(topology), "--protocol",
-           protocol, "--rounds", str(rounds), "--eval-every", str(rounds),
-           "--set", "checkpoint_every=0", "--quiet", "--no-plots", "--out", str(run_dir)]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"bench.wire_efficiency: {protocol} failed: {proc.stderr[-2000:]}")
-    return json.loads((run_dir / "summary.json").read_text())
+    options = ["--topology", str(topology), "--protocol", protocol, "--rounds", str(rounds),
+               "--eval-every", str(rounds), "--set", "checkpoint_every=0"]
+    return launch(options, run_dir, f"bench.wire_efficiency: {protocol}")
 
 
 def wire_figure(protocol: str, summary: dict[str, Any], mode: Mode) -> Figure:

@@ -91,7 +91,6 @@ Validator = Callable[[Mapping[str, np.ndarray]], None]
 FrameHook = Callable[[Mapping[Link, int]], None]
 
 
-
 class PeerTimeout(TimeoutError):
     """Expected messages did not arrive within the receive timeout."""
 

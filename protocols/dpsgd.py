@@ -73,13 +73,13 @@ class DPSGD(Protocol):
         loss = self.local_update()
         mine = {n: p.detach() for n, p in self.params.items()}
         theirs = self.ctx.comm.exchange(Tag("data", r, PHASE), mine)
+        gossip_only = self.form == "atc" or loss is None  # the step was taken, or there is none
         with torch.no_grad():
             for name, p in self.params.items():
                 mixed = torch.zeros_like(p)
                 for j, w_ij in self.weights.items():
                     x = theirs[j][name].to(p.device) if j in theirs else mine[name]
                     mixed.add_(x, alpha=w_ij)
-                gossip_only = self.form == "atc" or loss is None
                 p.copy_(mixed if gossip_only else mixed - self.lr * p.grad)
         for j in theirs:
             self.ctx.formula.charge_all(r, j, self.link_bits)
