@@ -18,7 +18,7 @@ still leaves the others. The steps:
 3. exactness on the device: DMFL-SQ on CIFAR-10 (protocols/configs/dmfl-sq-cifar10.yaml) on a
    `--nodes` ring whose every node is placed on `--device`, under `--transport zmq` (one
    process per node) and `--transport inproc` (one process), both with
-   `hyper.deterministic=true` (dfl_node/runtime.py: deterministic torch kernels and cuBLAS
+   `hyper.deterministic=true` (dfl_node/learning/torch_settings.py: deterministic torch kernels and cuBLAS
    workspace). The `final/` files are compared byte for byte and the metrics record for record;
    wall seconds per round come from when every node's record of a round appeared. If they
    differ and time is left, zmq runs again to tell device nondeterminism from a transport
@@ -51,11 +51,11 @@ import torch
 import zmq
 
 from bench.launch import ROOT, launch_command
-from dfl_node.comm import Comm
-from dfl_node.ledger import Ledger
-from dfl_node.tags import Tag
-from dfl_node.transport_zmq import ZmqTransport
-from dfl_node.wire import WireLimits
+from dfl_node.comm.channel import Comm
+from dfl_node.ledgers.traffic import Ledger
+from dfl_node.transports.zeromq import ZmqTransport
+from dfl_node.wire.codec import WireLimits
+from dfl_node.wire.tags import Tag
 
 CONFIG = ROOT / "protocols" / "configs" / "dmfl-sq-cifar10.yaml"
 LOOPBACK = "tcp://127.0.0.1:0"
@@ -207,7 +207,7 @@ def ring_topology(path: Path, nodes: int, device: str) -> None:
 
 def run_options(topology: Path, data_root: Path, rounds: int) -> list[str]:
     """dfl-launch's options for the DMFL-SQ CIFAR-10 run on `topology`, deterministic kernels
-    on (dfl_node/runtime.py), every round evaluated so that rounds can be timed."""
+    on (dfl_node/learning/torch_settings.py), every round evaluated so that rounds can be timed."""
     return ["--topology", str(topology), "--protocol", "dmfl-sq", "--config", str(CONFIG),
             "--data-root", str(data_root), "--rounds", str(rounds), "--eval-every", "1",
             "--set", "hyper.deterministic=true"]

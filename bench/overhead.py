@@ -17,7 +17,7 @@ bytes the mesh sent in a round over the same raw throughput) is given beside it.
 shared with other work, 20-50 mesh processes get a larger share of the contended cores than the
 two raw processes do, which flatters the mesh against both references.
 
-A further run profiles node 0 (`DFL_MESH_PROFILE`, dfl_node/profiling.py) and the figure's
+A further run profiles node 0 (`DFL_MESH_PROFILE`, dfl_node/runner/profiling.py) and the figure's
 extra fields split its rounds' time into buckets: waiting for neighbours, sending, decoding
 and admitting, encoding, mixing arithmetic and the runtime's bookkeeping.
 """
@@ -167,20 +167,20 @@ COPY = "receive: copy into torch and ledger (admit - accepted)"
 # bucket -> (file suffix, function) whose cumulative time in node 0's rounds it is
 BUCKETS: dict[str, tuple[str, str]] = {
     "wait for neighbours (zmq poll)": ("zmq/sugar/poll.py", "poll"),
-    ADMIT: ("dfl_node/comm.py", "_admit"),
-    ACCEPTED: ("dfl_node/comm.py", "_accepted"),
-    "snapshot, encode, self-check (Comm._outgoing)": ("dfl_node/comm.py", "_outgoing"),
-    "send (zmq send_multipart)": ("dfl_node/transport_zmq.py", "send"),
-    "ledger": ("dfl_node/ledger.py", "_record"),
-    "formula bits": ("dfl_node/formula.py", "charge_all"),
-    "virtual clock": ("dfl_node/linkmodel.py", "sync_step"),
-    "round bookkeeping (Comm.round setter)": ("dfl_node/comm.py", "round"),
-    "failure agreement": ("dfl_node/membership.py", "after_round"),
+    ADMIT: ("dfl_node/comm/channel.py", "_admit"),
+    ACCEPTED: ("dfl_node/comm/channel.py", "_accepted"),
+    "snapshot, encode, self-check (Comm._outgoing)": ("dfl_node/comm/channel.py", "_outgoing"),
+    "send (zmq send_multipart)": ("dfl_node/transports/zeromq.py", "send"),
+    "ledger": ("dfl_node/ledgers/traffic.py", "_record"),
+    "formula bits": ("dfl_node/ledgers/formula.py", "charge_all"),
+    "virtual clock": ("dfl_node/netsim/virtual_clock.py", "sync_step"),
+    "round bookkeeping (Comm.round setter)": ("dfl_node/comm/channel.py", "round"),
+    "failure agreement": ("dfl_node/runner/membership.py", "after_round"),
 }
-ROUND = ("protocols/dpsgd.py", "run_round")
+ROUND = ("protocols/dmflsq/dpsgd.py", "run_round")
 AFTER_ROUND = BUCKETS["failure agreement"]
 PROFILED = "rounds' seconds profiled"
-RUNTIME_FILES = ("dfl_node/comm.py", "dfl_node/formula.py", "dfl_node/linkmodel.py")
+RUNTIME_FILES = ("dfl_node/comm/channel.py", "dfl_node/ledgers/formula.py", "dfl_node/netsim/virtual_clock.py")
 
 
 def profile_buckets(prof: Path) -> dict[str, float]:

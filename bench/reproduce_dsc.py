@@ -10,7 +10,7 @@ portfolios (2x{seg,sn,dep}, 2x{seg,sn}, 3x{seg,dep}, 3x{sn,dep}), SynthScenes 32
 (1) quantity skew and per-node scene priors, the routed mini ResNet (K = 8), E local epochs per
 round. Table 2: no aggregation, FedAvg (column-uniform), heuristic max, FedAMP and the proposed
 similarity weights at J = 1 and J = 5; then the J sweep of the proposed method, with J* fitted
-from it (protocols/dsc_depth.py: err = -Delta_all, rho = the runs' mean rho(W)) beside the
+from it (protocols/dsc/depth.py: err = -Delta_all, rho = the runs' mean rho(W)) beside the
 measured best J. Delta (Eq. 42-44) is against the same seed's no-aggregation run. Run
 directories are kept under --out (method/J/seed); a finished one is reused, so an interrupted
 reproduction resumes where it stopped. `--tiny` is the smoke budget (16x16 scenes, small pools).
@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.seedstats import mean_ci, separated
-from dfl_node.task_metrics import delta_report
-from protocols.dsc_depth import continuous_depth, deployed_depth, fit_constants
+from protocols.dsc.depth import continuous_depth, deployed_depth, fit_constants
+from protocols.dsc.task_metrics import delta_report
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_SCENES = "scenes={size: 16, train_size: 200, test_size: 40, min_size: 12}"

@@ -1,12 +1,12 @@
 """Aggregating a metric over seeds the way the papers report it: mean +- a 95% interval.
 
-The statistics live in `launcher.stats` (dfl-report uses them too); the reproduction scripts
+The statistics live in `launcher.results.stats` (dfl-report uses them too); the reproduction scripts
 import them from here, with the overlap test only they need.
 """
 
 from __future__ import annotations
 
-from launcher.stats import mean_ci, t975
+from launcher.results.stats import mean_ci, t975
 
 __all__ = ["mean_ci", "separated", "t975"]
 

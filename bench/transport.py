@@ -35,12 +35,12 @@ import torch
 import zmq
 
 from bench.figures import Figure, compare, interleaved, median, module_main
-from dfl_node.comm import Comm
-from dfl_node.curve import Curve, ZapHandler
-from dfl_node.ledger import Ledger
-from dfl_node.tags import Tag
-from dfl_node.transport_zmq import ZmqTransport, routing_id
-from dfl_node.wire import WireLimits
+from dfl_node.comm.channel import Comm
+from dfl_node.ledgers.traffic import Ledger
+from dfl_node.transports.encryption import Curve, ZapHandler
+from dfl_node.transports.zeromq import ZmqTransport, routing_id
+from dfl_node.wire.codec import WireLimits
+from dfl_node.wire.tags import Tag
 
 LOCAL = "tcp://127.0.0.1:0"
 HWM = 1000

@@ -12,13 +12,13 @@ from typing import Any
 
 import click
 
-from launcher.collect import collect
-from launcher.compose import DEFAULT_IMAGE, DEFAULT_SUBNET, ComposeOptions, write_compose
+from launcher.backends.compose import DEFAULT_IMAGE, DEFAULT_SUBNET, ComposeOptions, write_compose
+from launcher.collect_remote import collect
+from launcher.config.keys import keys_cmd
+from launcher.config.options import ViewOptions, request, run_options
 from launcher.errors import LaunchError, run_cli
-from launcher.jstar import jstar_cmd
-from launcher.keys import keys_cmd
-from launcher.options import ViewOptions, request, run_options
-from launcher.run import launch, resume, write_plan_only
+from launcher.launch import launch, resume, write_plan_only
+from launcher.results.jstar import jstar_cmd
 
 DEFAULT_COLLECT_TIMEOUT_S = 3600.0
 # Options that define a run; a resumed run takes them from its directory (inputs.json).

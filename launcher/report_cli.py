@@ -11,10 +11,10 @@ from pathlib import Path
 import click
 
 from launcher.errors import LaunchError, run_cli
-from launcher.report import build_report
-from launcher.report_html import to_html
-from launcher.report_plots import table_plots
-from launcher.report_text import RENDERERS, skipped_text
+from launcher.results.report import build_report
+from launcher.results.report_html import to_html
+from launcher.results.report_plots import table_plots
+from launcher.results.report_text import RENDERERS, skipped_text
 
 
 def write(path: Path, data: str | bytes) -> None:

@@ -14,15 +14,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from dfl_node.checkpoint import State
-from dfl_node.context import NodeContext
-from dfl_node.membership import SurvivingGraph
-from dfl_node.models import build_model
+from dfl_node.learning.models import build_model
+from dfl_node.learning.shards import load_node_data
+from dfl_node.learning.training import evaluate
 from dfl_node.plan import RunPlan
-from dfl_node.prephase import Coordination
-from dfl_node.shards import load_node_data
-from dfl_node.statecodec import capture, capture_fields, restore, restore_fields
-from dfl_node.training import evaluate
+from dfl_node.runner.context import NodeContext
+from dfl_node.runner.membership import SurvivingGraph
+from dfl_node.runner.prephase_client import Coordination
+from dfl_node.state.checkpoint_file import State
+from dfl_node.state.codec import capture, capture_fields, restore, restore_fields
 
 
 class Protocol(ABC):
@@ -30,7 +30,7 @@ class Protocol(ABC):
     server_based: ClassVar[bool] = False
 
     # True: the runtime runs a one-time pre-phase before round 0 (report -> coordinator ->
-    # answer; dfl_node/prephase.py), with the three methods below.
+    # answer; dfl_node/runner/prephase_client.py), with the three methods below.
     needs_prephase: ClassVar[bool] = False
 
     # True: the protocol has documented rules for losing a node (README), so a run may use
@@ -39,7 +39,7 @@ class Protocol(ABC):
     survives_failures: ClassVar[bool] = False
 
     # Attributes (dotted paths reach inside) whose state the next round reads beside the model:
-    # samplers, copies, trackers, counters. A checkpoint saves them (dfl_node/statecodec.py).
+    # samplers, copies, trackers, counters. A checkpoint saves them (dfl_node/state/codec.py).
     checkpoint_fields: tuple[str, ...] = ()
 
     def __init__(self, ctx: NodeContext) -> None:

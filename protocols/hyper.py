@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Self
 
 # Keys that live in `hyper` but belong to the runtime, not to a protocol.
-RUNTIME_KEYS = frozenset({"torch_threads", "deterministic"})  # dfl_node/runtime.py
+RUNTIME_KEYS = frozenset({"torch_threads", "deterministic"})  # dfl_node/learning/torch_settings.py
 
 
 class HyperConfig:

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from protocols.base import Protocol
-from protocols.chocosgd import ChocoSGD
-from protocols.dmflsq import DMFLSQ
-from protocols.dpsgd import DPSGD
-from protocols.dsc import DSC
-from protocols.dsc_baselines import DSCFedAMP, DSCFedAvg, DSCMax, DSCNoAgg
-from protocols.dsgt import DSGT
-from protocols.qffl import QFFL
-from protocols.ssdfl import SSDFL
-from protocols.ssdfl_baselines import CSTC, PDFL, SDFL, STC
+from protocols.dmflsq.chocosgd import ChocoSGD
+from protocols.dmflsq.dmflsq import DMFLSQ
+from protocols.dmflsq.dpsgd import DPSGD
+from protocols.dmflsq.dsgt import DSGT
+from protocols.dmflsq.qffl import QFFL
+from protocols.dsc.dsc import DSC
+from protocols.dsc.dsc_baselines import DSCFedAMP, DSCFedAvg, DSCMax, DSCNoAgg
+from protocols.ssdfl.ssdfl import SSDFL
+from protocols.ssdfl.ssdfl_baselines import CSTC, PDFL, SDFL, STC
 
 PROTOCOLS: dict[str, type[Protocol]] = {
     "d-psgd": DPSGD,

@@ -29,11 +29,11 @@ import msgpack
 import numpy as np
 import zmq
 
-from dfl_node.comm import DEFAULT_WINDOW
+from dfl_node.comm.channel import DEFAULT_WINDOW
 from dfl_node.plan import RunPlan
-from dfl_node.tags import Tag
-from dfl_node.transport_zmq import ZmqTransport, routing_id
-from dfl_node.wire import WireError, WireLimits, decode, encode
+from dfl_node.transports.zeromq import ZmqTransport, routing_id
+from dfl_node.wire.codec import WireError, WireLimits, decode, encode
+from dfl_node.wire.tags import Tag
 
 SEND_TIMEOUT_MS = 5000
 REPLAY_AGE = DEFAULT_WINDOW + 2  # old enough to be stale for a receiver within one round
@@ -41,7 +41,7 @@ Batch = list[tuple[str, list[bytes], str]]  # (category, frames, the reason it m
 
 
 def plan_limits(plan: RunPlan) -> WireLimits:
-    """The limits a node of `plan` decodes with (as dfl_node.node.make_comm builds them)."""
+    """The limits a node of `plan` decodes with (as dfl_node.runner.run_node.make_comm builds them)."""
     return WireLimits(max_tensors=int(plan.wire["max_tensors"]),
                       max_message_bytes=int(plan.wire["max_message_bytes"]))
 
@@ -148,7 +148,7 @@ class HostileTransport(ZmqTransport):
 
 def run_insider(argv: list[str]) -> None:
     """`COUNTS.json --plan P --node-id I [...]`: dfl-node with the hostile transport."""
-    import dfl_node.cli as node_cli
+    import launcher.node_cli as node_cli
 
     counts, args = Path(argv[0]), argv[1:]
     plan = RunPlan.load(Path(args[args.index("--plan") + 1]))

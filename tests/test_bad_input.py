@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from dfl_node.cli import main as node_main
 from launcher.cli import main as launch_main
+from launcher.node_cli import main as node_main
 from tests.harness import ENV_ROOT
 from topologies.cli import main as topology_main
 

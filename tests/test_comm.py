@@ -16,14 +16,14 @@ import pytest
 import torch
 import zmq
 
-from dfl_node.comm import BYE_PHASE, Comm, PeerTimeout
-from dfl_node.ledger import Ledger
-from dfl_node.received import RECEIVED_OFFSET, TORCH_DTYPES, offset_of
-from dfl_node.tags import Tag
-from dfl_node.transport import Transport, TransportError
-from dfl_node.transport_inproc import InprocHub, InprocTransport
-from dfl_node.transport_zmq import ZmqTransport, routing_id
-from dfl_node.wire import DTYPES, WireLimits, encode
+from dfl_node.comm.channel import BYE_PHASE, Comm, PeerTimeout
+from dfl_node.comm.received import RECEIVED_OFFSET, TORCH_DTYPES, offset_of
+from dfl_node.ledgers.traffic import Ledger
+from dfl_node.transports.base import Transport, TransportError
+from dfl_node.transports.inproc import InprocHub, InprocTransport
+from dfl_node.transports.zeromq import ZmqTransport, routing_id
+from dfl_node.wire.codec import DTYPES, WireLimits, encode
+from dfl_node.wire.tags import Tag
 
 LIMITS = WireLimits(max_tensors=4, max_message_bytes=1 << 20)
 TRIANGLE = {0: (1, 2), 1: (0, 2), 2: (0, 1)}

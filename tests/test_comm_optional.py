@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from dfl_node.comm import Comm
-from dfl_node.compress import Composed, TopK, Uniform
-from dfl_node.ledger import Ledger
-from dfl_node.tags import Tag
-from dfl_node.trigger import fires, threshold
-from dfl_node.wire import WireLimits, encode
+from dfl_node.comm.channel import Comm
+from dfl_node.ledgers.traffic import Ledger
+from dfl_node.wire.codec import WireLimits, encode
+from dfl_node.wire.tags import Tag
+from protocols.toolkit.compressors import Composed, TopK, Uniform
+from protocols.toolkit.trigger import fires, threshold
 from tests.test_comm import inproc_transports, run_mesh, zmq_transports
 
 P = 4096

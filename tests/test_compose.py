@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dfl_node.datacache import read_meta
+from dfl_node.learning.datacache import read_meta
 from dfl_node.plan import RunPlan
-from launcher.compose import ComposeOptions, compose_file, write_compose
+from launcher.backends.compose import ComposeOptions, compose_file, write_compose
+from launcher.config.options import Request
 from launcher.errors import LaunchError
-from launcher.options import Request
 from tests.harness import ENV_ROOT, ROOT
 
 SYNTHETIC = {"dataset": "synthetic", "rounds": 2}

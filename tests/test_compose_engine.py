@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.data_fmnist import DEBIAN_DIR
+from launcher.data.fashion_mnist import DEBIAN_DIR
 from tests import dockerd, netns
 from tests.harness import ENV_ROOT, ROOT, final_files
 

@@ -8,7 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from dfl_node.compress import (
+from dfl_node.learning.flat import flatten, unflatten_into
+from dfl_node.wire.codec import WireLimits, decode, encode
+from dfl_node.wire.tags import Tag
+from protocols.toolkit.compressors import (
     Composed,
     Compressed,
     CompressionError,
@@ -20,7 +23,7 @@ from dfl_node.compress import (
     build_compressor,
     formula_bits,
 )
-from dfl_node.compress_positions import (
+from protocols.toolkit.positions import (
     POSITION_NAMES,
     ceil_log2,
     decode_positions,
@@ -29,9 +32,6 @@ from dfl_node.compress_positions import (
     position_bytes,
     rice_parameter,
 )
-from dfl_node.flat import flatten, unflatten_into
-from dfl_node.tags import Tag
-from dfl_node.wire import WireLimits, decode, encode
 
 P = 1000
 CIFAR_P = 2_122_186

@@ -9,11 +9,11 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from dfl_node.comm import Comm
-from dfl_node.consensus import central_argmax, max_consensus
-from dfl_node.ledger import Ledger
-from dfl_node.tags import Tag
-from dfl_node.wire import encode
+from dfl_node.comm.channel import Comm
+from dfl_node.ledgers.traffic import Ledger
+from dfl_node.wire.codec import encode
+from dfl_node.wire.tags import Tag
+from protocols.toolkit.max_consensus import central_argmax, max_consensus
 from tests.test_comm import inproc_transports, run_mesh
 from topologies.generators import erdos_renyi, grid, random_geometric, ring
 from topologies.model import Topology

@@ -14,11 +14,11 @@ import pytest
 import torch
 from safetensors.numpy import load_file
 
-from dfl_node.models import build_model
-from dfl_node.shards import load_node_data
-from dfl_node.training import evaluate
-from launcher.cycle_metrics import cycles_to_threshold
-from protocols.ssdfl_clustering import exact_conductance
+from dfl_node.learning.models import build_model
+from dfl_node.learning.shards import load_node_data
+from dfl_node.learning.training import evaluate
+from launcher.results.cycle_metrics import cycles_to_threshold
+from protocols.ssdfl.clustering import exact_conductance
 from tests.harness import launch_ok
 from topologies.mixing import cluster_matrix, metropolis, slem
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from dfl_node.datacache import open_arrays
-from launcher.data_cifar import CLASSES
-from launcher.dataprep import prepare_data
+from dfl_node.learning.datacache import open_arrays
+from launcher.data.cifar10 import CLASSES
+from launcher.data.prepare import prepare_data
 from launcher.errors import LaunchError
 
 SHARED_ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-jpeg.tar.gz"

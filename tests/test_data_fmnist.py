@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dfl_node.datacache import DataError, open_arrays
-from dfl_node.datasets import load_arrays
-from dfl_node.shards import global_subset, load_node_data
-from launcher import data_fmnist
-from launcher.dataprep import prepare_data
+from dfl_node.learning.datacache import DataError, open_arrays
+from dfl_node.learning.datasets import load_arrays
+from dfl_node.learning.shards import global_subset, load_node_data
+from launcher.data import fashion_mnist as data_fmnist
+from launcher.data.prepare import prepare_data
 from launcher.errors import LaunchError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,7 +90,7 @@ def test_same_files_elsewhere_hit_the_same_entry(prepared: dict[str, Any], cache
 
 CONCURRENT = """
 import json, os, sys, time
-from launcher import dataprep
+from launcher.data import prepare as dataprep
 build = dataprep.build_entry
 def counted(*args):
     open(os.path.join(sys.argv[1], f"decoded-{os.getpid()}"), "w").close()

@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dfl_node.datacache import DataError
-from dfl_node.shards import load_node_data
-from launcher.dataprep import prepare_data
+from dfl_node.learning.datacache import DataError
+from dfl_node.learning.shards import load_node_data
+from launcher.data.prepare import prepare_data
 from launcher.errors import LaunchError
 
 CONFIG: dict[str, Any] = {"dataset": "synthetic", "data_root": None, "partition": "shards:2",

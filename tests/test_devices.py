@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import torch
 
-import dfl_node.node
-from dfl_node.runtime import check_runtime
+import dfl_node.runner.run_node
+from dfl_node.learning.torch_settings import check_runtime
 from launcher.cli import cli
-from launcher.devices import resolve_devices
+from launcher.config.devices import resolve_devices
 from launcher.errors import LaunchError
 from tests.harness import ENV_ROOT, ROOT
 
@@ -49,13 +49,13 @@ def test_a_node_builds_its_model_on_its_planned_device(tmp_path: Path,
     """Run both nodes (inproc: the node code the processes run) and look at each model's
     parameters as the protocol receives them."""
     seen: dict[int, tuple[str, set[str]]] = {}
-    real = dfl_node.node.NodeContext
+    real = dfl_node.runner.run_node.NodeContext
 
     def recording(node_id: int, plan: Any, comm: Any, model: torch.nn.Module, *rest: Any) -> Any:
         seen[node_id] = (str(rest[1]), {str(p.device) for p in model.parameters()})
         return real(node_id, plan, comm, model, *rest)
 
-    monkeypatch.setattr(dfl_node.node, "NodeContext", recording)
+    monkeypatch.setattr(dfl_node.runner.run_node, "NodeContext", recording)
     topo = tmp_path / "t.yaml"
     topo.write_text(TWO_NODES.format(a="cpu", b="auto"))
     run = tmp_path / "run"

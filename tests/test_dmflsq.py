@@ -14,10 +14,10 @@ import torch
 from safetensors.numpy import load_file
 from torch.nn import functional as F
 
-from dfl_node.models import build_model
-from dfl_node.seeds import numpy_stream
-from dfl_node.shards import load_node_data
-from launcher.config import defaults_file
+from dfl_node.learning.models import build_model
+from dfl_node.learning.seeds import numpy_stream
+from dfl_node.learning.shards import load_node_data
+from launcher.config.layers import defaults_file
 from tests.harness import assert_transports_identical, launch, launch_ok
 
 SYNTHETIC = ("--dataset", "synthetic", "--partition", "iid")

@@ -8,11 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from dfl_node.compress import build_compressor, formula_bits
-from dfl_node.models import build_model
-from launcher.config import defaults_file, resolve_config
-from protocols.dmflsq import DEFAULT_COMPRESSOR, DMFLSQ, DMFLSQConfig, value_bits
-from protocols.dmflsq_bits import (
+from dfl_node.learning.models import build_model
+from launcher.config.layers import defaults_file, resolve_config
+from protocols.dmflsq.dmflsq import DEFAULT_COMPRESSOR, DMFLSQ, DMFLSQConfig, value_bits
+from protocols.dmflsq.dmflsq_bits import (
     PAPER_ACCOUNTING,
     Accounting,
     ceil_log2,
@@ -21,6 +20,7 @@ from protocols.dmflsq_bits import (
     psi_link_bits,
     psi_network_bits,
 )
+from protocols.toolkit.compressors import build_compressor, formula_bits
 
 PAPER = Accounting(**PAPER_ACCOUNTING)
 

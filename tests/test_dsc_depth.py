@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from protocols.dsc_depth import bound, continuous_depth, deployed_depth, fit_constants
+from protocols.dsc.depth import bound, continuous_depth, deployed_depth, fit_constants
 from tests.harness import ENV_ROOT, ROOT
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from protocols.dsc import combine
-from protocols.dsc_mixing import (
+from protocols.dsc.dsc import combine
+from protocols.dsc.dsc_mixing import (
     adjacency,
     affinity_matrix,
     eq18_matrix,

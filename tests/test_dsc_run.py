@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from dfl_node.task_metrics import delta_report
+from protocols.dsc.task_metrics import delta_report
 from tests.harness import ENV_ROOT, ROOT, assert_transports_identical, launch_ok
 
 # The spec §3.6 / §4.2 graph with the §4.2 portfolios, a lossy and a slow edge.

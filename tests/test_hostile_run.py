@@ -26,15 +26,15 @@ import numpy as np
 import pytest
 import zmq
 
-from dfl_node.liveness import STALL_ENV
 from dfl_node.plan import RunPlan
-from dfl_node.prephase import ANSWER_TAG, REPORT_TAG, limits_of
-from dfl_node.transport_zmq import routing_id
-from dfl_node.wire import encode
-from launcher.hostplan import resolve_host_plan
-from launcher.options import Request
-from launcher.ports import PortClaims
-from launcher.prephase import Gathered, ZmqCoordinatorChannel, gather
+from dfl_node.runner.prephase_client import ANSWER_TAG, REPORT_TAG, limits_of
+from dfl_node.transports.liveness import STALL_ENV
+from dfl_node.transports.zeromq import routing_id
+from dfl_node.wire.codec import encode
+from launcher.config.host_plan import resolve_host_plan
+from launcher.config.options import Request
+from launcher.config.ports import PortClaims
+from launcher.run.prephase_coordinator import Gathered, ZmqCoordinatorChannel, gather
 from tests.harness import ENV_ROOT, ROOT, final_files, launch_ok
 from tests.hostile import Tally, attack_collector, attack_node, garbled, wire_reason
 from tests.proc_util import wait_for
@@ -91,7 +91,7 @@ def start_mesh(tmp_path: Path, plan_path: Path, ids: list[int]) -> list[subproce
     plan = str(plan_path)
     procs = [python("-m", "launcher.cli", "collect", "--plan", plan,
                     "--out", str(tmp_path / "collected"), "--timeout-s", "600")]
-    procs += [python("-m", "dfl_node.cli", "--plan", plan, "--node-id", str(i))
+    procs += [python("-m", "launcher.node_cli", "--plan", plan, "--node-id", str(i))
               for i in ids[:-1]]
     procs.append(python("-m", "tests.hostile", str(tmp_path / "insider.json"),
                         "--plan", plan, "--node-id", str(ids[-1])))

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from launcher.devices import resolve_devices
+from launcher.config.devices import resolve_devices
 from launcher.errors import LaunchError
 from tests.harness import ROOT, launch, launch_ok
 from tests.proc_util import descendants, node_pids, wait_for, wait_gone
@@ -178,7 +178,7 @@ def test_plan_subcommand_and_dfl_node_by_hand(tmp_path: Path, hex6: str) -> None
     assert plan["rounds"] == 4 and len(plan["nodes"]) == 6
     assert set(plan["hashes"]) == {"topology", "protocol", "data", "seeds", "runtime",
                                    "prephase", "schedule"}
-    bad = subprocess.run([sys.executable, "-m", "dfl_node.cli", "--plan", str(out),
+    bad = subprocess.run([sys.executable, "-m", "launcher.node_cli", "--plan", str(out),
                           "--node-id", "99"], env=ENV, cwd=ROOT, capture_output=True,
                          text=True, timeout=60)
     assert bad.returncode == 2 and bad.stdout == ""

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from dfl_node.ledger import Ledger
-from dfl_node.tags import Tag
+from dfl_node.ledgers.traffic import Ledger
+from dfl_node.wire.tags import Tag
 
 
 def filled() -> Ledger:

@@ -13,13 +13,13 @@ import time
 import numpy as np
 import pytest
 
-from dfl_node.comm import Comm
-from dfl_node.ledger import Ledger
-from dfl_node.liveness import Heartbeat, PeerDead
-from dfl_node.membership import SurvivingGraph
-from dfl_node.tags import Tag
-from dfl_node.transport_zmq import ZmqTransport
-from dfl_node.wire import WireLimits
+from dfl_node.comm.channel import Comm
+from dfl_node.ledgers.traffic import Ledger
+from dfl_node.runner.membership import SurvivingGraph
+from dfl_node.transports.liveness import Heartbeat, PeerDead
+from dfl_node.transports.zeromq import ZmqTransport
+from dfl_node.wire.codec import WireLimits
+from dfl_node.wire.tags import Tag
 from tests.harness import ENV_ROOT, ROOT
 from tests.proc_util import wait_for
 
@@ -30,8 +30,8 @@ LIMITS = WireLimits(max_tensors=8, max_message_bytes=1 << 20)
 # (pure Python) for `argv[3]` seconds without ever reading its socket, then it sleeps.
 PEER = """
 import sys, time
-from dfl_node.liveness import Heartbeat
-from dfl_node.transport_zmq import ZmqTransport
+from dfl_node.transports.liveness import Heartbeat
+from dfl_node.transports.zeromq import ZmqTransport
 t = ZmqTransport(1, sys.argv[1], {0: sys.argv[2]}, max_message_bytes=1 << 20,
                  heartbeat=Heartbeat(float(sys.argv[4])))
 print("up", flush=True)

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from dfl_node.models import ModelError, build_model, reset_parameters
+from dfl_node.learning.models import ModelError, build_model, reset_parameters
 
 FMNIST, CIFAR = (1, 28, 28), (3, 32, 32)
 CASES = [("linear", (32,)), ("mlp", (32,)), ("mlp", FMNIST)] + [

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from dfl_node.datacache import DataError
-from dfl_node.datasets import load_arrays
+from dfl_node.learning.datacache import DataError
+from dfl_node.learning.datasets import load_arrays
 from dfl_node.plan import RunPlan
+from launcher.config.host_plan import ensure_host_data, resolve_host_plan
+from launcher.config.options import Request
+from launcher.config.ports import PortClaims
 from launcher.errors import LaunchError
-from launcher.hostplan import ensure_host_data, resolve_host_plan
-from launcher.options import Request
-from launcher.ports import PortClaims
 from tests.harness import ENV_ROOT, ROOT, final_files, launch_ok
 
 SYNTHETIC = ("--dataset", "synthetic", "--rounds", "2")
@@ -44,7 +44,7 @@ def topology(tmp_path: Path, ports: list[int], count: int) -> Path:
 
 
 def dfl_node(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "dfl_node.cli", *args], env=ENV_ROOT,
+    return subprocess.Popen([sys.executable, "-m", "launcher.node_cli", *args], env=ENV_ROOT,
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -104,7 +104,7 @@ def test_bad_dfl_node_input_is_one_line_and_exit_2(tmp_path: Path, ports: list[i
                                                    args: list[str], needle: str) -> None:
     resolve_host_plan(request(topology(tmp_path, ports, 2), "endpoints.collector=h:1")).dump(
         tmp_path / "p.json")
-    proc = subprocess.run([sys.executable, "-m", "dfl_node.cli", *args], env=ENV_ROOT,
+    proc = subprocess.run([sys.executable, "-m", "launcher.node_cli", *args], env=ENV_ROOT,
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr

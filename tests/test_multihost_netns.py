@@ -79,7 +79,7 @@ def run_mesh(lab: netns.Lab, tmp_path: Path, protocol: str, topo: Path,
             source = (["--plan", plan] if i % 2 == 0 else
                       ["--topology", str(topo), "--protocol", protocol, *options])
             procs[f"node-{i}"] = start_in(lab, i, python(
-                "dfl_node.cli", *source, "--node-id", str(i), "--out",
+                "launcher.node_cli", *source, "--node-id", str(i), "--out",
                 str(tmp_path / f"host-{i}")), tmp_path / f"node-{i}.log")
         deadline = time.monotonic() + WAIT_S
         for proc in procs.values():

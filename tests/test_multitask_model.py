@@ -6,22 +6,22 @@ import numpy as np
 import pytest
 import torch
 
-from dfl_node.multitask_model import (
+from protocols.dsc.multitask_training import LocalTrainer, TrainConfig, evaluate, make_optimizers
+from protocols.dsc.routed_model import (
     MultiTaskSpec,
     RoutedMultiTaskNet,
     build_multitask_model,
 )
-from dfl_node.multitask_training import LocalTrainer, TrainConfig, evaluate, make_optimizers
-from dfl_node.routing_policy import (
+from protocols.dsc.routing_policy import (
     execute_all,
     gumbel_gates,
     hard_gates,
     sharing_loss,
     sparsity_loss,
 )
-from dfl_node.scenes import SceneSpec, node_scenes
-from dfl_node.semantic_channel import ChannelSpec, SemanticChannel
-from dfl_node.task_metrics import DIRECTIONS
+from protocols.dsc.scenes import SceneSpec, node_scenes
+from protocols.dsc.semantic_channel import ChannelSpec, SemanticChannel
+from protocols.dsc.task_metrics import DIRECTIONS
 
 torch.set_num_threads(1)
 NYU_TASKS = ("seg", "sn", "dep")

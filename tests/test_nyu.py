@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dfl_node.nyu import NYU_CLASSES, NyuError, load_nyu
-from dfl_node.taskdata import IGNORE
+from protocols.dsc.nyu import NYU_CLASSES, NyuError, load_nyu
+from protocols.dsc.taskdata import IGNORE
 
 
 def write_split(root: Path, folder: str, count: int, rng: np.random.Generator) -> dict:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dfl_node.partition import PartitionError, partition, split_like
-from dfl_node.seeds import numpy_stream
+from dfl_node.learning.partition import PartitionError, partition, split_like
+from dfl_node.learning.seeds import numpy_stream
 
 SPECS = ["iid", "shards:1", "shards:2", "shards:3", "dirichlet:0.1", "dirichlet:0.5:10"]
 

@@ -14,10 +14,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.image import imread
 
-from launcher.options import Request
-from launcher.plots import figures, plot_run, write_plots
-from launcher.plots_data import RunFiles, load_run
-from launcher.run import write_plan_only
+from launcher.config.options import Request
+from launcher.launch import write_plan_only
+from launcher.results.plots import figures, plot_run, write_plots
+from launcher.results.plots_data import RunFiles, load_run
 from tests.harness import launch_ok
 
 UNIT = re.compile(r"\S.*\(.+\)$")  # "virtual time (s)"

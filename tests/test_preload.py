@@ -8,13 +8,13 @@ import sys
 
 import pytest
 
-from dfl_node.runtime import WARM_UP_ENV
-from launcher.spawn import warm_up_mode
+from dfl_node.learning.torch_settings import WARM_UP_ENV
+from launcher.backends.processes import warm_up_mode
 from tests.harness import ENV_ROOT, ROOT
 
 COUNT_BACKWARDS = ("import torch; calls = []; "
                    "torch.Tensor.backward = lambda *a, **k: calls.append(1); "
-                   "import dfl_node.preload; print(len(calls))")
+                   "import launcher.backends.preload; print(len(calls))")
 
 
 @pytest.mark.parametrize(("mode", "backwards"), [("forward", "0"), ("full", "2")])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dfl_node.profiling import PROFILE_ENV, profiled
+from dfl_node.runner.profiling import PROFILE_ENV, profiled
 
 
 def busy_round() -> int:

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from dfl_node.plan import RunPlan
-from launcher.options import Request
-from launcher.progress import (
+from launcher.config.options import Request
+from launcher.launch import write_plan_only
+from launcher.run.progress import (
     Display,
     JsonLines,
     Live,
@@ -23,7 +24,6 @@ from launcher.progress import (
     human_bytes,
     open_display,
 )
-from launcher.run import write_plan_only
 from tests.harness import ENV_ROOT, ROOT, launch
 
 HEX6 = """\

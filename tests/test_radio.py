@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from dfl_node import radio
-from dfl_node.linkmodel import LinkModel
-from dfl_node.radio import RadioConfig
+from dfl_node.netsim import radio
+from dfl_node.netsim.radio import RadioConfig
+from dfl_node.netsim.virtual_clock import LinkModel
 
 
 def test_packetisation_of_the_papers_message_sizes() -> None:

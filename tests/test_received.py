@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 import torch
 
-from dfl_node.received import (
+from dfl_node.comm.received import (
     LARGE_BYTES,
     RECEIVED_OFFSET,
     ReceivedTensors,
     _Pool,
     offset_of,
 )
-from dfl_node.tags import Tag
-from dfl_node.wire import WireLimits, decode, encode
+from dfl_node.wire.codec import WireLimits, decode, encode
+from dfl_node.wire.tags import Tag
 
 NUMEL = LARGE_BYTES // 4 * 2  # float32: twice the size from which tensors sit at the offset
 LIMITS = WireLimits(max_tensors=2, max_message_bytes=8 * NUMEL)

@@ -8,14 +8,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from dfl_node.comm import Comm
-from dfl_node.ledger import Ledger
-from dfl_node.node import meet_mesh
+from dfl_node.comm.channel import Comm
+from dfl_node.comm.rendezvous import RendezvousTimeout, rendezvous_seconds
+from dfl_node.ledgers.traffic import Ledger
 from dfl_node.plan import RunPlan
-from dfl_node.rendezvous import RendezvousTimeout, rendezvous_seconds
-from dfl_node.transport_zmq import ZmqTransport
-from dfl_node.wire import WireLimits
-from launcher.ports import PortClaims
+from dfl_node.runner.run_node import meet_mesh
+from dfl_node.transports.zeromq import ZmqTransport
+from dfl_node.wire.codec import WireLimits
+from launcher.config.ports import PortClaims
 
 LIMITS = WireLimits(max_tensors=4, max_message_bytes=1 << 20)
 LATE_S = 2.5  # five receive timeouts

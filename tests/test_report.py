@@ -18,12 +18,12 @@ import pytest
 from scipy import stats as scipy_stats
 
 from launcher.errors import LaunchError
-from launcher.report import build_report, report_of
-from launcher.report_groups import table_groups
-from launcher.report_plots import aligned, kinds
-from launcher.report_runs import Run
-from launcher.report_text import to_markdown
-from launcher.stats import mean_ci, t975
+from launcher.results.report import build_report, report_of
+from launcher.results.report_groups import table_groups
+from launcher.results.report_plots import aligned, kinds
+from launcher.results.report_runs import Run
+from launcher.results.report_text import to_markdown
+from launcher.results.stats import mean_ci, t975
 from tests.harness import ENV_ROOT, ROOT
 
 HEX4 = "nodes: [{id: 0}, {id: 1}, {id: 2}, {id: 3}]\nedges: [[0, 1], [1, 2], [2, 3], [3, 0]]\n"

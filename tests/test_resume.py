@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 import torch
 
-from dfl_node import checkpoint, statecodec
-from dfl_node.liveness import STALL_ENV
-from dfl_node.training import BatchSampler
-from launcher.resume import keep_rounds_through
+from dfl_node.learning.training import BatchSampler
+from dfl_node.state import checkpoint_file as checkpoint
+from dfl_node.state import codec as statecodec
+from dfl_node.transports.liveness import STALL_ENV
+from launcher.run.resume import keep_rounds_through
 from tests.harness import ENV_ROOT, ROOT, final_files, launch_ok
 
 SYNTH = ("--dataset", "synthetic", "--partition", "iid", "--set", "model={name: mlp}")
@@ -45,7 +46,7 @@ def node_ids(run_dir: Path) -> list[int]:
 def kill_after_checkpoint(out: Path, round_: int, args: list[str], timeout_s: float = 300) -> None:
     """Start `dfl-launch` in its own process group, wait until every node has saved round
     `round_`, then SIGKILL the launcher, the forkserver and every node at once. Node 0 stalls
-    at the start of the next round (dfl_node/liveness.py's fault injection), so however fast
+    at the start of the next round (dfl_node/transports/liveness.py's fault injection), so however fast
     the machine, the run cannot end before the kill."""
     cmd = [sys.executable, "-m", "launcher.cli", "--out", str(out), "--quiet", "--no-plots",
            *args]

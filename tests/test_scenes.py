@@ -11,9 +11,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from dfl_node.portfolios import draw_portfolios, node_portfolios
-from dfl_node.scenes import SceneSpec, eval_pool, node_scenes, normals_from_depth
-from dfl_node.taskdata import TASKS, TaskSet, dirichlet_sizes, node_share
+from protocols.dsc.portfolios import draw_portfolios, node_portfolios
+from protocols.dsc.scenes import SceneSpec, eval_pool, node_scenes, normals_from_depth
+from protocols.dsc.taskdata import TASKS, TaskSet, dirichlet_sizes, node_share
 
 SPEC = SceneSpec(size=16, train_size=120, test_size=20, min_size=10, seed=7)
 IDS = [0, 3, 5]

@@ -21,22 +21,22 @@ import zmq
 import zmq.auth
 from zmq.utils.monitor import recv_monitor_message
 
-from dfl_node.cli import main as node_main
-from dfl_node.comm import Comm, PeerTimeout
-from dfl_node.curve import Curve, load_curve
-from dfl_node.ledger import Ledger
+from dfl_node.comm.channel import Comm, PeerTimeout
+from dfl_node.ledgers.traffic import Ledger
 from dfl_node.plan import RunPlan
-from dfl_node.tags import Tag
-from dfl_node.transport import FORGED_PEER
-from dfl_node.transport_zmq import ZmqTransport, routing_id
-from dfl_node.wire import WireLimits, encode
+from dfl_node.transports.base import FORGED_PEER
+from dfl_node.transports.encryption import Curve, load_curve
+from dfl_node.transports.zeromq import ZmqTransport, routing_id
+from dfl_node.wire.codec import WireLimits, encode
+from dfl_node.wire.tags import Tag
 from launcher.cli import main as launcher_main
-from launcher.collector import Collector, ZmqSource
-from launcher.hostplan import resolve_host_plan
-from launcher.keys import make_keys
-from launcher.options import Request
-from launcher.ports import PortClaims
-from launcher.prephase import Gathered, ZmqCoordinatorChannel, admit
+from launcher.config.host_plan import resolve_host_plan
+from launcher.config.keys import make_keys
+from launcher.config.options import Request
+from launcher.config.ports import PortClaims
+from launcher.node_cli import main as node_main
+from launcher.run.collector import Collector, ZmqSource
+from launcher.run.prephase_coordinator import Gathered, ZmqCoordinatorChannel, admit
 from tests.harness import ENV_ROOT, ROOT, final_files, launch_ok
 from tests.test_multihost import dfl_node
 

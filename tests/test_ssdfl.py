@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from dfl_node.models import build_model
-from dfl_node.shards import load_node_data
+from dfl_node.learning.models import build_model
+from dfl_node.learning.shards import load_node_data
 from tests.harness import assert_transports_identical, final_files, launch, launch_ok
 from tests.test_dpsgd import softmax_grad
 

@@ -13,9 +13,9 @@ import pytest
 import torch
 from safetensors.numpy import load_file
 
-from dfl_node.models import build_model
-from dfl_node.seeds import numpy_stream, torch_stream
-from protocols.stc_sampling import EdgeSampler, mixing_row, random_partition, same_cluster
+from dfl_node.learning.models import build_model
+from dfl_node.learning.seeds import numpy_stream, torch_stream
+from protocols.ssdfl.stc_sampling import EdgeSampler, mixing_row, random_partition, same_cluster
 from tests.harness import assert_transports_identical, final_files, launch, launch_ok
 from tests.test_ssdfl import FAST, LINE6, topology
 from topologies.mixing import metropolis, slem

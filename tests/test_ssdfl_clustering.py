@@ -9,7 +9,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from protocols.ssdfl_clustering import (
+from protocols.ssdfl.clustering import (
     ClusteringConfig,
     Conductances,
     NodeInputs,
@@ -21,13 +21,13 @@ from protocols.ssdfl_clustering import (
     phi_min,
     sweep_conductance,
 )
-from protocols.ssdfl_heterogeneity import (
+from protocols.ssdfl.heterogeneity import (
     HeterogeneityConfig,
     cluster_heterogeneity,
     energy_distance,
     jsd,
 )
-from protocols.ssdfl_optimizers import OptimizerSpec
+from protocols.ssdfl.optimizers import OptimizerSpec
 from topologies.mixing import metropolis
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from protocols.ssdfl_optimizers import (
+from protocols.ssdfl.optimizers import (
     OptimizerSpec,
     UnifiedDirection,
     draw_optimizer,

@@ -10,13 +10,13 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from dfl_node.formula import FormulaLedger
-from launcher.collector import Collector, QueueSource
-from launcher.config import resolve_config
-from launcher.fairness import fairness
-from launcher.planner import build_plan
-from launcher.ports import PortClaims
-from launcher.summary import first_round_seconds, formula_tables, mean_over_nodes
+from dfl_node.ledgers.formula import FormulaLedger
+from launcher.config.layers import resolve_config
+from launcher.config.planner import build_plan
+from launcher.config.ports import PortClaims
+from launcher.run.collector import Collector, QueueSource
+from launcher.run.fairness import fairness
+from launcher.run.summary import first_round_seconds, formula_tables, mean_over_nodes
 from topologies.loader import load_topology, resolve_topology_path
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dfl_node.task_metrics import (
+from protocols.dsc.task_metrics import (
     DepthMeter,
     L1Meter,
     NormalMeter,
@@ -13,7 +13,7 @@ from dfl_node.task_metrics import (
     delta_report,
     relative_change,
 )
-from dfl_node.taskdata import IGNORE
+from protocols.dsc.taskdata import IGNORE
 
 # Table 2 (NYU-v2, N = 10): client-averaged absolute metrics, then Delta_Seg, _Sn, _Dep, _all.
 TABLE2 = {

@@ -9,14 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from dfl_node import radio
-from dfl_node.comm import Comm
-from dfl_node.ledger import Ledger
-from dfl_node.linkmodel import LinkModel
-from dfl_node.node import agree_on_plan
-from dfl_node.plan import PlanError, RunPlan
-from dfl_node.tags import Tag
-from dfl_node.tdma import (
+from dfl_node.comm.channel import Comm
+from dfl_node.ledgers.traffic import Ledger
+from dfl_node.netsim import radio
+from dfl_node.netsim.tdma import (
     TdmaSchedule,
     build_schedule,
     conflicts,
@@ -26,8 +22,12 @@ from dfl_node.tdma import (
     plan_section,
     schedule_from_plan,
 )
-from dfl_node.transport_inproc import InprocHub, InprocTransport
-from dfl_node.wire import WireLimits, decode
+from dfl_node.netsim.virtual_clock import LinkModel
+from dfl_node.plan import PlanError, RunPlan
+from dfl_node.runner.run_node import agree_on_plan
+from dfl_node.transports.inproc import InprocHub, InprocTransport
+from dfl_node.wire.codec import WireLimits, decode
+from dfl_node.wire.tags import Tag
 from topologies.generators import random_geometric
 
 # DSC spec 3.6.

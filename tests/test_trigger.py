@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from dfl_node.trigger import fires, threshold
+from protocols.toolkit.trigger import fires, threshold
 
 
 def test_schedules() -> None:

@@ -8,8 +8,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from dfl_node.tags import Tag
-from dfl_node.wire import (
+from dfl_node.wire.codec import (
     DTYPES,
     MAX_NDIM,
     PROTOCOL_VERSION,
@@ -19,6 +18,7 @@ from dfl_node.wire import (
     decode,
     encode,
 )
+from dfl_node.wire.tags import Tag
 
 REASONS = {
     "header_too_large", "bad_msgpack", "bad_header", "bad_version", "bad_kind", "bad_codec",

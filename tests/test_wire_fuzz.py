@@ -18,8 +18,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dfl_node.tags import KINDS, Tag
-from dfl_node.wire import (
+from dfl_node.wire.codec import (
     DTYPES,
     HEADER_KEYS,
     MAX_PHASE_LEN,
@@ -30,6 +29,7 @@ from dfl_node.wire import (
     decode,
     encode,
 )
+from dfl_node.wire.tags import KINDS, Tag
 from tests.test_wire import REASONS
 
 LIMITS = WireLimits(max_tensors=8, max_message_bytes=1 << 16, max_header_bytes=4096)

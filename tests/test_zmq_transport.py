@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import zmq
 
-from dfl_node.transport import UNKNOWN_PEER, TransportError
-from dfl_node.transport_zmq import ZmqTransport, peer_of, routing_id
+from dfl_node.transports.base import UNKNOWN_PEER, TransportError
+from dfl_node.transports.zeromq import ZmqTransport, peer_of, routing_id
 
 MAX_FRAME = 1 << 20
 LOCAL = "tcp://127.0.0.1:0"

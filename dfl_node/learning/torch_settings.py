@@ -1,0 +1,48 @@
+"""Process-wide torch settings a plan asks for: CPU threads and deterministic kernels.
+
+They sit in `hyper` (protocols/hyper.py's RUNTIME_KEYS) because a user sets them like any other
+hyper-parameter, but they belong to the process that runs nodes, not to a protocol: a launched
+node process applies them before it builds its model, and the inproc transport applies them once
+for all its node threads.
+
+`deterministic: true` is for GPU runs. On the CPU every kernel dfl-mesh uses is already
+deterministic, which is why the zmq and inproc transports agree bit for bit there; on CUDA,
+cuBLAS and cuDNN may pick kernels whose reductions depend on the workspace or the launch, so a
+GPU run equals itself (and the other transport) only with
+`torch.use_deterministic_algorithms(True)` and `CUBLAS_WORKSPACE_CONFIG` set before cuBLAS
+starts. It is off by default because it costs speed and because torch raises on an operation
+that has no deterministic kernel, which a user should meet only on asking for exactness.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+# torch's documented setting for deterministic cuBLAS (CUDA >= 10.2); one user-given wins.
+CUBLAS_WORKSPACE = ":4096:8"
+# How the launcher's forkserver warms torch up (launcher/backends/preload.py): "full" (forward and
+# backward) or "forward" (a mesh with a GPU node: a backward pass would start the CUDA driver).
+WARM_UP_ENV = "DFL_MESH_WARM_UP"
+
+
+def check_runtime(hyper: Mapping[str, Any]) -> None:
+    """Raise ValueError (one line) on a bad runtime setting, before any node starts."""
+    threads = hyper.get("torch_threads", 1)
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"torch_threads must be an integer >= 1, got {threads!r}")
+    deterministic = hyper.get("deterministic", False)
+    if not isinstance(deterministic, bool):
+        raise ValueError(f"deterministic must be true or false, got {deterministic!r}")
+
+
+def apply_runtime(hyper: Mapping[str, Any]) -> None:
+    """Set this process's torch threads and, if asked, deterministic kernels (call it before
+    the process touches CUDA: cuBLAS reads its workspace setting once)."""
+    torch.set_num_threads(int(hyper.get("torch_threads", 1)))
+    if hyper.get("deterministic", False):
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
+        torch.use_deterministic_algorithms(True)

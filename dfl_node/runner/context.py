@@ -1,0 +1,39 @@
+"""What the runtime hands a protocol: its comm, model, data, clock and settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from dfl_node.comm.channel import Comm
+from dfl_node.learning.seeds import numpy_stream, torch_stream
+from dfl_node.learning.shards import NodeData
+from dfl_node.ledgers.formula import FormulaLedger
+from dfl_node.netsim.virtual_clock import VirtualClock
+from dfl_node.plan import RunPlan
+
+
+@dataclass
+class NodeContext:
+    node_id: int
+    plan: RunPlan
+    comm: Comm
+    model: nn.Module
+    data: NodeData | Any  # NodeData unless the protocol's build_workload brings other data
+    device: torch.device
+    clock: VirtualClock
+    formula: FormulaLedger
+
+    @property
+    def hyper(self) -> dict[str, Any]:
+        return self.plan.hyper
+
+    def rng(self, name: str) -> np.random.Generator:
+        return numpy_stream(self.plan.seed, self.node_id, name)
+
+    def torch_rng(self, name: str) -> torch.Generator:
+        return torch_stream(self.plan.seed, self.node_id, name)

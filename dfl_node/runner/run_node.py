@@ -1,0 +1,178 @@
+"""One node's life: connect, build model and data, run the protocol's rounds, report, save.
+
+The same function runs in a launcher-spawned process, under `dfl-node` on another host, and as a
+thread of the in-process transport; only the transport and the reporter differ.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.ctypeslib  # imported eagerly: see save_tensors
+import torch
+from safetensors.torch import save_file
+
+from dfl_node.comm.channel import HELLO_PHASE, Comm
+from dfl_node.comm.rendezvous import deadline_after, patience, rendezvous_seconds
+from dfl_node.ledgers.formula import FormulaLedger
+from dfl_node.ledgers.traffic import Ledger
+from dfl_node.netsim.tdma import schedule_from_plan
+from dfl_node.netsim.virtual_clock import LinkModel, VirtualClock
+from dfl_node.plan import PlanError, RunPlan
+from dfl_node.runner import node_state as node_checkpoint
+from dfl_node.runner.algorithm import AlgorithmClass
+from dfl_node.runner.context import NodeContext
+from dfl_node.runner.membership import FailureHandling
+from dfl_node.runner.node_state import Resumed
+from dfl_node.runner.prephase_client import PrephaseChannel, run_prephase
+from dfl_node.runner.profiling import profiled
+from dfl_node.runner.reporter import Reporter, params_due, params_record
+from dfl_node.state import checkpoint_file as checkpoint
+from dfl_node.transports.base import Transport
+from dfl_node.transports.liveness import stall_for_test
+from dfl_node.wire.codec import WireLimits
+from dfl_node.wire.tags import Tag
+
+PLAN_PHASE = "plan"  # the control message that carries a node's plan hashes
+
+
+def make_comm(plan: RunPlan, node_id: int, transport: Transport, clock: VirtualClock) -> Comm:
+    wire = plan.wire
+    limits = WireLimits(max_tensors=int(wire["max_tensors"]),
+                        max_message_bytes=int(wire["max_message_bytes"]))
+    return Comm(node_id, plan.neighbors(node_id), transport, limits, Ledger(node_id),
+                recv_timeout_s=float(wire["recv_timeout_s"]), schedule=clock.schedule,
+                on_frame=clock.tdma_frame)
+
+
+def node_clock(plan: RunPlan, node_id: int) -> VirtualClock:
+    """The node's virtual clock with the TDMA schedule this node computes itself from the plan
+    (PlanError if it is not the plan's)."""
+    try:
+        schedule = schedule_from_plan(plan.topology, plan.schedule)
+        model = LinkModel.from_plan(plan.topology, plan.link, plan.seed)
+    except ValueError as exc:
+        raise PlanError(f"node {node_id}: {exc}") from None
+    return VirtualClock(model, schedule, node_id)
+
+
+def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: Transport,
+             reporter: Reporter, out_dir: Path, prephase: PrephaseChannel | None = None) -> None:
+    """Run node `node_id` of `plan` to completion; its final model lands in `out_dir/final/`.
+
+    `algorithm` is the plan's protocol class, looked up by the caller: the runtime knows none."""
+    clock = node_clock(plan, node_id)
+    comm = make_comm(plan, node_id, transport, clock)
+    entry = plan.node(node_id)
+    # A container given only its GPU sees it as cuda:0 (launcher/backends/compose.py says so here);
+    # the plan and every report keep the plan's name for it.
+    device = torch.device(os.environ.get("DFL_MESH_DEVICE") or entry.device)
+    cls = algorithm
+    model, data = cls.build_workload(plan, node_id)
+    ctx = NodeContext(node_id, plan, comm, model.to(device), data, device, clock,
+                      FormulaLedger(node_id))
+    proto = cls(ctx)
+    saved = node_checkpoint.load(out_dir, plan, node_id)
+    resumed = node_checkpoint.restore(saved, ctx, proto) if saved is not None else None
+    reporter.emit({"type": "ready", "node": node_id, "pid": os.getpid()})
+    meet_mesh(comm, plan, resumed.round if resumed else None)
+    prephase_traffic = (resumed.prephase if resumed
+                        else run_prephase(plan.prephase, node_id, proto, prephase))
+    last: dict[str, Any] = resumed.last if resumed else {}
+    failures = FailureHandling(comm, transport.liveness, plan.wire.get("on_failure", "stop"),
+                               plan.ids, plan.edges())
+    round_seconds: dict[str, float] = {}  # wall time of each round's own work, for the summary
+    first_round_at: float | None = None  # Unix time this node finished its first round
+    with profiled(node_id, out_dir):
+        for r in range(resumed.round if resumed else 0, plan.rounds):
+            comm.round = r
+            stall_for_test(node_id, r)
+            began = time.perf_counter()
+            info = proto.run_round(r)
+            failures.after_round(r, proto.on_graph_change)
+            round_seconds[str(r)] = time.perf_counter() - began
+            first_round_at = first_round_at or time.time()
+            if node_id in plan.clients and ((r + 1) % plan.eval_every == 0 or r + 1 == plan.rounds):
+                last = {"type": "metrics", "round": r + 1, "node": node_id, **proto.evaluate(),
+                        "wire_bytes": comm.ledger.wire_bytes(),
+                        "virtual_seconds": clock.seconds, "eval_split": plan.data["eval_split"],
+                        "slot_mismatches": comm.slot_mismatches,
+                        "retransmissions": clock.retransmissions(),
+                        **info}
+                reporter.emit(last)
+                if params_due(int(plan.cycle_metrics.get("params_every", 0)), plan.eval_every,
+                              plan.rounds, r + 1):
+                    reporter.emit(params_record(node_id, r + 1, proto.eval_model().state_dict()))
+            if checkpoint.due(plan.checkpoint_every, r + 1):
+                node_checkpoint.save(out_dir, ctx, proto, Resumed(r + 1, last, prephase_traffic))
+    comm.close()
+    survival = failures.report()
+    final = out_dir / "final"
+    save_tensors(proto.eval_model().state_dict(), final / f"node-{node_id}.safetensors")
+    extra = proto.extra_state()
+    if extra:
+        save_tensors(extra, final / f"node-{node_id}-copies.safetensors")
+    reporter.emit({"type": "done", "node": node_id, "pid": os.getpid(),
+                   "host": socket.gethostname(), "device": entry.device,
+                   "accuracy": last.get("accuracy"), "loss": last.get("loss"),
+                   "virtual_seconds": clock.seconds, "ledger": comm.ledger.to_json(),
+                   "formula": ctx.formula.to_json(), "protocol": proto.summary(),
+                   "rejected": dict(comm.ledger.rejected),
+                   "slot_mismatches": comm.slot_mismatches, "links": clock.link_report(),
+                   "prephase": prephase_traffic, "report": proto.node_report(),
+                   "round_seconds": round_seconds, "first_round_at": first_round_at,
+                   **survival})
+
+
+def agree_on_plan(comm: Comm, plan: RunPlan) -> None:
+    """Refuse to start beside a neighbour whose plan differs (another TDMA schedule, other
+    seeds, ...): the first message to each neighbour carries this node's section hashes, and
+    the error names the sections that differ."""
+    hashes = plan.section_hashes()
+    names = sorted(hashes)
+    mine = np.frombuffer("".join(hashes[n] for n in names).encode(), dtype=np.uint8)
+    theirs = comm.exchange(Tag("ctrl", comm.round, PLAN_PHASE), {"hashes": mine})
+    width = len(mine) // len(names)
+    for peer, tensors in theirs.items():
+        got = tensors["hashes"].numpy().tobytes()
+        differ = [n for i, n in enumerate(names)
+                  if got[i * width:(i + 1) * width] != hashes[n].encode()]
+        if differ or len(got) != len(mine):
+            raise PlanError(f"node {comm.node_id}: node {peer}'s plan differs in "
+                            f"{differ or 'its sections'}; refusing to start")
+
+
+def meet_mesh(comm: Comm, plan: RunPlan, resumed_at: int | None = None) -> None:
+    """The start-up: plan agreement with every neighbour, then the mesh-wide start barrier,
+    all under one rendezvous deadline (nodes may start minutes apart; dfl_node/comm/rendezvous.py).
+    After `diameter` neighbourhood barriers every node has heard, hop by hop, from every
+    other, so no node trains while others are still starting (on a shared machine early
+    starters would otherwise slow the rest down). A node resumed after round `resumed_at`
+    meets at that round (fast neighbours' next messages are then in its window) and leaves
+    this start-up out of its ledger, which holds the first one already."""
+    if resumed_at is not None:
+        comm.round = resumed_at
+        comm.ledger.quiet_phases = frozenset({PLAN_PHASE, HELLO_PHASE})
+    seconds = rendezvous_seconds(plan.wire)
+    deadline = deadline_after(seconds)
+    try:
+        with patience(comm, deadline, seconds):
+            agree_on_plan(comm, plan)
+        for _ in range(max(1, plan.diameter())):
+            with patience(comm, deadline, seconds):
+                comm.barrier()
+    finally:
+        comm.ledger.quiet_phases = frozenset()
+
+
+def save_tensors(tensors: dict[str, torch.Tensor], path: Path) -> None:
+    """Safetensors: a pickle-free format any peer tool can read. It reaches `np.ctypeslib`
+    lazily, and numpy's lazy submodule import is not thread-safe: in-process nodes saving at
+    the same moment could recurse in it, so the module imports it once at load time."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(path))

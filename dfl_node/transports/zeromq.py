@@ -1,0 +1,247 @@
+"""The ZeroMQ transport: one bound ROUTER per node, one connected DEALER per neighbour.
+
+Why ROUTER/DEALER:
+- The sender's identity comes from the connection, not from the message: each DEALER sets its
+  ROUTING_ID to its node id, and the ROUTER prefixes every received message with the routing id
+  of the connection it came in on. `Comm` then checks that the header's `src` agrees, so a peer
+  cannot pose as another one by writing a different id into its header.
+- No lockstep: REQ/REP would force send-receive alternation, and a gossip step sends to every
+  neighbour before it receives from any. DEALER and ROUTER are fully asynchronous.
+- Per-peer queues: each DEALER has its own send queue (SNDHWM) to exactly one neighbour, so a slow
+  neighbour fills only its own queue; the ROUTER fair-queues arrivals from all connections and
+  keeps each connection's order, which the closing barrier relies on.
+- One ROUTER per node means one port per node, which the launcher and compose files allocate.
+
+Routing ids are the node id as 4 bytes, big-endian unsigned: fixed length, no parsing of text,
+and distinct from the 5-byte ids ZeroMQ invents for connections that set none, so such a
+connection is reported as UNKNOWN_PEER. DEALERs connect with IMMEDIATE off, so messages queue
+while a neighbour is still starting (up to the high-water mark); a send that cannot queue within
+`send_timeout_s` raises TransportError instead of blocking forever.
+
+Frames go out zero-copy (copy=False): ZeroMQ's I/O thread reads the caller's buffers after
+`send` returns, straight into the kernel's socket. Each large frame is tracked, and `flush`
+waits until ZeroMQ has let go of every one of them; `Comm` calls it before an exchange returns,
+so the caller's tensors are never copied on send and never changed while ZeroMQ reads them.
+Frames below pyzmq's copy threshold (64 KiB) are copied by pyzmq, which is cheaper than tracking
+them. `discard` closes and reopens a connection whose queue will never drain (a neighbour that
+died), which is how ZeroMQ lets go of buffers queued for it. Received frames are zero-copy,
+writable memoryviews of ZeroMQ's message buffers, which ZeroMQ hands to the receiver alone, so
+a large one becomes the protocol's tensor in place (dfl_node/comm/received.py). `close()` belongs
+after `Comm`'s closing barrier; sockets linger so that everything queued still goes out.
+
+MAXMSGSIZE is a per-frame limit enforced by ZeroMQ: a peer that sends a larger frame is
+disconnected (and reconnects), and that message is lost before `Comm` can count it, so pass
+`WireLimits.max_frame_bytes`. ZeroMQ applies it to the frame as it crosses the wire, which under
+CURVE is the encrypted frame, `CURVE_OVERHEAD` bytes longer; the limit is raised by that much, so
+that a frame of exactly `max_message_bytes` is delivered with and without --secure.
+
+With `curve` (--secure, dfl_node/transports/encryption.py) the ROUTER is a CURVE server that admits only the
+neighbours' keys (`peers`, and `admit` for neighbours whose address comes later), all of them
+before it binds: a neighbour that connected between the bind and its admission would be refused
+by the ZAP handler, and libzmq gives up on a connection refused at authentication, so that
+neighbour's messages to this node would never leave its queue. Each DEALER is a CURVE client
+of its neighbour, and the peer id of a message is the node whose key its connection
+authenticated with; a connection whose routing id names another node is reported as
+FORGED_PEER.
+
+With `heartbeat` the DEALERs carry ZMTP heartbeats and a `LivenessWatch` (dfl_node/transports/liveness.py)
+reads their monitor events: `liveness.dead(peer)` says whether a neighbour stopped answering.
+`drop_peer` closes the connection to a neighbour the mesh has declared dead, at once, so that
+what was queued for it does not hold up `close()`.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+import time
+from collections.abc import Iterable, Mapping, Sequence
+
+import zmq
+
+from dfl_node.transports.base import FORGED_PEER, UNKNOWN_PEER, TransportError
+from dfl_node.transports.encryption import Curve, ZapHandler, key_owner
+from dfl_node.transports.liveness import DOWN_EVENT, UP_EVENT, Heartbeat, LivenessWatch
+from dfl_node.wire.codec import Frame
+
+_ROUTING_ID = struct.Struct("!I")
+# A CURVE MESSAGE command wraps each frame: "\x07MESSAGE", an 8-byte nonce, a flags byte and a
+# 16-byte authenticator (RFC 26).
+CURVE_OVERHEAD = 8 + 8 + 1 + 16
+
+
+def routing_id(node_id: int) -> bytes:
+    """The ZeroMQ routing id of a node's DEALERs: its id as 4 bytes, big-endian."""
+    return _ROUTING_ID.pack(node_id)
+
+
+def peer_of(identity: bytes) -> int:
+    """The node id a routing id stands for, or UNKNOWN_PEER when it is not one of ours."""
+    return _ROUTING_ID.unpack(identity)[0] if len(identity) == _ROUTING_ID.size else UNKNOWN_PEER
+
+
+def authenticated_peer(identity: zmq.Frame) -> int:
+    """The node a ROUTER's message came from under CURVE: the owner of the connection's key,
+    or FORGED_PEER when the routing id the connection declared names someone else."""
+    owner = key_owner(identity)
+    return owner if peer_of(identity.bytes) == owner else FORGED_PEER
+
+
+class ZmqTransport:
+    def __init__(
+        self,
+        node_id: int,
+        bind_addr: str,
+        peers: Mapping[int, str],
+        *,
+        max_message_bytes: int,
+        hwm: int = 1000,
+        linger_ms: int = 5000,
+        send_timeout_s: float = 60.0,
+        context: zmq.Context | None = None,
+        curve: Curve | None = None,
+        heartbeat: Heartbeat | None = None,
+        admit: Iterable[int] = (),
+    ) -> None:
+        self.node_id = node_id
+        self._hwm = hwm
+        self._linger_ms = linger_ms
+        self._send_timeout_ms = math.ceil(send_timeout_s * 1000)
+        self._own_context = context is None
+        self._context = zmq.Context() if context is None else context
+        self._dealers: dict[int, zmq.Socket] = {}
+        self._addresses: dict[int, str] = {}
+        self._pending: dict[int, list[zmq.MessageTracker]] = {}
+        self._closed = False
+        self._curve = curve
+        self._zap: ZapHandler | None = None
+        self._heartbeat = heartbeat
+        self._monitors: dict[int, zmq.Socket] = {}
+        self.liveness: LivenessWatch | None = None
+        self._router = self._socket(zmq.ROUTER)
+        try:
+            if curve is not None:  # every neighbour is admitted before the socket listens
+                self._zap = curve.serve(self._router, {
+                    peer: curve.nodes[peer] for peer in {*peers, *admit}})
+            overhead = CURVE_OVERHEAD if curve is not None else 0
+            self._router.setsockopt(zmq.MAXMSGSIZE, max_message_bytes + overhead)
+            self._router.bind(bind_addr)
+            for peer, address in sorted(peers.items()):
+                self.add_peer(peer, address)
+            if heartbeat is not None:
+                self.liveness = LivenessWatch(node_id, heartbeat, self._monitors)
+        except (zmq.ZMQError, TransportError) as err:
+            self.close()
+            raise TransportError(f"node {node_id}: cannot set up on {bind_addr}: {err}") from err
+
+    @property
+    def bound_address(self) -> str:
+        """The address actually bound (resolves port 0 to the port the OS chose)."""
+        return self._router.getsockopt_string(zmq.LAST_ENDPOINT)
+
+    def add_peer(self, peer: int, address: str) -> None:
+        """Connect a DEALER to a neighbour's ROUTER (for peers whose address came later)."""
+        if peer in self._dealers:
+            raise TransportError(f"node {self.node_id}: peer {peer} is already connected")
+        dealer = self._socket(zmq.DEALER)
+        self._dealers[peer] = dealer
+        self._addresses[peer] = address
+        dealer.setsockopt(zmq.ROUTING_ID, routing_id(self.node_id))
+        if self._curve is not None and self._zap is not None:
+            self._curve.client(dealer, self._curve.nodes[peer])
+            self._zap.admit(peer, self._curve.nodes[peer])
+        if self._heartbeat is not None and self.liveness is None:
+            self._heartbeat.apply(dealer)
+            self._monitors[peer] = dealer.get_monitor_socket(UP_EVENT | DOWN_EVENT)
+        try:
+            dealer.connect(address)
+        except zmq.ZMQError as err:
+            raise TransportError(f"node {self.node_id}: cannot connect to {address}") from err
+
+    def send(self, dst: int, frames: Sequence[Frame]) -> None:
+        self._check_open()
+        dealer = self._dealers.get(dst)
+        if dealer is None:
+            raise TransportError(f"node {self.node_id}: {dst} is not a peer")
+        last = len(frames) - 1
+        try:
+            trackers = [dealer.send(frame, zmq.SNDMORE if i < last else 0, copy=False, track=True)
+                        for i, frame in enumerate(frames)]
+        except zmq.Again as err:
+            raise TransportError(f"node {self.node_id}: send to {dst} timed out") from err
+        held = [tracker for tracker in trackers if not tracker.done]
+        if held:
+            self._pending.setdefault(dst, []).extend(held)
+
+    def flush(self, timeout_s: float) -> tuple[int, ...]:
+        """Wait up to `timeout_s` until ZeroMQ holds none of the buffers given to `send`; the
+        peers whose messages still hold some (ascending; empty once all are released)."""
+        deadline = time.monotonic() + timeout_s
+        for peer, trackers in list(self._pending.items()):
+            try:
+                for tracker in trackers:
+                    tracker.wait(max(deadline - time.monotonic(), 0.0))
+            except zmq.NotDone:
+                pass
+            held = [tracker for tracker in trackers if not tracker.done]
+            if held:
+                self._pending[peer] = held
+            else:
+                del self._pending[peer]
+        return tuple(sorted(self._pending))
+
+    def discard(self, peer: int) -> None:
+        """Drop what is queued for `peer` and connect afresh (without heartbeats): for a
+        neighbour that stopped answering, whose queue would otherwise hold the sender's
+        buffers until it came back. The caller may change those buffers at once: whatever
+        ZeroMQ still reads from them while it tears the connection down reaches nobody, and
+        pyzmq keeps them allocated until ZeroMQ lets go."""
+        dealer = self._dealers.pop(peer, None)
+        self._pending.pop(peer, None)
+        if dealer is not None:
+            dealer.close(linger=0)
+            self.add_peer(peer, self._addresses[peer])
+
+    def recv(self, timeout_s: float) -> tuple[int, list[Frame]] | None:
+        self._check_open()
+        if not self._router.poll(max(math.ceil(timeout_s * 1000), 0), zmq.POLLIN):
+            return None
+        identity, *frames = self._router.recv_multipart(zmq.NOBLOCK, copy=False)
+        peer = peer_of(identity.bytes) if self._curve is None else authenticated_peer(identity)
+        return peer, [frame.buffer for frame in frames]
+
+    def drop_peer(self, peer: int) -> None:
+        """Stop talking to a neighbour the mesh has dropped, discarding what is queued for it."""
+        dealer = self._dealers.pop(peer, None)
+        self._pending.pop(peer, None)
+        if self.liveness is not None:
+            self.liveness.ignore(peer)
+        if dealer is not None:
+            dealer.close(linger=0)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self.liveness is not None:
+            self.liveness.stop()
+        for monitor in self._monitors.values():  # the watch closed them, unless it never ran
+            monitor.close(linger=0)
+        for socket in (*self._dealers.values(), self._router):
+            socket.close(linger=self._linger_ms)
+        if self._zap is not None:
+            self._zap.close()
+        if self._own_context:
+            self._context.term()  # returns once queued messages are out or linger expired
+
+    def _socket(self, kind: int) -> zmq.Socket:
+        socket = self._context.socket(kind)
+        socket.setsockopt(zmq.SNDHWM, self._hwm)
+        socket.setsockopt(zmq.RCVHWM, self._hwm)
+        socket.setsockopt(zmq.LINGER, self._linger_ms)
+        socket.setsockopt(zmq.SNDTIMEO, self._send_timeout_ms)
+        return socket
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise TransportError(f"node {self.node_id}: transport is closed")

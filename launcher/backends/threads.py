@@ -1,0 +1,54 @@
+"""The inproc transport's mesh: every node a thread of this process, sharing nothing but queues.
+
+It runs the very node code the processes run, so its `final/` files must equal theirs bit for
+bit; it is the reference the exactness harness compares against.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import traceback
+from pathlib import Path
+
+from dfl_node.learning.torch_settings import apply_runtime
+from dfl_node.plan import RunPlan
+from dfl_node.runner.prephase_client import InprocPrephaseHub
+from dfl_node.runner.reporter import QueueReporter
+from dfl_node.runner.run_node import run_node
+from dfl_node.transports.inproc import InprocHub, InprocTransport
+from launcher.run.collector import Collector
+from launcher.run.outcome import Outcome
+from protocols.registry import protocol_class
+
+
+def run_threads(plan: RunPlan, run_dir: Path, collector: Collector,
+                sink: queue.Queue, prephase: InprocPrephaseHub | None = None) -> Outcome:
+    apply_runtime(plan.hyper)
+    hub = InprocHub(plan.ids)
+    failures: dict[int, str] = {}
+
+    def body(node_id: int) -> None:
+        transport = InprocTransport(node_id, hub, set(plan.neighbors(node_id)))
+        try:
+            channel = prephase.channel(node_id) if prephase else None
+            run_node(plan, node_id, protocol_class(plan.protocol), transport,
+                     QueueReporter(sink), run_dir, channel)
+        except Exception as exc:
+            failures[node_id] = f"{type(exc).__name__}: {exc}"
+            log = run_dir / "logs" / f"node-{node_id}.log"
+            log.write_text(traceback.format_exc())
+
+    threads = [threading.Thread(target=body, args=(i,), name=f"node-{i}", daemon=True)
+               for i in plan.ids]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        collector.pump(0.1)
+    collector.drain()
+    pids = dict.fromkeys(plan.ids, os.getpid())
+    if failures:
+        node_id = min(failures)
+        return Outcome(False, node_id, failures[node_id], pids)
+    return Outcome(True, pids=pids)

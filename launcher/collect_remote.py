@@ -1,0 +1,92 @@
+"""`dfl-launch collect --plan PLAN --out DIR`: the results of a mesh started elsewhere.
+
+The nodes of a plan stream their records (metrics at each evaluation, a final `done` with their
+ledgers) to the plan's collector address as control traffic, whether the launcher spawned them
+or an operator started one `dfl-node` per host. This command is that collector without the
+spawning: it listens on the collector's port (every interface, unless the plan's address is
+loopback), validates what arrives exactly as the launcher does, and writes the usual run
+directory and summary once every node is done, one fails, or `--timeout-s` passes. It may start
+before or after the nodes: a node's records queue until a collector listens. Each node's final
+parameters stay in its own host's run directory (final/).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import zmq
+
+from dfl_node.plan import PlanError, RunPlan
+from dfl_node.transports.encryption import COLLECTOR, Curve, load_curve
+from launcher.config.endpoints import wildcard_bind
+from launcher.config.host_plan import place_plan
+from launcher.errors import LaunchError
+from launcher.launch import report
+from launcher.results.cycle_metrics import CycleMetrics
+from launcher.run import rundir
+from launcher.run.collector import Collector, ZmqSource
+from launcher.run.linkreport import write_link_report
+from launcher.run.on_failure import FailureWatch
+from launcher.run.outcome import Outcome
+from launcher.run.summary import summarize, write_ledger
+
+PUMP_S = 0.5
+
+
+def open_collector(plan: RunPlan, out_dir: Path, curve: Curve | None) -> Collector:
+    """The plan's collector, listening (CURVE-secured with `curve`); a LaunchError when its
+    port cannot be bound here."""
+    address = wildcard_bind(plan.collector)
+    try:
+        source = ZmqSource(address, curve=curve)
+    except zmq.ZMQError as exc:
+        raise LaunchError(f"collect: cannot listen on {address} (the plan's collector "
+                          f"{plan.collector}): {exc}") from None
+    return Collector(source, out_dir, plan.ids, CycleMetrics.for_plan(plan, out_dir))
+
+
+def await_nodes(collector: Collector, plan: RunPlan, timeout_s: float) -> Outcome:
+    """Pump records until every node is done (or, under `--on-failure continue`, dropped by
+    the survivors), one reports an error (naming the neighbour it found dead, if any), or the
+    timeout passes."""
+    deadline = time.monotonic() + timeout_s
+    watch = FailureWatch(collector, plan.wire.get("on_failure") == "continue")
+    while not set(plan.ids) <= set(collector.done) | watch.dropped():
+        if collector.errors:
+            return watch.blame()
+        if time.monotonic() >= deadline:
+            missing = sorted(set(plan.ids) - set(collector.done))
+            return Outcome(False, missing[0],
+                           f"no result from nodes {missing} within {timeout_s:g} s")
+        collector.pump(PUMP_S)
+    collector.drain()
+    return watch.success({})  # pids: the summary takes them from the done records
+
+
+def collect(plan_path: Path, out_dir: Path, timeout_s: float, keys: Path | None = None) -> int:
+    """Gather one mesh's results into `out_dir` (a --secure plan's collector key from `keys`,
+    else from the plan's keys_dir); the exit code of `dfl-launch`."""
+    if timeout_s <= 0:
+        raise LaunchError(f"--timeout-s: must be positive, got {timeout_s:g}")
+    try:
+        plan = RunPlan.load(plan_path)
+        curve = load_curve(plan, COLLECTOR, keys)
+    except PlanError as exc:
+        raise LaunchError(str(exc)) from None
+    place_plan(plan, out_dir)
+    collector = open_collector(plan, out_dir, curve)
+    started = time.monotonic()
+    print(f"collecting {len(plan.ids)} nodes of {plan.protocol} on {plan.collector}", flush=True)
+    try:
+        outcome = await_nodes(collector, plan, timeout_s)
+    except KeyboardInterrupt:
+        outcome = Outcome(False, reason="interrupted")
+    finally:
+        collector.close()
+    summary = summarize(plan, {"hyper": plan.hyper}, collector, outcome,
+                        time.monotonic() - started)
+    rundir.write_json(out_dir / "summary.json", summary)
+    write_ledger(out_dir, collector.done)
+    write_link_report(out_dir, plan, collector.done)
+    return report(outcome, out_dir, summary)

@@ -1,0 +1,91 @@
+"""Launch-time checks of a resolved plan, so that what would fail a node after the mesh started
+(exit 1, a node's log to read) is bad input instead: exit 2, one line, nothing started.
+
+- `check_wire`: the caps and timeouts every node enforces are usable numbers (a negative cap
+  would refuse every message, a zero timeout fail every receive);
+- `check_protocol`: the protocol's own `check_plan` (the model fits the data, DSC's dataset,
+  SSD-FL's clustering overrides against the plan's nodes);
+- `check_listeners_free`: no other program holds a port this run is to listen on (a node's
+  topology `port`, `endpoints.*`); only for a local zmq run, where the launcher binds them.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Mapping
+from typing import Any
+
+from dfl_node.plan import RunPlan
+from dfl_node.transports.liveness import ON_FAILURE
+from launcher.config.endpoints import wildcard_bind
+from launcher.errors import LaunchError
+from protocols.registry import protocol_class
+
+COUNTS = ("hwm", "max_tensors", "max_message_bytes")
+SECONDS = ("recv_timeout_s", "rendezvous_s")  # rendezvous_s may be None: recv_timeout_s
+
+
+def check_wire(wire: dict[str, Any]) -> None:
+    for key in COUNTS:
+        value = wire[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise LaunchError(f"wire.{key}: must be a positive integer, got {value!r}")
+    for key in SECONDS:
+        value = wire[key]
+        if value is None and key == "rendezvous_s":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise LaunchError(f"wire.{key}: must be a number > 0, got {value!r}")
+
+
+def check_protocol(plan: RunPlan) -> None:
+    try:
+        protocol_class(plan.protocol).check_plan(plan)
+    except ValueError as exc:
+        raise LaunchError(f"{plan.protocol}: {exc}") from None
+
+
+def listeners(plan: RunPlan) -> list[tuple[str, str]]:
+    """(the setting that fixes it, bind address) of every socket a local run listens on."""
+    out = [(f"node {n.id}" if n.id != plan.aggregator else "endpoints.aggregator", n.bind)
+           for n in plan.nodes]
+    out.append(("endpoints.collector", wildcard_bind(plan.collector)))
+    if plan.prephase:
+        out.append(("endpoints.coordinator", plan.prephase["bind"]))
+    return out
+
+
+def can_listen(host: str, port: int) -> bool:
+    """Whether a listener can bind `host:port` the way ZeroMQ binds (SO_REUSEADDR), so that the
+    connections of a run that just ended, still in TIME_WAIT, do not count as a holder."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def check_listeners_free(plan: RunPlan, topology_file: str) -> None:
+    for what, bind in listeners(plan):
+        host, _, port = bind.removeprefix("tcp://").rpartition(":")
+        if not can_listen(host, int(port)):
+            where = f"{topology_file}: {what}" if what.startswith("node") else what
+            raise LaunchError(f"{where}: port {port} is in use on {host}")
+
+
+def check_failure_policy(config: Mapping[str, Any], protocol: str, survives: bool) -> None:
+    """`wire.deadline_s` and `wire.on_failure`, and whether the protocol may `continue`."""
+    wire = config["wire"]
+    deadline = wire.get("deadline_s")
+    if isinstance(deadline, bool) or not isinstance(deadline, int | float) or not deadline > 0:
+        raise LaunchError(f"wire.deadline_s (--deadline): must be a number of seconds > 0, "
+                          f"got {deadline!r}")
+    policy = wire.get("on_failure")
+    if policy not in ON_FAILURE:
+        raise LaunchError(f"wire.on_failure (--on-failure): must be one of {list(ON_FAILURE)}, "
+                          f"got {policy!r}")
+    if policy == "continue" and not survives:
+        raise LaunchError(f"--on-failure continue: {protocol} has no rules for losing a node; "
+                          "use stop (protocols that survive failures: d-psgd, dmfl-sq)")

@@ -1,0 +1,53 @@
+"""What the user asked for, resolved: the topology, the layered config, then the plan.
+
+Every check that can refuse a run happens here, before anything starts, so that bad input is
+one line and exit 2 whichever command (`dfl-launch`, `dfl-node --topology`, `compose`) asked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dfl_node.learning.torch_settings import check_runtime
+from dfl_node.plan import RunPlan
+from launcher.config.checks import check_failure_policy
+from launcher.config.layers import resolve_config
+from launcher.config.options import Request
+from launcher.config.planner import build_plan
+from launcher.config.ports import PortClaims
+from launcher.errors import LaunchError
+from protocols.registry import PROTOCOLS
+from topologies.errors import TopologyError
+from topologies.loader import load_topology, resolve_topology_path
+from topologies.model import Topology
+
+
+def resolve(req: Request, claims: PortClaims) -> tuple[dict[str, Any], RunPlan]:
+    """Everything a run needs, or a LaunchError naming what is wrong."""
+    topo, config = resolve_inputs(req)
+    return config, build_plan(topo, config, claims,
+                              aggregator=PROTOCOLS[config["protocol"]].server_based)
+
+
+def resolve_inputs(req: Request) -> tuple[Topology, dict[str, Any]]:
+    """The topology and the resolved config, validated; a LaunchError naming what is wrong."""
+    if not req.topology:
+        raise LaunchError("--topology is required")
+    if not req.protocol:
+        raise LaunchError("--protocol is required")
+    if req.protocol not in PROTOCOLS:
+        raise LaunchError(f"--protocol: unknown protocol {req.protocol!r} "
+                          f"(known: {', '.join(sorted(PROTOCOLS))})")
+    try:
+        topo = load_topology(resolve_topology_path(req.topology))
+    except TopologyError as exc:
+        raise LaunchError(str(exc)) from None
+    config = resolve_config(req.protocol, req.config_file, req.options, req.sets)
+    try:
+        check_runtime(config["hyper"])
+        PROTOCOLS[req.protocol].check_hyper(config["hyper"])
+    except ValueError as exc:
+        raise LaunchError(f"hyper: {exc}") from None
+    check_failure_policy(config, req.protocol, PROTOCOLS[req.protocol].survives_failures)
+    config["topology"] = topo.name
+    return topo, config

@@ -1,0 +1,128 @@
+"""Topology + resolved config -> RunPlan."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dfl_node.comm.rendezvous import rendezvous_seconds
+from dfl_node.netsim import tdma
+from dfl_node.netsim.virtual_clock import LinkModel
+from dfl_node.plan import NodeEntry, RunPlan
+from launcher.config.checks import check_protocol, check_wire
+from launcher.config.devices import resolve_devices
+from launcher.config.endpoints import LOCAL_HOST, bind_host, endpoint
+from launcher.config.ports import PortClaims
+from launcher.data.prepare import prepare_data
+from launcher.errors import LaunchError
+from launcher.results.cycle_metrics import cycle_section
+from protocols.registry import protocol_class
+from topologies.errors import TopologyError
+from topologies.mixing import mixing_matrix
+from topologies.model import Topology
+
+
+def node_entries(topology: Topology, claims: PortClaims) -> tuple[NodeEntry, ...]:
+    """Addresses for every node: the topology's host/port where given, claimed local ports else."""
+    missing = [n for n in topology.nodes if n.port is None]
+    spare = iter(claims.claim(len(missing)))
+    devices = resolve_devices([(n.id, n.device) for n in topology.nodes])
+    out = []
+    for node, device in zip(topology.nodes, devices, strict=True):
+        host = node.host or LOCAL_HOST
+        port = node.port if node.port is not None else next(spare)
+        out.append(NodeEntry(id=node.id, bind=f"tcp://{bind_host(host)}:{port}",
+                             address=f"tcp://{host}:{port}", host=host,
+                             device=device, attrs=dict(node.attrs)))
+    return tuple(sorted(out, key=lambda e: e.id))
+
+
+def aggregator_entry(topology: Topology, config: dict[str, Any],
+                     claims: PortClaims) -> NodeEntry:
+    """The hub of a server-based protocol: the next free id, `endpoints.aggregator` (a local
+    port by default), the CPU."""
+    bind, address = endpoint(config, "aggregator", claims)
+    host = address.removeprefix("tcp://").rpartition(":")[0]
+    return NodeEntry(id=max(topology.ids) + 1, bind=bind, address=address, host=host,
+                     device="cpu", attrs={"role": "aggregator"})
+
+
+def mixing_weights(topology: Topology, name: str) -> tuple[tuple[int, int, float], ...]:
+    try:
+        matrix = mixing_matrix(topology, name)
+    except TopologyError as exc:
+        raise LaunchError(str(exc)) from None
+    ids = topology.ids
+    rows, cols = np.nonzero(matrix)
+    return tuple((ids[a], ids[b], float(matrix[a, b])) for a, b in zip(rows, cols, strict=True))
+
+
+def data_section(config: dict[str, Any]) -> dict[str, Any]:
+    return {"dataset": config["dataset"], "data_root": config["data_root"],
+            "partition": config["partition"], "eval_split": config["eval_split"],
+            "seed": config["seed"], "synthetic": config["synthetic"],
+            "scenes": config["scenes"]}
+
+
+def build_plan(topology: Topology, config: dict[str, Any], claims: PortClaims,
+               aggregator: bool = False) -> RunPlan:
+    """`aggregator`: the protocol is server-based, so the plan gets a hub node beside the
+    topology's clients (its data, fairness and bits never count as a client's)."""
+    for key in ("rounds", "eval_every"):
+        if not isinstance(config[key], int) or config[key] < 1:
+            raise LaunchError(f"{key}: must be a positive integer, got {config[key]!r}")
+    every = config["checkpoint_every"]
+    if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+        raise LaunchError(f"checkpoint_every: must be an integer >= 0, got {every!r}")
+    if config["transport"] not in ("zmq", "inproc"):
+        raise LaunchError(f"transport: must be zmq or inproc, got {config['transport']!r}")
+    schedule = schedule_section(topology, config)
+    if aggregator and schedule.get("mode") != "sync":
+        raise LaunchError(f"schedule: {config['protocol']} talks through an aggregator (a star "
+                          "the topology does not have), so it runs only with schedule=sync")
+    check_wire(config["wire"])
+    nodes = node_entries(topology, claims)
+    hub = aggregator_entry(topology, config, claims) if aggregator else None
+    plan = RunPlan(
+        protocol=config["protocol"], topology_name=topology.name, topology=topology.to_dict(),
+        nodes=(*nodes, hub) if hub else nodes, mixing=config["mixing"],
+        weights=mixing_weights(topology, config["mixing"]), rounds=config["rounds"],
+        seed=config["seed"], eval_every=config["eval_every"],
+        data={**data_section(config), **prepare_data(config, len(topology.nodes))},
+        model=config["model"], hyper=config["hyper"], link=config["link"], wire=config["wire"],
+        transport=config["transport"], prephase=prephase_section(config, claims),
+        collector=endpoint(config, "collector", claims)[1], schedule=schedule,
+        aggregator=hub.id if hub else None, cycle_metrics=cycle_section(config),
+        checkpoint_every=every)
+    check_protocol(plan)
+    return plan
+
+
+def schedule_section(topology: Topology, config: dict[str, Any]) -> dict[str, Any]:
+    """The TDMA slots (or sync), after checking the link options the same way a node will."""
+    topo = topology.to_dict()
+    try:
+        LinkModel.from_plan(topo, config["link"])
+    except ValueError as exc:
+        raise LaunchError(f"link: {exc}") from None
+    try:
+        return tdma.plan_section(topo, config["schedule"], config["tdma"])
+    except ValueError as exc:
+        raise LaunchError(f"schedule: {exc}") from None
+
+
+MAX_PREPHASE_BYTES = 64 << 20  # a report holds a small raw sample; nothing near this
+
+
+def prephase_section(config: dict[str, Any], claims: PortClaims) -> dict[str, Any]:
+    """The plan's `prephase` section when the protocol needs one: the coordinator's address is
+    `endpoints.coordinator`, or a local port beside the launcher."""
+    if not protocol_class(config["protocol"]).needs_prephase:
+        return {}
+    bind, address = endpoint(config, "coordinator", claims)
+    return {"bind": bind, "address": address,
+            # a coordinator on another host may start as late as the last node does
+            "timeout_s": max(float(config["wire"]["recv_timeout_s"]),
+                             rendezvous_seconds(config["wire"])),
+            "max_bytes": MAX_PREPHASE_BYTES}

@@ -1,0 +1,175 @@
+"""Data preparation, run once by the launcher before any node starts.
+
+A real dataset is found (`data_fmnist`, `data_cifar`), fingerprinted by the content of its
+source files, and decoded into the cache (`dfl_node.learning.datacache`) unless an entry with that
+fingerprint is already there: the second run with the same data costs one hash of the sources.
+Concurrent runs are safe: the decode happens under an exclusive lock per entry, into a temporary
+directory beside it, renamed into place as a whole; a run that finds the entry complete never
+takes the lock. The partition and evaluation split are then computed once for the plan's node
+count, so a bad `--partition` is a user error (exit 2) before any process starts.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dfl_node.learning.datacache import (
+    ARRAYS,
+    FORMAT,
+    META,
+    DataError,
+    Meta,
+    cache_root,
+    entry_name,
+    read_meta,
+)
+from dfl_node.learning.datasets import load_arrays
+from dfl_node.learning.partition import PartitionError
+from dfl_node.learning.shards import DEFAULT_EVAL_SIZE, EVAL_SPLITS, split_indices
+from dfl_node.learning.synthetic import SyntheticSpec
+from launcher.data import cifar10 as data_cifar
+from launcher.data import fashion_mnist as data_fmnist
+from launcher.data.source import Source
+from launcher.errors import LaunchError
+from protocols.dsc.portfolios import draw_portfolios
+from protocols.dsc.scenes import CLASSES, PORTFOLIOS_KEY, scene_spec
+
+DATASETS = ("synthetic", "scenes", "fmnist", "cifar10")
+
+
+def prepare_data(config: dict[str, Any], num_nodes: int | None = None) -> dict[str, Any]:
+    """Keys to merge into the plan's data section, after preparing the dataset's cache entry.
+
+    Adds `eval_size` always; `num_classes` and `shape` (one sample's shape); and for real
+    datasets `cache_dir` and `fingerprint` (sha256 of the sources). With `num_nodes`, also
+    checks that the partition and evaluation split work for that many nodes.
+    """
+    eval_size = config.get("eval_size", DEFAULT_EVAL_SIZE)
+    if isinstance(eval_size, bool) or not isinstance(eval_size, int) or eval_size < 1:
+        raise LaunchError(f"eval_size: must be a positive integer, got {eval_size!r}")
+    if config["eval_split"] not in EVAL_SPLITS:
+        raise LaunchError(f"eval_split: must be one of {', '.join(EVAL_SPLITS)}, "
+                          f"got {config['eval_split']!r}")
+    if config["dataset"] == "scenes":  # rendered by each node: nothing to prepare or split
+        try:
+            spec = scene_spec(config.get("scenes", {}), config["seed"])
+            draw_portfolios([0], 0, config.get("scenes", {}).get(PORTFOLIOS_KEY, "nyu"))
+        except ValueError as exc:
+            raise LaunchError(f"scenes: {exc}") from None
+        return {"num_classes": len(CLASSES), "shape": [3, spec.size, spec.size],
+                "eval_size": spec.test_size}
+    if config["dataset"] == "synthetic":
+        try:
+            spec = SyntheticSpec(**config.get("synthetic", {}))
+        except TypeError as exc:
+            raise LaunchError(f"synthetic: {exc}") from None
+        extra: dict[str, Any] = {"num_classes": spec.classes, "shape": [spec.features]}
+    else:
+        source = locate(config["dataset"], config["data_root"])
+        try:
+            entry, meta = ensure_entry(source, cache_root())
+        except OSError as exc:
+            raise LaunchError(f"{source.dataset}: preparing {source.description} in the cache "
+                              f"{cache_root()} failed: {exc} (DFL_MESH_CACHE picks another "
+                              "directory)") from None
+        extra = {"cache_dir": str(entry), "fingerprint": meta.fingerprint,
+                 "num_classes": meta.classes, "shape": list(meta.shape)}
+    extra["eval_size"] = eval_size
+    if num_nodes is not None:
+        check_split(config, extra, num_nodes)
+    return extra
+
+
+def check_split(config: dict[str, Any], extra: dict[str, Any], num_nodes: int) -> None:
+    section = {key: config[key] for key in ("dataset", "seed", "partition", "eval_split")}
+    section = {**section, "synthetic": config.get("synthetic", {}), **extra}
+    arrays = load_arrays(section)
+    try:
+        split_indices(section, arrays.y_train, arrays.y_test, num_nodes)
+    except PartitionError as exc:
+        raise LaunchError(f"partition: {exc}") from None
+    except DataError as exc:
+        raise LaunchError(str(exc)) from None
+
+
+def locate(dataset: str, data_root: str | None) -> Source:
+    root = Path(data_root).expanduser().absolute() if data_root else None
+    if dataset == "fmnist":
+        return data_fmnist.locate(root, cache_root() / "downloads")
+    if dataset == "cifar10":
+        return data_cifar.locate(root)
+    raise LaunchError(f"dataset: unknown dataset {dataset!r} (known: {', '.join(DATASETS)})")
+
+
+def fingerprint(source: Source) -> str:
+    """sha256 over the format version, the dataset and every source file's name and content."""
+    digest = hashlib.sha256(f"dfl-mesh data format {FORMAT}\n{source.dataset}\n".encode())
+    for path, name in source.files:
+        with path.open("rb") as handle:
+            digest.update(f"{name} {hashlib.file_digest(handle, 'sha256').hexdigest()}\n"
+                          .encode())
+    return digest.hexdigest()
+
+
+def ensure_entry(source: Source, root: Path) -> tuple[Path, Meta]:
+    """The cache entry for `source`, decoding it only if no complete entry exists yet."""
+    key = fingerprint(source)
+    entry = root / entry_name(source.dataset, key)
+    meta = read_meta(entry)
+    if meta is None:
+        root.mkdir(parents=True, exist_ok=True)
+        with exclusive_lock(root / f"{entry.name}.lock"):
+            meta = read_meta(entry) or build_entry(source, key, entry)
+    return entry, meta
+
+
+@contextmanager
+def exclusive_lock(path: Path) -> Iterator[None]:
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield  # closing the file releases the lock, also when the process dies
+
+
+def build_entry(source: Source, key: str, entry: Path) -> Meta:
+    """Decode `source` into a temporary directory, then rename it to `entry` (lock held)."""
+    for leftover in [*entry.parent.glob(f".{entry.name}.tmp-*"), entry]:
+        if leftover.exists():  # from a run that died mid-write: nobody else can be writing
+            shutil.rmtree(leftover)
+    tmp = entry.parent / f".{entry.name}.tmp-{os.getpid()}"
+    tmp.mkdir()
+    decoded = source.decode()
+    for name in ARRAYS:
+        np.save(tmp / f"{name}.npy", np.ascontiguousarray(getattr(decoded, name)),
+                allow_pickle=False)
+    mean, std = channel_stats(decoded.x_train)
+    meta = Meta(dataset=source.dataset, fingerprint=key, source=source.description,
+                classes=source.classes, shape=tuple(decoded.x_train.shape[1:]),
+                train_size=len(decoded.y_train), test_size=len(decoded.y_test), mean=mean,
+                std=std)
+    (tmp / META).write_text(meta.to_json())
+    os.replace(tmp, entry)
+    return meta
+
+
+def channel_stats(x: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Exact per-channel mean and std of uint8 (N, C, H, W) images scaled to [0, 1].
+
+    Computed from 256-bin histograms, so it needs no float copy of the whole training set.
+    """
+    levels = np.arange(256) / 255.0
+    means, stds = [], []
+    for c in range(x.shape[1]):
+        p = np.bincount(x[:, c].ravel(), minlength=256) / (x.shape[0] * x[0, c].size)
+        mean = float(p @ levels)
+        means.append(mean)
+        stds.append(float(np.sqrt(p @ (levels - mean) ** 2)) or 1.0)
+    return tuple(means), tuple(stds)

@@ -1,0 +1,150 @@
+"""One launch, start to finish: resolve, plan, spawn (or thread), collect, summarise."""
+
+from __future__ import annotations
+
+import queue
+import sys
+import time
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from dfl_node.plan import RunPlan
+from dfl_node.runner.prephase_client import InprocPrephaseHub
+from dfl_node.transports.encryption import COLLECTOR, load_curve
+from launcher.backends.processes import log_tail, run_processes
+from launcher.backends.threads import run_threads
+from launcher.config.checks import check_listeners_free
+from launcher.config.endpoints import wildcard_bind
+from launcher.config.inputs import resolve
+from launcher.config.keys import secure_plan
+from launcher.config.options import Request, ViewOptions
+from launcher.config.ports import PortClaims
+from launcher.results.cycle_metrics import CycleMetrics
+from launcher.run import rundir
+from launcher.run.collector import Collector, QueueSource, ZmqSource
+from launcher.run.linkreport import write_link_report
+from launcher.run.outcome import Outcome
+from launcher.run.prephase_coordinator import start_coordinator
+from launcher.run.progress import Display, open_display
+from launcher.run.resume import prepare_resume, resume_request, start_fresh
+from launcher.run.summary import summarize, write_ledger
+
+EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+
+
+def write_plan_only(req: Request, output: Path) -> None:
+    claims = PortClaims()
+    try:
+        config, plan = resolve(req, claims)
+    finally:
+        claims.release()
+    plan = secure_plan(plan, config, None)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    plan.dump(output)
+
+
+def launch(req: Request, out_dir: Path | None, view: ViewOptions) -> int:
+    """Run once, or once per seed (one run directory each); the worst exit code wins."""
+    if not req.seeds:
+        return launch_one(req, out_dir, view)
+    base = out_dir or rundir.default_run_dir(req.protocol or "run", Path(req.topology or "").stem)
+    codes = []
+    for seed in req.seeds:
+        one = Request(req.topology, req.protocol, req.config_file,
+                      {**req.options, "seed": seed}, req.sets)
+        codes.append(launch_one(one, base / f"seed-{seed}", view))
+        if codes[-1] == EXIT_INTERRUPTED:
+            break
+    return max(codes, key=lambda c: (c != EXIT_OK, c))
+
+
+def resume(run_dir: Path, view: ViewOptions) -> int:
+    """`--resume RUN_DIR`: the run's own inputs again, into the same directory, from the last
+    round all its nodes completed (launcher/run/resume.py)."""
+    return launch_one(resume_request(run_dir), run_dir, view, resuming=True)
+
+
+def launch_one(req: Request, out_dir: Path | None, view: ViewOptions,
+               resuming: bool = False) -> int:
+    claims = PortClaims()
+    with open_display(view.quiet) as display:
+        try:
+            display.stage("resolving the plan, preparing data")
+            config, plan = resolve(req, claims)
+            if plan.transport == "zmq":
+                check_listeners_free(plan, str(req.topology))
+            run_dir = out_dir or rundir.default_run_dir(plan.protocol, plan.topology_name)
+            plan = secure_plan(plan, config, run_dir / "keys")
+            resumed_at = (prepare_resume(run_dir, plan, req) if resuming
+                          else start_fresh(run_dir, req))
+            rundir.prepare(run_dir, config)
+            plan_path = run_dir / "plan.json"
+            plan.dump(plan_path)
+            display.start(plan)
+            display.stage(f"starting {len(plan.ids)} nodes")
+            started = time.monotonic()
+            outcome, collector = execute(plan, plan_path, run_dir, display,
+                                         coordinate=resumed_at == 0)
+        finally:
+            claims.release()
+        summary = summarize(plan, config, collector, outcome, time.monotonic() - started)
+        rundir.write_json(run_dir / "summary.json", summary)
+        write_ledger(run_dir, collector.done)
+        write_link_report(run_dir, plan, collector.done)
+        if view.plots:
+            from launcher.results.plots import plot_run  # matplotlib: only runs that plot import it
+
+            display.stage("writing plots")
+            plot_run(run_dir)
+    return report(outcome, run_dir, summary, display)
+
+
+def execute(plan: RunPlan, plan_path: Path, run_dir: Path, display: Display,
+            coordinate: bool = True) -> tuple[Outcome, Collector]:
+    """`coordinate`: run the pre-phase's coordinator (a resumed run has its result already)."""
+    hub = InprocPrephaseHub(plan.ids) if plan.transport == "inproc" else None
+    cycles = CycleMetrics.for_plan(plan, run_dir)
+    if plan.transport == "inproc":
+        sink: queue.Queue = queue.Queue()
+        collector = Collector(QueueSource(sink), run_dir, plan.ids, cycles, display.on_record)
+        runner = partial(run_threads, plan, run_dir, collector, sink, hub)
+    else:
+        source = ZmqSource(wildcard_bind(plan.collector), curve=load_curve(plan, COLLECTOR))
+        collector = Collector(source, run_dir, plan.ids, cycles,
+                              display.on_record)
+        runner = partial(run_processes, plan, plan_path, run_dir, collector)
+    coordinator = start_coordinator(plan, run_dir, hub) if coordinate else None
+    try:
+        return runner(), collector
+    except KeyboardInterrupt:
+        return Outcome(False, reason="interrupted"), collector
+    finally:
+        collector.close()
+        if coordinator is not None:
+            coordinator.join()
+            collector.rejected.update(coordinator.rejected)
+            if coordinator.error:
+                print(f"dfl-launch: pre-phase: {coordinator.error}", file=sys.stderr)
+
+
+def report(outcome: Outcome, run_dir: Path, summary: dict[str, Any],
+           display: Display | None = None) -> int:
+    """The last line on stdout (the display's kind), the failure on stderr; the exit code."""
+    (display or Display(pipe=False)).final(run_dir, summary, outcome.ok)
+    for node, reason in outcome.deaths.items():
+        print(f"dfl-launch: node {node} died ({reason}); the others went on without it "
+              "(summary.json: failures, graph_changes)", file=sys.stderr)
+    if outcome.ok:
+        return EXIT_OK
+    if outcome.status == "interrupted":
+        print(f"dfl-launch: interrupted; completed evaluations kept in {run_dir}",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    node = outcome.failed_node
+    print(f"dfl-launch: node {node} failed ({outcome.reason}); run directory {run_dir}",
+          file=sys.stderr)
+    tail = log_tail(run_dir, node) if node is not None else ""
+    if tail:
+        print(tail, file=sys.stderr)
+    return EXIT_FAILED

@@ -1,0 +1,200 @@
+"""`dfl-node`: one node of a run (or its pre-phase coordinator), in this process, on this host.
+
+    dfl-node --plan plan.json --node-id I [--out DIR] [--keys DIR]
+    dfl-node --topology T --protocol P --node-id I [the options of dfl-launch] [--out DIR]
+    dfl-node --coordinator --plan plan.json [--out DIR] [--keys DIR]
+
+An operator (or a container) starts nodes this way, one per host; the launcher runs the same
+`start_zmq_node` in processes forked from its forkserver (`run_launched`). With `--topology`
+every host resolves the same plan itself (launcher/config/host_plan.py). Bad input, including a plan
+that differs from a neighbour's or key files a --secure plan cannot use (dfl_node/transports/encryption.py),
+exits 2 with one line; a failed run exits 1.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dfl_node.comm.rendezvous import RendezvousTimeout
+from dfl_node.learning.torch_settings import apply_runtime
+from dfl_node.plan import PlanError, RunPlan
+from dfl_node.runner.prephase_client import ZmqPrephaseChannel
+from dfl_node.runner.reporter import FileReporter, Reporter, ZmqReporter
+from dfl_node.runner.run_node import run_node
+from dfl_node.transports.encryption import COORDINATOR, Curve, load_curve
+from dfl_node.transports.liveness import Heartbeat, MeshFailure, failure_fields
+from dfl_node.transports.zeromq import ZmqTransport
+from launcher.config.options import run_options
+from launcher.errors import LaunchError, run_cli
+from protocols.registry import protocol_class
+
+PARENT_POLL_S = 0.5
+
+
+def start_zmq_node(plan: RunPlan, node_id: int, out_dir: Path, curve: Curve | None,
+                   keep_records: bool = False) -> None:
+    """Run one node over real sockets, reporting to the plan's collector (and, with
+    `keep_records`, to records/node-<id>.jsonl of `out_dir` as well); with `curve` (a --secure
+    plan) every socket of the node is CURVE-secured."""
+    apply_runtime(plan.hyper)
+    entry = plan.node(node_id)
+    print(f"node {node_id} pid {os.getpid()} binds {entry.bind} device {entry.device}", flush=True)
+    peers = {j: plan.node(j).address for j in plan.neighbors(node_id)}
+    transport = ZmqTransport(node_id, entry.bind, peers,
+                             hwm=int(plan.wire["hwm"]),
+                             max_message_bytes=int(plan.wire["max_message_bytes"]), curve=curve,
+                             heartbeat=Heartbeat.of(plan.wire))
+    reporter: Reporter = ZmqReporter(plan.collector, curve=curve)
+    if keep_records:
+        reporter = FileReporter(out_dir / "records" / f"node-{node_id}.jsonl", reporter)
+    prephase = (ZmqPrephaseChannel(node_id, plan.prephase["address"],
+                                   int(plan.prephase["max_bytes"]), curve)
+                if plan.prephase else None)
+    try:
+        run_node(plan, node_id, protocol_class(plan.protocol), transport, reporter, out_dir,
+                 prephase)
+    except Exception as exc:
+        reporter.emit({"type": "error", "node": node_id, "message": f"{type(exc).__name__}: {exc}",
+                       **failure_fields(exc)})
+        transport.close()  # lets what is queued go out: a refusing node's plan hashes, say
+        raise
+    finally:
+        reporter.close()
+        if prephase is not None:
+            prephase.close()
+
+
+def process_start_time(pid: int) -> str | None:
+    """The kernel's start time of `pid` (None once it is gone): a pid plus this names one
+    process even if the pid is later reused."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def exit_with_launcher(pid: int) -> None:
+    """Exit within PARENT_POLL_S once the launcher `pid` is gone, so a killed launcher leaves
+    no node behind. (The forkserver between them outlives the launcher while any node runs, so
+    the node must watch the launcher itself.)"""
+    started = process_start_time(pid)
+
+    def loop() -> None:
+        while started is not None and process_start_time(pid) == started:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=loop, name="launcher-watch", daemon=True).start()
+
+
+def run_launched(plan_path: str, node_id: int, run_dir: str, launcher_pid: int) -> None:
+    """Entry of a launcher-forked node: log to logs/node-<id>.log, leave Ctrl-C to the launcher."""
+    log = os.open(Path(run_dir) / "logs" / f"node-{node_id}.log",
+                  os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    exit_with_launcher(launcher_pid)
+    plan = RunPlan.load(Path(plan_path))
+    start_zmq_node(plan, node_id, Path(run_dir), load_curve(plan, node_id))
+
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+# Spelling of the run options whose flag is not their parameter's name.
+FLAGS = {"sets": "--set", "config_file": "--config"}
+
+
+def host_plan(plan_path: Path | None, run: dict[str, Any], out_dir: Path | None,
+              node_id: int | None) -> tuple[RunPlan, Path]:
+    """The plan this host runs (node `node_id`, or the coordinator when None) and its run
+    directory, with this host's data ready for it."""
+    from launcher.config import host_plan as hostplan
+    from launcher.config.options import request
+    from launcher.run import rundir  # the launcher's resolution code, not in the node path
+
+    given = [FLAGS.get(k, "--" + k.replace("_", "-")) for k, v in run.items()
+             if v not in (None, ()) and k not in ("data_root", "keys")]
+    if plan_path is not None and given:
+        raise LaunchError(f"{given[0]}: the plan fixes it; give --plan or --topology, not both")
+    if plan_path is None and not run["topology"]:
+        raise LaunchError("give --plan PLAN, or --topology T --protocol P")
+    if plan_path is not None:
+        plan = RunPlan.load(plan_path)
+        out = out_dir or plan_path.parent
+    else:
+        plan = hostplan.resolve_host_plan(request(run))
+        out = out_dir or rundir.default_run_dir(plan.protocol, plan.topology_name)
+    if node_id is not None:
+        plan.node(node_id)
+    elif not plan.prephase:
+        raise LaunchError(f"--coordinator: protocol {plan.protocol} has no pre-phase")
+    hostplan.ensure_host_data(plan, run["data_root"])
+    hostplan.place_plan(plan, out)
+    return plan, out
+
+
+def run_here(plan: RunPlan, node_id: int, out_dir: Path, curve: Curve | None) -> int:
+    """One node to the end; a plan that differs from a neighbour's is bad input (one line)."""
+    try:
+        start_zmq_node(plan, node_id, out_dir, curve, keep_records=True)
+    except PlanError as exc:
+        click.echo(f"dfl-node: {exc}", err=True)
+        return EXIT_BAD_INPUT
+    except (RendezvousTimeout, MeshFailure) as exc:
+        click.echo(f"dfl-node: {exc}", err=True)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def coordinate_here(plan: RunPlan, out_dir: Path, curve: Curve | None) -> int:
+    """The pre-phase coordinator; prephase.json lands in `out_dir`."""
+    from launcher.run.prephase_coordinator import coordinate_alone
+
+    try:
+        coordinate_alone(plan, out_dir, curve)
+    except Exception as exc:  # the nodes heard the reason; the operator gets one line
+        click.echo(f"dfl-node: pre-phase: {type(exc).__name__}: {exc}", err=True)
+        return EXIT_FAILED
+    print(f"pre-phase done: {out_dir / 'prephase.json'}", flush=True)
+    return EXIT_OK
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--plan", "plan_path", type=click.Path(path_type=Path), default=None,
+              help="plan.json written by dfl-launch (or dfl-launch plan).")
+@click.option("--node-id", type=int, default=None, help="Which node of the plan to run.")
+@click.option("--coordinator", is_flag=True,
+              help="Play the plan's pre-phase coordinator instead of a node.")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
+              help="This host's run directory (default: the plan's directory; with --topology "
+                   "runs/<timestamp>-<protocol>-<topology>).")
+@run_options
+def cli(plan_path: Path | None, node_id: int | None, coordinator: bool, out_dir: Path | None,
+        **run: Any) -> None:
+    """Run one node of a dfl-mesh plan, or its pre-phase coordinator, on this host."""
+    if coordinator == (node_id is not None):
+        raise LaunchError("give exactly one of --node-id I and --coordinator")
+    try:
+        plan, out = host_plan(plan_path, run, out_dir, node_id)
+        curve = load_curve(plan, COORDINATOR if node_id is None else node_id, run["keys"])
+    except PlanError as exc:
+        raise LaunchError(str(exc)) from None
+    sys.exit(coordinate_here(plan, out, curve) if node_id is None
+             else run_here(plan, node_id, out, curve))
+
+
+def main() -> None:
+    run_cli(cli, "dfl-node")
+
+
+if __name__ == "__main__":
+    main()

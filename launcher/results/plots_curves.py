@@ -1,0 +1,182 @@
+"""Figures of learning over the run: metric curves, the final distribution, DSC's tasks and Delta.
+
+Each function returns a matplotlib Figure (built without pyplot, so it needs no display and
+keeps no global state), so tests can read titles, labels and legends before anything is drawn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from launcher.results.plots_data import (
+    Band,
+    RunFiles,
+    band,
+    bits_per_client,
+    delta_by_round,
+    final_scores,
+    key,
+)
+from launcher.results.plots_data import virtual_seconds as clock_at
+from protocols.dsc.workload import HEADLINE
+
+SIZE = (11.0, 4.6)
+DPI = 110
+ACCURACY = "accuracy (fraction)"
+SCORE = "task score (fraction)"
+LOSS = "evaluation loss (nats)"
+TASK_LABELS = {"seg": "segmentation pixel accuracy (%)", "sn": "normals within 30° (%)",
+               "dep": "depth δ < 1.25 (%)", "kp": "keypoint L1 error (normalised)",
+               "edge": "edge L1 error (normalised)"}
+
+
+@dataclass(frozen=True)
+class XAxis:
+    """What the curves run against."""
+
+    name: str
+    label: str
+
+
+ROUND = XAxis("round", "round (#)")
+BITS = XAxis("bits", "formula bits per client (bit)")
+TIME = XAxis("time", "virtual time (s)")
+
+
+def draw_band(ax: Axes, x: np.ndarray, b: Band, higher_is_better: bool) -> None:
+    """Mean, worst node and the per-node range, one series each."""
+    ax.fill_between(x, b.low, b.high, alpha=0.25, color="tab:blue", label="per-node range")
+    ax.plot(x, b.mean, color="tab:blue", marker=".", label="average")
+    ax.plot(x, b.low if higher_is_better else b.high, color="tab:red", linestyle="--",
+            label="worst node")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize="small")
+
+
+def integer_rounds(ax: Axes) -> None:
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def x_values(run: RunFiles, axis: XAxis, rounds: np.ndarray) -> np.ndarray | None:
+    if axis is ROUND:
+        return rounds.astype(float)
+    if axis is TIME:
+        return clock_at(run, rounds)
+    return bits_per_client(run, rounds)
+
+
+def curves_figure(run: RunFiles, axis: XAxis) -> Figure | None:
+    """Accuracy and loss against `axis`; None when the run has no such axis (no formula bits)."""
+    acc, loss = band(run.rows, key("accuracy")), band(run.rows, key("loss"))
+    if not len(acc.rounds) or not len(loss.rounds):
+        return None
+    x_acc, x_loss = x_values(run, axis, acc.rounds), x_values(run, axis, loss.rounds)
+    if x_acc is None or x_loss is None:
+        return None
+    fig = Figure(figsize=SIZE, dpi=DPI, layout="constrained")
+    left, right = fig.subplots(1, 2)
+    if axis is ROUND:
+        integer_rounds(left)
+        integer_rounds(right)
+    draw_band(left, x_acc, acc, higher_is_better=True)
+    left.set(title=f"Accuracy against {axis.name}", xlabel=axis.label, ylabel=ACCURACY)
+    draw_band(right, x_loss, loss, higher_is_better=False)
+    right.set(title=f"Loss against {axis.name}", xlabel=axis.label, ylabel=LOSS)
+    fig.suptitle(run_title(run))
+    return fig
+
+
+def distribution_figure(run: RunFiles) -> Figure | None:
+    """The final per-node accuracy (or task score): how unequal the nodes ended."""
+    scores = np.array(list(final_scores(run).values()))
+    if not len(scores):
+        return None
+    metric = SCORE if run.is_dsc else ACCURACY
+    fig = Figure(figsize=SIZE, dpi=DPI, layout="constrained")
+    ax = fig.subplots()
+    ax.hist(scores, bins=min(20, max(5, len(scores))), color="tab:blue", alpha=0.7,
+            edgecolor="white", label="nodes")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.axvline(scores.mean(), color="black", label=f"average {scores.mean():.4f}")
+    ax.axvline(scores.min(), color="tab:red", linestyle="--", label=f"worst {scores.min():.4f}")
+    ax.set(title=f"Final {metric.split(' (')[0]} per node ({len(scores)} nodes)",
+           xlabel=f"final {metric}", ylabel="nodes (#)")
+    ax.legend(loc="best", fontsize="small")
+    fig.suptitle(run_title(run))
+    return fig
+
+
+def task_value(task: str) -> tuple[str, bool]:
+    """The task's headline metric and whether higher is better (protocols/dsc/workload.py)."""
+    name, scale = HEADLINE[task]
+    return name, scale > 0
+
+
+def tasks_figure(run: RunFiles) -> Figure | None:
+    """DSC: each task's headline metric over the nodes holding it, and the loss, per round."""
+    tasks = sorted({t for row in run.rows for t in row.get("task_metrics", {})})
+    if not tasks:
+        return None
+    fig = Figure(figsize=(SIZE[0], 3.6 * ((len(tasks) + 2) // 2)), dpi=DPI, layout="constrained")
+    axes = fig.subplots((len(tasks) + 2) // 2, 2, squeeze=False).ravel()
+    for ax, task in zip(axes, tasks, strict=False):
+        name, higher = task_value(task)
+        b = band(run.rows, lambda row, t=task, m=name: row.get("task_metrics", {})
+                 .get(t, {}).get(m))
+        draw_band(ax, b.rounds.astype(float), b, higher_is_better=higher)
+        integer_rounds(ax)
+        ax.set(title=f"Task {task}: {name}", xlabel=ROUND.label, ylabel=TASK_LABELS[task])
+    loss = band(run.rows, key("loss"))
+    draw_band(axes[len(tasks)], loss.rounds.astype(float), loss, higher_is_better=False)
+    integer_rounds(axes[len(tasks)])
+    axes[len(tasks)].set(title="Loss (sum over the node's tasks)", xlabel=ROUND.label,
+                         ylabel=LOSS)
+    for ax in axes[len(tasks) + 1:]:
+        ax.remove()
+    fig.suptitle(run_title(run))
+    return fig
+
+
+def delta_figure(run: RunFiles) -> Figure | None:
+    """DSC: Delta_all and each task's Delta against the no-aggregation baseline, in %."""
+    delta_all = run.summary.get("delta_all")
+    if delta_all is None:
+        return None
+    per_task = run.summary.get("delta_tasks", {})
+    names = [*sorted(per_task), "all"]
+    values = np.array([*(per_task[t] for t in sorted(per_task)), delta_all])
+    curve = delta_by_round(run)
+    fig = Figure(figsize=SIZE, dpi=DPI, layout="constrained")
+    axes = fig.subplots(1, 2 if curve else 1, squeeze=False).ravel()
+    ax = axes[0]
+    ax.bar(names[:-1], values[:-1], color="tab:blue", label="Δ per task")
+    ax.bar(names[-1:], values[-1:], color="tab:orange", label=f"Δ_all = {delta_all:+.2f} %")
+    ax.axhline(0.0, color="black", linewidth=0.8)
+    ax.set(title="Final gain over the no-aggregation baseline", xlabel="task (name)",
+           ylabel="Δ (%)")
+    ax.legend(loc="best", fontsize="small")
+    if curve:
+        draw_delta_curve(axes[1], *curve)
+    fig.suptitle(f"{run_title(run)}; Δ as Eq. 42-44")
+    return fig
+
+
+def draw_delta_curve(ax: Axes, rounds: np.ndarray, values: np.ndarray) -> None:
+    ax.plot(rounds, values, color="tab:orange", marker="o", label="Δ_all")
+    ax.axhline(0.0, color="black", linewidth=0.8, label="no gain")
+    integer_rounds(ax)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize="small")
+    ax.set(title="Δ_all against round (baseline at the same round)", xlabel=ROUND.label,
+           ylabel="Δ_all (%)")
+
+
+def run_title(run: RunFiles) -> str:
+    s = run.summary
+    return (f"{run.plan.protocol} on {run.plan.topology_name}: {len(run.plan.clients)} clients, "
+            f"{run.plan.rounds} rounds, seed {run.plan.seed}, status {s.get('status', '?')}")

@@ -1,0 +1,119 @@
+"""`dfl-launch --resume RUN_DIR`: continue a stopped or killed run where all its nodes were.
+
+A launch records what the user asked for (`inputs.json`: topology, protocol, config file,
+options, `--set`s). Resuming resolves those inputs again, exactly as the first launch did, and
+compares the new plan with the run's `plan.json` section by section, addresses aside (the new
+launch claims fresh ports): an edited topology file, config file or protocol defaults, or other
+data, is bad input (exit 2) naming the sections that changed. Otherwise the run continues from
+the last round every node has a checkpoint of (dfl_node/state/checkpoint_file.py): rows of later rounds are
+cut from `metrics.jsonl` and `cycles.jsonl` (the resumed nodes report them again), the nodes
+are told the round (`checkpoints/resume.json`), and the pre-phase's result is not computed again:
+`prephase.json` stays, and each node's answer is in its checkpoint. With no complete checkpoint
+the run starts over in the same directory.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from dfl_node.plan import PlanError, RunPlan
+from dfl_node.state import checkpoint_file as checkpoint
+from launcher.config.options import Request
+from launcher.errors import LaunchError
+
+INPUTS_FILE = "inputs.json"
+REPORTED_FILES = ("metrics.jsonl", "cycles.jsonl")
+
+
+def record_inputs(run_dir: Path, req: Request) -> None:
+    """What a later `--resume` resolves again; paths made absolute so any cwd works."""
+    topology = Path(req.topology) if req.topology else None
+    body = {"topology": str(topology.resolve()) if topology and topology.exists()
+            else req.topology,
+            "protocol": req.protocol,
+            "config_file": str(req.config_file.resolve()) if req.config_file else None,
+            "options": req.options, "sets": list(req.sets)}
+    (run_dir / INPUTS_FILE).write_text(json.dumps(body, indent=1, sort_keys=True) + "\n")
+
+
+def resume_request(run_dir: Path) -> Request:
+    """The request the run in `run_dir` was launched with; LaunchError if it has none."""
+    path = run_dir / INPUTS_FILE
+    try:
+        body = json.loads(path.read_text())
+        return Request(body["topology"], body["protocol"],
+                       Path(body["config_file"]) if body["config_file"] else None,
+                       dict(body["options"]), tuple(body["sets"]))
+    except FileNotFoundError:
+        raise LaunchError(f"--resume {run_dir}: not a run directory ({path} is missing)") from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise LaunchError(f"{path}: unreadable: {exc}") from None
+
+
+def prepare_resume(run_dir: Path, plan: RunPlan, req: Request) -> int:
+    """Check that `plan` (the inputs resolved again) is the run's own, cut the reported rows
+    after the resume round, tell the nodes; the round to resume after (0: from scratch)."""
+    changed = changed_sections(load_old_plan(run_dir), plan)
+    if changed:
+        raise LaunchError(f"--resume {run_dir}: the inputs changed since the run started: "
+                          f"{', '.join(describe(name, req) for name in changed)}; "
+                          "refusing to resume")
+    round_ = checkpoint.last_complete_round(run_dir, plan.ids)
+    for name in REPORTED_FILES:
+        keep_rounds_through(run_dir / name, round_)
+    checkpoint.set_resume_round(run_dir, round_)
+    return round_
+
+
+def start_fresh(run_dir: Path, req: Request) -> int:
+    """A new run in `run_dir`: no old checkpoint may be resumed from, no old row is kept, and
+    the inputs are recorded for a later `--resume`; the round it starts after, 0."""
+    checkpoint.clear(run_dir)
+    for name in REPORTED_FILES:
+        (run_dir / name).unlink(missing_ok=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    record_inputs(run_dir, req)
+    return 0
+
+
+def load_old_plan(run_dir: Path) -> RunPlan:
+    try:
+        return RunPlan.load(run_dir / "plan.json")
+    except PlanError as exc:
+        raise LaunchError(f"--resume {run_dir}: {exc}") from None
+
+
+def changed_sections(old: RunPlan, new: RunPlan) -> list[str]:
+    before, after = checkpoint.content_hashes(old), checkpoint.content_hashes(new)
+    return [name for name in after if before.get(name) != after[name]]
+
+
+def describe(section: str, req: Request) -> str:
+    """A changed section, with the input file it comes from where there is one."""
+    if section == "topology":
+        return f"topology ({req.topology})"
+    if section == "protocol" and req.config_file:
+        return f"protocol (config {req.config_file} or the {req.protocol} defaults)"
+    return section
+
+
+def keep_rounds_through(path: Path, round_: int) -> None:
+    """Drop the JSON lines of rounds after `round_` (and a torn last line), atomically."""
+    if not path.is_file():
+        return
+    kept = [line for line in path.read_text().splitlines(keepends=True)
+            if reported_round(line) is not None and reported_round(line) <= round_]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(kept))
+    tmp.replace(path)
+
+
+def reported_round(line: str) -> int | None:
+    try:
+        row: Any = json.loads(line)
+    except ValueError:
+        return None
+    value = row.get("round") if isinstance(row, dict) else None
+    return value if isinstance(value, int) else None

@@ -1,0 +1,304 @@
+"""DSC: communication-while-aggregation for heterogeneous multi-task DFL (paper Alg. 1; spec §4).
+
+Per round r, node i:
+1. LOCAL: E epochs of multi-task training (SGD on weights, Adam on routing logits, §5);
+2. CONTROL FRAME (one TDMA frame): POLICY{U = its |T_i| binary policies, K float32 each} to every
+   neighbour; the frame's links carry 4 K |T_n| bytes from each sender n;
+3. WEIGHTS: S_{m,i} by Eq. 8 for m in N_i + i (S_{i,i} = 1) and its own *sender-side column* of
+   Eq. 18, w_{m,i} = softmax_m(S_{m,i} / tau), rounded to float32 (the value on the wire);
+4. MIX: psi <- theta_{i,r,E} (the `shared` group only, one flat fp32 vector in the model's fixed
+   order); J steps, each one TDMA frame, W fixed in the round: to each neighbour n the message
+   PARAMS{psi, w = w_{n,i}}, then psi <- w_{i,i} psi + sum_n w_{i,n} psi_n (Eq. 17; w_{i,n} read
+   from n's message; sums in ascending node id, accumulated in float64);
+5. theta_{i,r+1,0} <- psi; decoders, policy logits and BN running statistics stay local.
+
+`mixing` (spec §9 A1): `column_softmax` is the paper (column-stochastic, mean-preserving, rows
+not summing to 1); `push_sum` carries a scalar y (1 at the start of the round) mixed with the same
+W and takes psi / y, a row-normalised W^J; `row_softmax` normalises Eq. 18 over the receiver's row
+instead (S is symmetric, so the row is the node's own softmax and no weight travels).
+
+Time: local compute is `compute_ms` per mini-batch step (0 for pure communication time); under
+`schedule: tdma` each exchange is one frame of the link schedule, so a round costs the control
+frame plus J parameter frames. Formula bits per message (components): `params` 32 |theta|,
+`weight` 32, `push_sum` 32, `policy` 32 K |T_i| (paper §V: 44.71 MB and 96 B for ResNet-18).
+
+The baselines (`protocols/dsc/dsc_baselines.py`) reuse this round and change only the weights and
+what travels.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from dfl_node.comm.channel import Received
+from dfl_node.learning.flat import flatten, unflatten_into
+from dfl_node.plan import RunPlan
+from dfl_node.runner.context import NodeContext
+from dfl_node.wire.tags import Tag
+from protocols.base import Protocol
+from protocols.dsc.dsc_mixing import FEDAVG_VARIANTS, Policies, Weights, affinity, softmax_weights
+from protocols.dsc.dsc_summary import run_summary
+from protocols.dsc.multitask_training import LocalTrainer, TrainConfig
+from protocols.dsc.multitask_training import evaluate as evaluate_tasks
+from protocols.dsc.routed_model import RoutedMultiTaskNet
+from protocols.dsc.taskdata import TASKS
+from protocols.dsc.workload import (
+    SceneData,
+    build_scene_workload,
+    check_scene_plan,
+    plan_portfolios,
+    task_score,
+)
+from protocols.hyper import HyperConfig
+
+PHASE_POLICY = "dsc/policy"
+PHASE_PARAMS = "dsc/params"
+MIXING_MODES = ("column_softmax", "push_sum", "row_softmax")
+FP32_BITS = 32
+
+
+@dataclass(frozen=True)
+class DSCConfig(HyperConfig):
+    """The `hyper:` block shared by dsc and its four baselines (each ignores what it does not
+    use: tau and mixing belong to Eq. 18, fedavg and fedamp_* to those baselines)."""
+
+    protocol_name: ClassVar[str] = "dsc"
+
+    epochs: int = 2  # E
+    depth: int = 5  # J
+    tau: float = 0.1
+    mixing: str = "column_softmax"
+    fedavg: str = "column_uniform"
+    fedamp_sigma: float = 25.0
+    fedamp_xi_self: float | None = None  # None: 1 / (d_i + 1)
+    batch_size: int = 16
+    lr: float = 0.05
+    momentum: float = 0.9
+    weight_decay: float = 1e-4
+    policy_lr: float = 1e-2
+    sparsity: float = 1e-3
+    sharing: float = 0.05
+    gumbel_t0: float = 5.0
+    gumbel_decay: float = 0.9
+    warmup_epochs: int = 0
+    straight_through: bool = True
+    task_weights: Mapping[str, float] = field(default_factory=dict)
+    delta_baseline: str | None = None  # a dsc-noagg run directory: Delta_all against it
+
+    def check(self) -> None:
+        for name in ("epochs", "depth", "batch_size"):
+            self.count(name)
+        for name in ("tau", "fedamp_sigma", "lr", "policy_lr", "gumbel_t0", "gumbel_decay"):
+            self.number(name, 0.0, strict=True)
+        for name in ("momentum", "weight_decay", "sparsity", "sharing"):
+            self.number(name, 0.0, strict=False)
+        if isinstance(self.warmup_epochs, bool) or not isinstance(self.warmup_epochs, int) \
+                or self.warmup_epochs < 0:
+            self.fail("warmup_epochs", "an integer >= 0")
+        self.choice("mixing", MIXING_MODES)
+        self.choice("fedavg", FEDAVG_VARIANTS)
+        self.flag("straight_through")
+        self.mapping("task_weights")
+        if set(self.task_weights) - set(TASKS):
+            self.fail("task_weights", f"a mapping over {list(TASKS)}")
+        xi = self.fedamp_xi_self
+        if xi is not None and (isinstance(xi, bool) or not isinstance(xi, int | float)
+                               or not 0 < xi < 1):
+            self.fail("fedamp_xi_self", "null or a number in (0, 1)")
+        if self.delta_baseline is not None and not isinstance(self.delta_baseline, str):
+            self.fail("delta_baseline", "null or a run directory")
+
+    def train_config(self) -> TrainConfig:
+        return TrainConfig(self.batch_size, self.lr, self.momentum, self.weight_decay,
+                           self.policy_lr, self.sparsity, self.sharing, self.gumbel_t0,
+                           self.gumbel_decay, self.warmup_epochs, self.straight_through,
+                           dict(self.task_weights))
+
+
+class DSC(Protocol):
+    """The proposed method: Eq. 7 -> Eq. 8 -> Eq. 18, sender-side columns."""
+
+    affinity_kind: ClassVar[str] = "similarity"
+    uses_eq18: ClassVar[bool] = True  # the weights come from Eq. 18 after a policy frame
+    is_reference: ClassVar[bool] = False  # the no-aggregation run Delta is measured against
+
+    # the channel's noise stream is not in the model's state_dict
+    checkpoint_fields = ("trainer", "model.channel.gen", "rows", "loss", "last_eval")
+
+    def __init__(self, ctx: NodeContext) -> None:
+        super().__init__(ctx)
+        self.cfg = DSCConfig.from_hyper(ctx.hyper)
+        self.model: RoutedMultiTaskNet = ctx.model
+        self.data: SceneData = ctx.data
+        self.me = ctx.node_id
+        self.trainer = LocalTrainer(self.model, self.data.train, self.cfg.train_config(),
+                                    ctx.plan.seed, self.me, ctx.device)
+        self.steps_per_epoch = math.ceil(len(self.data.train) / self.cfg.batch_size)
+        self.shared = list(self.model.named_group("shared").values())
+        self.portfolios = plan_portfolios(ctx.plan)
+        self.push_sum = self.uses_eq18 and self.cfg.mixing == "push_sum"
+        self.attach_weight = self.uses_eq18 and self.cfg.mixing != "row_softmax"
+        size = sum(p.numel() for p in self.shared)
+        schema = {"psi": ("float32", (size,))}
+        schema |= {"w": ("float32", (1,))} if self.attach_weight else {}
+        schema |= {"y": ("float32", (1,))} if self.push_sum else {}
+        ctx.comm.set_schema(PHASE_PARAMS, schema)
+        ctx.comm.set_validator(PHASE_POLICY, self.check_policies)
+        self.params_bits = {"params": FP32_BITS * size,
+                            "weight": FP32_BITS if self.attach_weight else 0,
+                            "push_sum": FP32_BITS if self.push_sum else 0}
+        self.message_bytes = sum(self.params_bits.values()) // 8
+        self.column: Weights | None = None  # sender-side weights w_{n,i}, attached per message
+        self.row: Weights | None = None  # receiver-side weights w_{i,n}, known before mixing
+        self.rows: list[Weights] = []  # the row of W actually used, per round
+        self.loss = math.nan
+        self.last_eval: dict[str, dict[str, float]] = {}
+
+    @classmethod
+    def build_workload(cls, plan: RunPlan, node_id: int) -> tuple[torch.nn.Module, Any]:
+        return build_scene_workload(plan, node_id)
+
+    @classmethod
+    def check_plan(cls, plan: RunPlan) -> None:
+        check_scene_plan(plan)
+
+    @staticmethod
+    def check_hyper(hyper: Mapping[str, Any]) -> None:
+        """Also that `delta_baseline` is a finished run here, where the launcher reads it
+        (nodes on other hosts never do)."""
+        Protocol.check_hyper(hyper)
+        cfg = DSCConfig.from_hyper(hyper)
+        if cfg.delta_baseline is not None \
+                and not (Path(cfg.delta_baseline) / "summary.json").is_file():
+            raise ValueError(f"dsc: delta_baseline must be a run directory with a "
+                             f"summary.json, got {cfg.delta_baseline!r}")
+
+    @property
+    def depth(self) -> int:
+        return self.cfg.depth
+
+    def check_policies(self, tensors: Mapping[str, np.ndarray]) -> None:
+        """A POLICY message: U of shape (|T_n|, K), float32 zeros and ones."""
+        u = tensors.get("U")
+        if set(tensors) != {"U"} or u is None or u.dtype != np.float32 or u.ndim != 2 \
+                or not 1 <= u.shape[0] <= len(TASKS) or u.shape[1] != self.model.blocks \
+                or not np.isin(u, (0.0, 1.0)).all():
+            raise ValueError("expected U: (tasks, K) float32 zeros and ones")
+
+    def run_round(self, r: int) -> dict[str, float]:
+        self.loss = self.trainer.run_epochs(self.cfg.epochs)
+        self.ctx.clock.sync_step(0, self.cfg.epochs * self.steps_per_epoch)
+        self.prepare_round(r)
+        row = self.mix(r) if self.depth else {self.me: 1.0}
+        self.rows.append(row)
+        return {"train_loss": self.loss, "self_weight": row[self.me],
+                "row_sum": math.fsum(row.values())}
+
+    # The weights of a round.
+
+    def prepare_round(self, r: int) -> None:
+        """Control frame, then this node's column (or row) of Eq. 18 for the round."""
+        policies = self.exchange_policies(r)
+        scores = {m: 1.0 if m == self.me else affinity(self.affinity_kind, policies[m],
+                                                       policies[self.me])
+                  for m in sorted(policies)}
+        weights = {m: float(np.float32(w)) for m, w in softmax_weights(scores,
+                                                                       self.cfg.tau).items()}
+        # S is symmetric, so the receiver's row softmax has the same numbers as its column.
+        self.column, self.row = (weights, None) if self.attach_weight else (None, weights)
+
+    def exchange_policies(self, r: int) -> dict[int, Policies]:
+        """POLICY{U} to and from every neighbour: one frame whose senders differ in size."""
+        mine = self.model.policies()
+        u = torch.stack([mine[t] for t in self.model.tasks])
+        self.ctx.clock.expect({n: self.policy_bytes(n) for n in self.ctx.plan.clients})
+        theirs = self.ctx.comm.exchange(Tag("data", r, PHASE_POLICY), {"U": u})
+        self.ctx.clock.sync_step(self.policy_bytes(self.me), 0)
+        for n in theirs:
+            self.ctx.formula.charge(r, n, "policy", FP32_BITS * u.numel())
+        policies = {self.me: {t: v.numpy() for t, v in mine.items()}}
+        for n, msg in theirs.items():
+            tasks = self.portfolios[n]
+            if msg["U"].shape[0] != len(tasks):
+                raise ValueError(f"node {self.me}: node {n} sent {msg['U'].shape[0]} policies "
+                                 f"for its {len(tasks)} tasks")
+            policies[n] = {t: msg["U"][k].numpy() for k, t in enumerate(tasks)}
+        return policies
+
+    def policy_bytes(self, node: int) -> int:
+        return FP32_BITS // 8 * self.model.blocks * len(self.portfolios[node])
+
+    def step_row(self, row: Weights | None, psi: torch.Tensor,
+                 theirs: Mapping[int, Received]) -> Weights:
+        """Row i of W for this step: known beforehand, or w_{i,n} read from the messages."""
+        if self.column is None:
+            assert row is not None
+            return row
+        incoming = {n: float(msg["w"][0]) for n, msg in theirs.items()}
+        return dict(sorted({**incoming, self.me: self.column[self.me]}.items()))
+
+    # The J mixing steps.
+
+    def mix(self, r: int) -> Weights:
+        psi = flatten(self.shared)
+        y = torch.ones(1)
+        row = self.row
+        for j in range(self.depth):
+            theirs = self.send_step(Tag("data", r, PHASE_PARAMS, step=j), psi, y)
+            row = self.step_row(row, psi, theirs)
+            psi = combine(row, self.me, psi, theirs, "psi")
+            if self.push_sum:
+                y = combine(row, self.me, y, theirs, "y")
+        unflatten_into(self.shared, psi / y if self.push_sum else psi)
+        assert row is not None
+        return row
+
+    def send_step(self, tag: Tag, psi: torch.Tensor, y: torch.Tensor) -> dict[int, Received]:
+        """One frame: PARAMS{psi (, w) (, y)} to every neighbour, theirs back."""
+        base = {"psi": psi, **({"y": y} if self.push_sum else {})}
+        comm = self.ctx.comm
+        if self.column is not None:
+            column = self.column
+            theirs = comm.exchange_each(tag, {n: {**base, "w": torch.tensor([column[n]])}
+                                              for n in comm.neighbors})
+        else:
+            theirs = comm.exchange(tag, base)
+        self.ctx.clock.sync_step(self.message_bytes, 0)
+        for n in theirs:
+            self.ctx.formula.charge_all(tag.round, n, self.params_bits)
+        return theirs
+
+    # Reporting.
+
+    def evaluate(self) -> dict[str, Any]:
+        self.last_eval = evaluate_tasks(self.model, self.data.test, self.ctx.device)
+        return {"accuracy": task_score(self.last_eval), "loss": self.loss,
+                "task_metrics": self.last_eval, "policies": self.binary_policies()}
+
+    def binary_policies(self) -> dict[str, list[int]]:
+        return {t: [int(x) for x in u.tolist()] for t, u in self.model.policies().items()}
+
+    def node_report(self) -> dict[str, Any]:
+        return {"tasks": list(self.model.tasks), "policies": self.binary_policies(),
+                "task_metrics": self.last_eval,
+                "rows": [{str(n): w for n, w in row.items()} for row in self.rows]}
+
+    @classmethod
+    def run_keys(cls, plan: RunPlan, reports: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+        return run_summary(plan, reports, cls.is_reference)
+
+
+def combine(row: Weights, me: int, mine: torch.Tensor, theirs: Mapping[int, Received],
+            key: str) -> torch.Tensor:
+    """Eq. 17 for one node: sum_n w_{i,n} psi_n over N_i + i in ascending id, in float64."""
+    acc = torch.zeros(mine.shape, dtype=torch.float64)
+    for n, w in row.items():
+        acc.add_((mine if n == me else theirs[n][key]).to(torch.float64), alpha=w)
+    return acc.to(torch.float32)

@@ -1,0 +1,58 @@
+"""Task portfolios T_i: which tasks each node learns (dsc-multitask spec §2.1, §9 A8).
+
+A topology file may fix a node's portfolio with the node attribute `tasks: [seg, dep]`; every
+other node's portfolio is drawn from the run seed, so all processes agree on it:
+- `nyu` (spec §9 A8): the N = 10 multiset 2x{Seg,Sn,Dep}, 2x{Seg,Sn}, 3x{Seg,Dep}, 3x{Sn,Dep},
+  cycled to N entries and placed on the nodes by a seeded permutation;
+- `taskonomy` (spec §9 A8): each node draws a uniform subset of {Seg, Sn, KP, Edge} of size 2-3.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dfl_node.learning.seeds import numpy_stream
+from protocols.dsc.taskdata import TASKS
+
+Portfolio = tuple[str, ...]
+
+NYU_GROUPS: tuple[Portfolio, ...] = (
+    ("seg", "sn", "dep"), ("seg", "sn", "dep"), ("seg", "sn"), ("seg", "sn"),
+    ("seg", "dep"), ("seg", "dep"), ("seg", "dep"), ("sn", "dep"), ("sn", "dep"), ("sn", "dep"),
+)
+TASKONOMY_TASKS = ("seg", "sn", "kp", "edge")
+TASKONOMY_SUBSETS: tuple[Portfolio, ...] = tuple(
+    c for k in (2, 3) for c in itertools.combinations(TASKONOMY_TASKS, k))
+SCHEMES = ("nyu", "taskonomy")
+
+
+def canonical(tasks: Sequence[str], where: str) -> Portfolio:
+    """The tasks in the global order of `TASKS`, checked: known, non-empty, no repeats."""
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown or not tasks or len(set(tasks)) != len(tasks):
+        raise ValueError(f"{where}: tasks {list(tasks)} must be distinct names from "
+                         f"{', '.join(TASKS)}")
+    return tuple(t for t in TASKS if t in tasks)
+
+
+def draw_portfolios(node_ids: Sequence[int], seed: int,
+                    scheme: str = "nyu") -> dict[int, Portfolio]:
+    rng = numpy_stream(seed, -1, f"portfolios/{scheme}")
+    if scheme == "nyu":
+        groups = [NYU_GROUPS[k % len(NYU_GROUPS)] for k in range(len(node_ids))]
+        order = rng.permutation(len(node_ids))
+        return {node: groups[k] for node, k in zip(node_ids, order, strict=True)}
+    if scheme == "taskonomy":
+        picks = rng.integers(0, len(TASKONOMY_SUBSETS), len(node_ids))
+        return {node: TASKONOMY_SUBSETS[k] for node, k in zip(node_ids, picks, strict=True)}
+    raise ValueError(f"unknown portfolio scheme {scheme!r} (known: {', '.join(SCHEMES)})")
+
+
+def node_portfolios(attrs: Mapping[int, Mapping[str, Any]], seed: int,
+                    scheme: str = "nyu") -> dict[int, Portfolio]:
+    """Portfolio per node id: the node's `tasks` attribute where set, else the seeded draw."""
+    drawn = draw_portfolios(sorted(attrs), seed, scheme)
+    return {node: canonical(a["tasks"], f"node {node}") if "tasks" in a else drawn[node]
+            for node, a in sorted(attrs.items())}

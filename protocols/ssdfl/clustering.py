@@ -1,0 +1,338 @@
+"""SSD-FL cluster formation (Algorithms 1 and 2, eqs. 2-3, 28-29, 35-37 of
+../shared/papers/ssd-fl.txt) as pure functions on node indices 0..N-1.
+
+Algorithm 1 grows a nested hierarchy of partitions, one per S = 1..N: each step sorts the current
+clusters by conductance and lets Algorithm 2 split exactly one of them along its Fiedler vector.
+Every candidate is then scored by the Theorem 1 bound averaged over its clusters (H, eq. 28) and
+S* is the feasible candidate (min cluster conductance >= Phi^min_S of eq. 37) with the smallest
+H. Where the paper's pseudo-code cannot run as written we follow ../shared/specs/ssd-fl.md:
+  - C1 conductance is measured on the cluster's own mixing matrix, self-loops included
+    (`conductance_weights: mixing`), or on the 0/1 induced adjacency (`unweighted`);
+  - C2 exact enumeration up to `exact_max` members, the best Fiedler sweep cut beyond (`auto`);
+  - C3 a singleton's conductance is `singleton_conductance` (0: a partition with an isolated
+    device is infeasible), and Algorithm 2 skips singletons;
+  - C4 the split index runs 1..|s|-1 and the best split starts at -inf, so a split always
+    happens; C5 the loop stops at S = N and every candidate is scored;
+  - C7 Algorithm 2 gets Phi^min of the current S, the final filter each candidate's own S;
+  - C8 eq. 35 drops tau_a (`threshold_include_tau_a` restores it);
+  - C10 a non-positive denominator makes H = +inf (infeasible); C12 no feasible candidate falls
+    back to S = 1 (synchronous DFL) and says so.
+Ties: clusters sort by (conductance, larger first, smallest member); S* ties go to the smaller S.
+Fiedler vectors are sign-normalised (largest-magnitude entry positive) and sorted stably, so the
+result is a pure function of the inputs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from protocols.ssdfl.heterogeneity import (
+    ClusterHeterogeneity,
+    HeterogeneityConfig,
+    cluster_heterogeneity,
+)
+from protocols.ssdfl.optimizers import OptimizerSpec
+from topologies.mixing import induced, lazy, metropolis
+
+Cluster = tuple[int, ...]
+Partition = tuple[Cluster, ...]
+CONDUCTANCE_METHODS = ("auto", "exact", "sweep")
+CONDUCTANCE_WEIGHTS = ("mixing", "unweighted")
+H_NUMERATORS = ("sum", "mean")
+
+
+@dataclass(frozen=True)
+class ClusteringConfig:
+    """Algorithm 1's inputs; defaults are the paper's (Sec. VI) or the spec's (C2, C3, C6, C9)."""
+
+    eta: float = 0.01
+    tau_a: int = 3
+    B: float = 1.0
+    gamma: float = 1.0
+    delta_tol: float = 10.0
+    alpha: float = 0.1
+    lazy_mixing: bool = False
+    conductance: str = "auto"
+    exact_max: int = 14
+    conductance_weights: str = "mixing"
+    singleton_conductance: float = 0.0
+    min_cluster_size: int = 2
+    h_numerator: str = "sum"
+    threshold_include_tau_a: bool = False
+    override_S: int | None = None
+    override_partition: tuple[tuple[int, ...], ...] | None = None
+    heterogeneity: HeterogeneityConfig = field(default_factory=HeterogeneityConfig)
+
+    def __post_init__(self) -> None:
+        for name in ("eta", "B", "delta_tol"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"clustering.{name} must be > 0, got {getattr(self, name)!r}")
+        _choice("conductance", self.conductance, CONDUCTANCE_METHODS)
+        _choice("conductance_weights", self.conductance_weights, CONDUCTANCE_WEIGHTS)
+        _choice("h_numerator", self.h_numerator, H_NUMERATORS)
+        if self.min_cluster_size < 1 or self.exact_max < 2:
+            raise ValueError("clustering.min_cluster_size must be >= 1 and exact_max >= 2")
+        if self.override_S is not None and self.override_S < 1:
+            raise ValueError(f"clustering.override_S must be >= 1, got {self.override_S!r}")
+
+    @classmethod
+    def from_hyper(cls, raw: Mapping[str, Any], eta: float, tau_a: int,
+                   lazy_mixing: bool = False) -> ClusteringConfig:
+        """The `clustering:` mapping of a config; `eta: null` means the training rate (C6)."""
+        known = set(cls.__dataclass_fields__) - {"tau_a", "lazy_mixing", "heterogeneity"}
+        unknown = set(raw) - known - {"zeta", "alpha_o", "alpha_d"}
+        if unknown:
+            raise ValueError(f"clustering: unknown keys {sorted(unknown)}")
+        opts = {k: v for k, v in raw.items() if k in known}
+        het = HeterogeneityConfig(**{k: tuple(float(x) for x in raw[k])
+                                     for k in ("zeta", "alpha_o", "alpha_d") if k in raw})
+        if opts.get("eta") is None:
+            opts["eta"] = eta
+        if opts.get("override_partition") is not None:
+            opts["override_partition"] = tuple(tuple(int(i) for i in c)
+                                               for c in opts["override_partition"])
+        try:
+            return cls(tau_a=tau_a, lazy_mixing=lazy_mixing, heterogeneity=het, **opts)
+        except TypeError as exc:
+            raise ValueError(f"clustering: {exc}") from None
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"clustering.{name} must be one of {allowed}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class NodeInputs:
+    """What the pre-phase gathered, by node index: optimizers, L_i(theta^0), edge terms."""
+
+    optimizers: tuple[OptimizerSpec, ...]
+    losses: tuple[float, ...]
+    edge_terms: Mapping[tuple[int, int], float]  # eq. 40's per-edge term, i < j
+
+
+@dataclass(frozen=True)
+class Candidate:
+    S: int
+    partition: Partition
+    min_conductance: float
+    phi_min: float
+    H: float
+    feasible: bool
+
+
+@dataclass(frozen=True)
+class ClusteringResult:
+    candidates: tuple[Candidate, ...]
+    partition: Partition
+    s_star: int
+    source: str  # "score", "fallback", "override_S" or "override_partition"
+
+    @property
+    def fallback(self) -> bool:
+        return self.source == "fallback"
+
+
+def cluster_matrix_of(adj: np.ndarray, members: Cluster, lazy_mixing: bool) -> np.ndarray:
+    """A~_s: Metropolis-Hastings on the cluster's induced subgraph (in-cluster degrees)."""
+    w = metropolis(induced(adj, members))
+    return lazy(w) if lazy_mixing else w
+
+
+def phi_min(S: int, n: int, cfg: ClusteringConfig) -> float:
+    """Eq. 37: sqrt(2 eta + 4 eta B sqrt(floor(N/S)) / ||Delta_tol||) (tau_a factor optional)."""
+    tau = cfg.tau_a if cfg.threshold_include_tau_a else 1
+    return math.sqrt(2 * cfg.eta + 4 * cfg.eta * tau * cfg.B * math.sqrt(n // S) / cfg.delta_tol)
+
+
+def exact_conductance(w: np.ndarray) -> float:
+    """Eq. 3 by enumerating every non-empty proper subset (phi(V) = phi(V^c), so all of them)."""
+    n = len(w)
+    masks = ((np.arange(1, 2**n - 1)[:, None] >> np.arange(n)) & 1).astype(np.float64)
+    return float(_phi(w, masks).min())
+
+
+def sweep_conductance(w: np.ndarray) -> float:
+    """The best prefix cut of the Fiedler order: an upper bound on eq. 3."""
+    order = fiedler_order(w)
+    masks = np.tril(np.ones((len(w) - 1, len(w))))[:, np.argsort(order, kind="stable")]
+    return float(_phi(w, masks).min())
+
+
+def _phi(w: np.ndarray, masks: np.ndarray) -> np.ndarray:
+    """phi(V) = cut(V, V^c) / min(vol V, vol V^c) per row of 0/1 `masks` (0 where vol is 0)."""
+    d = w.sum(axis=1)
+    vol = masks @ d
+    cut = ((masks @ w) * (1.0 - masks)).sum(axis=1)
+    denom = np.minimum(vol, d.sum() - vol)
+    return np.where(denom > 0, cut / np.where(denom > 0, denom, 1.0), 0.0)
+
+
+def fiedler_order(w: np.ndarray) -> np.ndarray:
+    """Member positions sorted by the Fiedler vector of the normalised Laplacian of `w`."""
+    d = w.sum(axis=1)
+    inv_sqrt = np.where(d > 0, 1.0 / np.sqrt(np.where(d > 0, d, 1.0)), 0.0)
+    laplacian = np.eye(len(w)) - inv_sqrt[:, None] * w * inv_sqrt[None, :]
+    _, vectors = np.linalg.eigh(laplacian)
+    v = inv_sqrt * vectors[:, 1]
+    if v[np.argmax(np.abs(v))] < 0:
+        v = -v
+    return np.argsort(v, kind="stable")
+
+
+class Conductances:
+    """Phi(G~_s) per cluster, cached: Algorithm 2 asks for the same sides many times."""
+
+    def __init__(self, adj: np.ndarray, cfg: ClusteringConfig) -> None:
+        self.adj = adj
+        self.cfg = cfg
+        self._cache: dict[Cluster, float] = {}
+
+    def weights(self, members: Cluster) -> np.ndarray:
+        if self.cfg.conductance_weights == "unweighted":
+            return induced(self.adj, members)
+        return cluster_matrix_of(self.adj, members, self.cfg.lazy_mixing)
+
+    def __call__(self, members: Cluster) -> float:
+        if members not in self._cache:
+            self._cache[members] = self._compute(members)
+        return self._cache[members]
+
+    def _compute(self, members: Cluster) -> float:
+        if len(members) == 1:
+            return self.cfg.singleton_conductance
+        w = self.weights(members)
+        method = self.cfg.conductance
+        if method == "exact" or (method == "auto" and len(members) <= self.cfg.exact_max):
+            return exact_conductance(w)
+        return sweep_conductance(w)
+
+
+def canonical(clusters: Sequence[Sequence[int]]) -> Partition:
+    """Members sorted, clusters ordered by their smallest member: cluster id = position."""
+    return tuple(sorted((tuple(sorted(c)) for c in clusters), key=lambda c: c[0]))
+
+
+def best_split(members: Cluster, phi: Conductances) -> tuple[float, Partition]:
+    """Algorithm 2, lines 4-13: the Fiedler-order split maximising min(Phi(a), Phi(b))."""
+    order = [members[k] for k in fiedler_order(phi.weights(members))]
+    best, split = -math.inf, canonical([order[:1], order[1:]])
+    for n in range(1, len(order)):
+        a, b = tuple(sorted(order[:n])), tuple(sorted(order[n:]))
+        value = min(phi(a), phi(b))
+        if value > best:
+            best, split = value, canonical([a, b])
+    return best, split
+
+
+def split_once(partition: Partition, threshold: float, phi: Conductances) -> Partition:
+    """Algorithm 2: split the first cluster (ascending conductance) whose best split passes
+    `threshold`; if none does, split the lowest-conductance splittable cluster anyway."""
+    queue = sorted(partition, key=lambda c: (phi(c), -len(c), c[0]))
+    saved: tuple[Cluster, Partition] | None = None
+    for members in queue:
+        if len(members) < 2:
+            continue
+        best, split = best_split(members, phi)
+        if best >= threshold:
+            return canonical([c for c in partition if c != members] + list(split))
+        saved = saved or (members, split)
+    if saved is None:
+        raise ValueError("every cluster is a singleton: nothing to split")
+    return canonical([c for c in partition if c != saved[0]] + list(saved[1]))
+
+
+def candidate_partitions(adj: np.ndarray, cfg: ClusteringConfig,
+                         phi: Conductances | None = None) -> list[Partition]:
+    """Algorithm 1, lines 3-11: one nested partition per S = 1..N."""
+    n = len(adj)
+    phi = phi or Conductances(adj, cfg)
+    out = [canonical([range(n)])]
+    while len(out[-1]) < n:
+        out.append(split_once(out[-1], phi_min(len(out[-1]), n, cfg), phi))
+    return out
+
+
+def cluster_score(adj: np.ndarray, members: Cluster, losses: Sequence[float],
+                  het: ClusterHeterogeneity, cfg: ClusteringConfig) -> float:
+    """H_s, the Theorem 1 bound (eq. 28-29) at the shared init, where L~_s = sum_i L_i."""
+    w = cluster_matrix_of(adj, members, cfg.lazy_mixing)
+    lam_min = float(np.linalg.eigvalsh(w)[0])
+    gamma_eff = cfg.gamma + 1.0 + (1.0 - lam_min) / cfg.eta  # Prop. 1
+    big_gamma = gamma_eff + cfg.tau_a * cfg.B * math.sqrt(len(members))  # eq. 29
+    own = [losses[i] for i in members]
+    loss = sum(own) if cfg.h_numerator == "sum" else sum(own) / len(own)
+    denom = cfg.eta - (het.alpha + 1.0) * cfg.eta**2 / 2.0 * big_gamma
+    if denom <= 0:
+        return math.inf
+    return (loss + cfg.alpha * cfg.tau_a * cfg.eta**2 / 2.0 * big_gamma) / denom
+
+
+def heterogeneity_of(members: Cluster, inputs: NodeInputs,
+                     cfg: ClusteringConfig) -> ClusterHeterogeneity:
+    return cluster_heterogeneity(members, inputs.optimizers, inputs.edge_terms, cfg.heterogeneity)
+
+
+def score(adj: np.ndarray, partition: Partition, inputs: NodeInputs,
+          cfg: ClusteringConfig) -> float:
+    """H(P): the mean of H_s over the partition's clusters (Algorithm 1, line 7)."""
+    return sum(cluster_score(adj, c, inputs.losses, heterogeneity_of(c, inputs, cfg), cfg)
+               for c in partition) / len(partition)
+
+
+def evaluate(adj: np.ndarray, partitions: Sequence[Partition], inputs: NodeInputs,
+             cfg: ClusteringConfig, phi: Conductances) -> tuple[Candidate, ...]:
+    n = len(adj)
+    out = []
+    for partition in partitions:
+        S = len(partition)
+        min_phi = min(phi(c) for c in partition)
+        threshold = phi_min(S, n, cfg)
+        h = score(adj, partition, inputs, cfg)
+        feasible = (min_phi >= threshold and math.isfinite(h)
+                    and min(len(c) for c in partition) >= cfg.min_cluster_size)
+        out.append(Candidate(S, partition, min_phi, threshold, h, feasible))
+    return tuple(out)
+
+
+def choose(candidates: Sequence[Candidate]) -> Candidate | None:
+    """Algorithm 1, line 12: the feasible candidate with the smallest H (ties: smaller S)."""
+    feasible = [c for c in candidates if c.feasible]
+    return min(feasible, key=lambda c: (c.H, c.S)) if feasible else None
+
+
+def check_overrides(cfg: ClusteringConfig, n: int) -> None:
+    """ValueError (one line) unless the overrides fit N nodes (positions 0..N-1)."""
+    if cfg.override_partition is not None \
+            and sorted(i for c in cfg.override_partition for i in c) != list(range(n)):
+        raise ValueError(f"clustering.override_partition must partition the nodes, "
+                         f"got {cfg.override_partition}")
+    if cfg.override_S is not None and cfg.override_S > n:
+        raise ValueError(f"clustering.override_S={cfg.override_S} exceeds N={n}")
+
+
+def form_clusters(adj: np.ndarray, inputs: NodeInputs, cfg: ClusteringConfig) -> ClusteringResult:
+    """The whole of Algorithm 1 plus the spec's overrides and its S = 1 fallback (C12)."""
+    check_overrides(cfg, len(adj))
+    phi = Conductances(np.asarray(adj, dtype=np.float64), cfg)
+    candidates = evaluate(phi.adj, candidate_partitions(phi.adj, cfg, phi), inputs, cfg, phi)
+    if cfg.override_partition is not None:
+        partition = canonical(cfg.override_partition)
+        return ClusteringResult(candidates, partition, len(partition), "override_partition")
+    if cfg.override_S is not None:
+        return ClusteringResult(candidates, candidates[cfg.override_S - 1].partition,
+                                cfg.override_S, "override_S")
+    best = choose(candidates)
+    if best is None:
+        return ClusteringResult(candidates, candidates[0].partition, 1, "fallback")
+    return ClusteringResult(candidates, best.partition, best.S, "score")
+
+
+def config_record(cfg: ClusteringConfig) -> dict[str, Any]:
+    """The configuration as plain JSON data, for clustering.json."""
+    return asdict(cfg)

@@ -1,0 +1,255 @@
+"""SSD-FL (Wang, Chiang, Poor): serverless semi-decentralized FL with heterogeneous optimizers.
+../shared/papers/ssd-fl.txt; implementable form in ../shared/specs/ssd-fl.md (section 2.5).
+
+Pre-phase (once, Sec. V): each device reports its degree, label frequencies Y_i, a raw sample
+D_i, its optimizer (opt_i, mu_i, rho_i) and L_i(theta^{0,0}) to the one-time coordinator
+(`protocols/ssdfl/coordinator.py`), which runs Algorithms 1-2 and answers with the device's
+cluster id and both weight rows: a~_i (Metropolis-Hastings on the cluster's induced subgraph)
+and a_i (the plan's global matrix). All devices start from the same theta^{0,0} (shared init).
+
+One global cycle k (`--rounds` counts cycles) at device i:
+  intra regime, q = 0..tau_a-1 (eq. 11): theta_i^{q+1} = sum_j a~_ji theta_j^q - eta g~_i(theta_i^q)
+     with in-cluster neighbours only; the gradient is taken at the device's own pre-mix model
+     and the neighbours' pre-update models are mixed; g~ is eq. 10 (`ssdfl_optimizers.py`),
+     its momentum sum and proximal anchor reset at q = 0 (eqs. 8-9).
+  inter regime, q = 0..tau_r-1 (eq. 18): theta_i^{q+1} = sum_j a_ji theta_j^q, all neighbours,
+     no training.
+A device with no in-cluster neighbour (a~_ii = 1) trains alone in the intra regime and sends
+nothing; its neighbours expect nothing from it, so no step waits on it.
+
+One "iteration" is `local_steps` mini-batch steps ("epoch": ceil(D_i / M) of them, spec E1). For
+E > 1 steps the multi-step form theta_i^{q+1} = sum_j a~_ji theta_j^q - (theta_i^q - theta_i^{q,E})
+applies, with the optimizer state spanning the regime; E = 1 is eq. 11 exactly. `regimes:
+global` mixes with the global matrix in both regimes (synchronous DFL; the sDFL baseline and the
+S = 1 check). Neighbour sums run over ascending ids, self included, so every transport computes
+the same floats.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from dfl_node.learning.training import BatchSampler, compute_gradients, evaluate
+from dfl_node.plan import RunPlan
+from dfl_node.runner.context import NodeContext
+from dfl_node.runner.prephase_client import Coordination
+from dfl_node.wire.tags import Tag
+from protocols.base import Protocol, require_int, require_positive
+from protocols.ssdfl.clustering import ClusteringConfig
+from protocols.ssdfl.coordinator import clustering_config, coordinate_clusters
+from protocols.ssdfl.optimizers import (
+    ASSIGNMENTS,
+    OptimizerSpec,
+    UnifiedDirection,
+    draw_optimizer,
+)
+
+INTRA, INTER = "ssdfl-intra", "ssdfl-inter"
+REGIMES = ("clustered", "global")
+Row = dict[int, float]
+Params = dict[str, torch.Tensor]
+
+
+class SSDFL(Protocol):
+    needs_prephase: ClassVar[bool] = True
+    # the optimizer state restarts every cycle (eqs. 8-9); the pre-phase's answer is kept, so
+    # a resumed node needs no coordinator
+    checkpoint_fields = ("batches", "cluster", "intra_row", "inter_row")
+
+    def __init__(self, ctx: NodeContext) -> None:
+        super().__init__(ctx)
+        hyper = ctx.hyper
+        self.lr = float(hyper["lr"])
+        self.tau_a, self.tau_r = int(hyper["tau_a"]), int(hyper["tau_r"])
+        self.params = dict(ctx.model.named_parameters())
+        self.batches = BatchSampler(ctx.data.x_train, ctx.data.y_train,
+                                    int(hyper["batch_size"]), ctx.rng("batches"), ctx.device)
+        self.local_steps = steps_per_iteration(hyper.get("local_steps", 1),
+                                               len(ctx.data.y_train), self.batches.batch_size)
+        self.optimizer = node_optimizer(ctx)
+        self.direction = UnifiedDirection(self.optimizer)
+        layout = {n: ("float32", tuple(p.shape)) for n, p in self.params.items()}
+        for phase in (INTRA, INTER):
+            ctx.comm.set_schema(phase, layout)
+        self.message_bytes = sum(p.numel() * p.element_size() for p in self.params.values())
+        self.cluster = -1
+        self.intra_row: Row = {}
+        self.inter_row: Row = {}
+
+    @staticmethod
+    def check_hyper(hyper: Mapping[str, Any]) -> None:
+        Protocol.check_hyper(hyper)
+        require_positive(hyper, "lr")
+        require_int(hyper, "batch_size", 32)
+        require_int(hyper, "tau_a", 3)
+        require_int(hyper, "tau_r", 1, minimum=0)
+        require_int(hyper, "sample_size", 100)
+        steps = hyper.get("local_steps", 1)
+        if steps != "epoch":
+            require_int(hyper, "local_steps", 1)
+        if hyper.get("regimes", REGIMES[0]) not in REGIMES:
+            raise ValueError(f"regimes must be one of {REGIMES}, got {hyper.get('regimes')!r}")
+        check_optimizer_settings(hyper)
+        clustering = hyper.get("clustering", {})
+        if not isinstance(clustering, Mapping):
+            raise ValueError("clustering must be a mapping")
+        ClusteringConfig.from_hyper(clustering, float(hyper["lr"]), int(hyper.get("tau_a", 3)))
+
+    # ---- pre-phase (Sec. V; spec 4.6) ----
+
+    def prephase_report(self) -> dict[str, np.ndarray]:
+        """What the paper's devices share: degree, Y_i, a raw sample, optimizer, L_i(theta^0)."""
+        data, ctx = self.ctx.data, self.ctx
+        size = int(ctx.hyper.get("sample_size", 100))
+        rng = ctx.rng("prephase/sample")
+        idx = np.sort(rng.choice(len(data.y_train), size, replace=len(data.y_train) < size))
+        hist = np.bincount(data.y_train, minlength=data.classes).astype(np.float64)
+        _, loss = evaluate(ctx.model, data.x_train, data.y_train, ctx.device)
+        return {
+            "degree": np.array(len(ctx.comm.neighbors), dtype=np.int64),
+            "label_hist": hist / hist.sum(),
+            "sample": np.ascontiguousarray(data.x_train[idx].reshape(size, -1), np.float32),
+            "optimizer": self.optimizer.to_array(),
+            "init_loss": np.array(loss, dtype=np.float64),
+        }
+
+    def prephase_answer(self, answer: Mapping[str, np.ndarray]) -> None:
+        me, neighbours = self.ctx.node_id, set(self.ctx.comm.neighbors)
+        self.cluster = int(answer["cluster"])
+        self.inter_row = weight_row(answer, "inter", me, neighbours)
+        self.intra_row = weight_row(answer, "intra", me, neighbours)
+        if self.ctx.hyper.get("regimes", "clustered") == "global":
+            self.intra_row = dict(self.inter_row)
+
+    @staticmethod
+    def coordinate(plan: RunPlan, reports: Mapping[int, Mapping[str, np.ndarray]]) -> Coordination:
+        return coordinate_clusters(plan, reports)
+
+    @classmethod
+    def check_plan(cls, plan: RunPlan) -> None:
+        super().check_plan(plan)
+        clustering_config(plan)
+
+    # ---- one global cycle ----
+
+    def run_round(self, r: int) -> dict[str, float]:
+        self.direction.reset(self.params)  # eqs. 8-9: anchor and momentum start at q = 0
+        losses = [self.intra_iteration(r, q) for q in range(self.tau_a)]
+        for q in range(self.tau_r):
+            self.inter_iteration(r, q)
+        info = {"cluster": self.cluster, "iterations": (r + 1) * (self.tau_a + self.tau_r),
+                "local_steps_per_iteration": self.local_steps}
+        if losses:  # pure gossip (a baseline's tau_a = 0) trains nothing
+            info["train_loss"] = sum(losses) / len(losses)
+        return info
+
+    def intra_row_at(self, r: int, q: int) -> Row:
+        """The weight row of intra iteration q of cycle r (fixed for SSD-FL; baselines vary it)."""
+        return self.intra_row
+
+    def inter_row_at(self, r: int, q: int) -> Row:
+        return self.inter_row
+
+    def intra_iteration(self, r: int, q: int) -> float:
+        """Eq. 11: mix the in-cluster neighbours' theta^q, minus the local update at theta_i^q."""
+        row = self.intra_row_at(r, q)
+        mine = {n: p.detach().clone() for n, p in self.params.items()}
+        tag = Tag("data", r, INTRA, q)
+        peers = self.send_row(row, tag, mine)
+        update, loss = self.local_update()
+        theirs = {j: self.ctx.comm.recv(j, tag) for j in peers}
+        with torch.no_grad():
+            for name, p in self.params.items():
+                p.copy_(mix(row, self.ctx.node_id, mine, theirs, name) - update[name])
+        self.ctx.clock.sync_step(self.message_bytes if peers else 0, self.local_steps)
+        return loss
+
+    def inter_iteration(self, r: int, q: int) -> None:
+        """Eq. 18: theta_i <- sum_j a_ji theta_j over the row's neighbours; no training."""
+        row = self.inter_row_at(r, q)
+        mine = {n: p.detach().clone() for n, p in self.params.items()}
+        tag = Tag("data", r, INTER, q)
+        peers = self.send_row(row, tag, mine)
+        theirs = {j: self.ctx.comm.recv(j, tag) for j in peers}
+        with torch.no_grad():
+            for name, p in self.params.items():
+                p.copy_(mix(row, self.ctx.node_id, mine, theirs, name))
+        self.ctx.clock.sync_step(self.message_bytes if peers else 0, 0)
+
+    def send_row(self, row: Row, tag: Tag, mine: Params) -> list[int]:
+        """Send theta_i^q to the row's neighbours (ascending); they are the ones to wait for."""
+        peers = [j for j in row if j != self.ctx.node_id]
+        for j in peers:
+            self.ctx.comm.send(j, tag, mine)
+        return peers
+
+    def local_update(self) -> tuple[Params, float]:
+        """theta_i^q - theta_i^{q,E} after E optimizer steps from theta_i^q (eta g~ for E = 1)."""
+        update: Params = {}
+        losses = []
+        for _ in range(self.local_steps):
+            losses.append(compute_gradients(self.ctx.model, *self.batches.next()))
+            with torch.no_grad():
+                for name, p in self.params.items():
+                    step = self.lr * self.direction.direction(name, p.grad, p)
+                    p.sub_(step)
+                    update[name] = update[name] + step if name in update else step
+        return update, sum(losses) / len(losses)
+
+    def summary(self) -> dict[str, float | dict[str, float]]:
+        return {"iterations_per_cycle": float(self.tau_a + self.tau_r),
+                "local_steps_per_iteration": float(self.local_steps)}
+
+
+def mix(row: Row, me: int, mine: Params, theirs: Mapping[int, Params], name: str) -> torch.Tensor:
+    """sum_j a_ji theta_j in ascending j, self included (a symmetric: a_ji = a_ij)."""
+    out = torch.zeros_like(mine[name])
+    for j, w in row.items():
+        x = mine[name] if j == me else theirs[j][name].to(out.device)
+        out.add_(x, alpha=w)
+    return out
+
+
+def weight_row(answer: Mapping[str, Any], regime: str, me: int, neighbours: set[int]) -> Row:
+    """A weight row of the coordinator's answer, checked: self plus neighbours, finite."""
+    ids = [int(i) for i in np.asarray(answer[f"{regime}_ids"]).reshape(-1)]
+    weights = [float(w) for w in np.asarray(answer[f"{regime}_w"]).reshape(-1)]
+    if (len(ids) != len(weights) or me not in ids or ids != sorted(set(ids))
+            or not set(ids) - {me} <= neighbours or not all(map(math.isfinite, weights))):
+        raise ValueError(f"{regime} row must be sorted ids of self and neighbours with finite "
+                         f"weights, got {ids}")
+    return dict(zip(ids, weights, strict=True))
+
+
+def steps_per_iteration(value: Any, samples: int, batch_size: int) -> int:
+    """E: an int, or "epoch" = ceil(D_i / M) mini-batch steps (spec E1)."""
+    return math.ceil(samples / batch_size) if value == "epoch" else int(value)
+
+
+def check_optimizer_settings(hyper: Mapping[str, Any]) -> None:
+    """`optimizers` and the mu/rho lists drawn from (Sec. VI-A); baselines share them."""
+    if hyper.get("optimizers", ASSIGNMENTS[0]) not in ASSIGNMENTS:
+        raise ValueError(f"optimizers must be one of {ASSIGNMENTS}, "
+                         f"got {hyper.get('optimizers')!r}")
+    for key in ("prox_mu", "momentum_rho"):
+        values = hyper.get(key, [0.0])
+        if not (isinstance(values, list) and values
+                and all(isinstance(v, int | float) and 0 <= v < 1 for v in values)):
+            raise ValueError(f"{key} must be a non-empty list of numbers in [0, 1)")
+
+
+def node_optimizer(ctx: NodeContext) -> OptimizerSpec:
+    """This device's optimizer: drawn from its own seeded stream as in Sec. VI-A (`random`),
+    plain SGD everywhere (`sgd`, App. G-B) or its topology attribute (`topology`)."""
+    mode = ctx.hyper.get("optimizers", "random")
+    if mode == "sgd":
+        return OptimizerSpec()
+    if mode == "topology":
+        return OptimizerSpec.from_attrs(ctx.plan.node(ctx.node_id).attrs)
+    return draw_optimizer(ctx.rng("optimizer"), ctx.hyper.get("prox_mu", [5e-5, 1e-4]),
+                          ctx.hyper.get("momentum_rho", [0.8, 0.85]))
