@@ -177,7 +177,7 @@ BUCKETS: dict[str, tuple[str, str]] = {
     "round bookkeeping (Comm.round setter)": ("dfl_node/comm/channel.py", "round"),
     "failure agreement": ("dfl_node/runner/membership.py", "after_round"),
 }
-ROUND = ("protocols/dmflsq/dpsgd.py", "run_round")
+ROUND = ("protocols/gossip/dpsgd.py", "run_round")
 AFTER_ROUND = BUCKETS["failure agreement"]
 PROFILED = "rounds' seconds profiled"
 RUNTIME_FILES = ("dfl_node/comm/channel.py", "dfl_node/ledgers/formula.py", "dfl_node/netsim/virtual_clock.py")

@@ -5,11 +5,11 @@ from __future__ import annotations
 from protocols.base import Protocol
 from protocols.dmflsq.chocosgd import ChocoSGD
 from protocols.dmflsq.dmflsq import DMFLSQ
-from protocols.dmflsq.dpsgd import DPSGD
-from protocols.dmflsq.dsgt import DSGT
-from protocols.dmflsq.qffl import QFFL
 from protocols.dsc.dsc import DSC
 from protocols.dsc.dsc_baselines import DSCFedAMP, DSCFedAvg, DSCMax, DSCNoAgg
+from protocols.gossip.dpsgd import DPSGD
+from protocols.gossip.dsgt import DSGT
+from protocols.gossip.qffl import QFFL
 from protocols.ssdfl.ssdfl import SSDFL
 from protocols.ssdfl.ssdfl_baselines import CSTC, PDFL, SDFL, STC
 

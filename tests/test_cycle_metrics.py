@@ -18,9 +18,9 @@ from dfl_node.learning.models import build_model
 from dfl_node.learning.shards import load_node_data
 from dfl_node.learning.training import evaluate
 from launcher.results.cycle_metrics import cycles_to_threshold
-from protocols.ssdfl.clustering import exact_conductance
 from tests.harness import launch_ok
-from topologies.mixing import cluster_matrix, metropolis, slem
+from topologies.measures import exact_conductance, slem
+from topologies.mixing import cluster_matrix, metropolis
 
 ARGS = ("--dataset", "synthetic", "--partition", "shards:2", "--set", "model={name: linear}",
         "--set", "local_steps=1", "--transport", "inproc", "--rounds", "3",

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from topologies import generators as gen
-from topologies import mixing
+from topologies import measures, mixing
 from topologies.errors import TopologyError
 from topologies.loader import load_topology, resolve_topology_path
 from topologies.model import EdgeSpec, NodeSpec, Topology
@@ -48,9 +48,9 @@ def test_metropolis_is_symmetric_doubly_stochastic_on_the_graph(graph: str) -> N
     degree = adj.sum(axis=1)
     i, j = np.argwhere(adj)[0]
     assert w[i, j] == 1.0 / (1.0 + max(degree[i], degree[j]))
-    assert mixing.slem(w) == pytest.approx(reference_slem(w), abs=1e-12)
-    assert mixing.spectral_gap(w) == pytest.approx(1.0 - reference_slem(w), abs=1e-12)
-    assert mixing.slem(w) < 1.0  # connected
+    assert measures.slem(w) == pytest.approx(reference_slem(w), abs=1e-12)
+    assert measures.spectral_gap(w) == pytest.approx(1.0 - reference_slem(w), abs=1e-12)
+    assert measures.slem(w) < 1.0  # connected
 
 
 @pytest.mark.parametrize("graph", GRAPHS)
@@ -59,14 +59,14 @@ def test_max_degree_is_symmetric_doubly_stochastic(graph: str) -> None:
     w = mixing.max_degree(adj)
     check_doubly_stochastic(w, adj)
     assert np.all(w[adj != 0] == 1.0 / (1.0 + adj.sum(axis=1).max()))
-    assert mixing.slem(w) == pytest.approx(reference_slem(w), abs=1e-12)
+    assert measures.slem(w) == pytest.approx(reference_slem(w), abs=1e-12)
 
 
 def test_metropolis_on_a_ring_is_one_third_everywhere() -> None:
     w = mixing.metropolis(gen.ring(20).adjacency())
     assert np.allclose(w[w != 0], 1 / 3, atol=1e-15)
     expected = max(abs((1 + 2 * np.cos(2 * np.pi * k / 20)) / 3) for k in range(1, 20))
-    assert mixing.slem(w) == pytest.approx(expected, abs=1e-12)
+    assert measures.slem(w) == pytest.approx(expected, abs=1e-12)
 
 
 def cluster_with_isolated_member() -> tuple[np.ndarray, list[int], int]:
@@ -88,8 +88,8 @@ def test_cluster_metropolis_gives_an_isolated_member_weight_one() -> None:
     # In-cluster degrees, not global ones, set the weights.
     i, j = np.argwhere(sub)[0]
     assert w[i, j] == 1.0 / (1.0 + max(sub[i].sum(), sub[j].sum()))
-    assert mixing.slem(w) == pytest.approx(reference_slem(w), abs=1e-12)
-    assert mixing.slem(w) == pytest.approx(1.0, abs=1e-12)  # the cluster is disconnected
+    assert measures.slem(w) == pytest.approx(reference_slem(w), abs=1e-12)
+    assert measures.slem(w) == pytest.approx(1.0, abs=1e-12)  # the cluster is disconnected
 
 
 def test_cluster_matrix_is_block_diagonal_metropolis() -> None:
@@ -143,20 +143,20 @@ def test_mixing_matrix_by_name() -> None:
 
 def test_slem_of_a_non_symmetric_matrix_uses_the_general_eigensolver() -> None:
     w = np.array([[0.5, 0.2], [0.5, 0.8]])  # column-stochastic, eigenvalues 1 and 0.3
-    assert mixing.slem(w) == pytest.approx(0.3, abs=1e-12)
-    assert mixing.slem(np.ones((1, 1))) == 0.0
+    assert measures.slem(w) == pytest.approx(0.3, abs=1e-12)
+    assert measures.slem(np.ones((1, 1))) == 0.0
 
 
 def test_algebraic_connectivity_closed_forms() -> None:
     n = 12
-    assert mixing.algebraic_connectivity(gen.ring(n).adjacency()) == pytest.approx(
+    assert measures.algebraic_connectivity(gen.ring(n).adjacency()) == pytest.approx(
         2 - 2 * np.cos(2 * np.pi / n), abs=1e-12
     )
-    assert mixing.algebraic_connectivity(gen.complete(n).adjacency()) == pytest.approx(n)
-    assert mixing.algebraic_connectivity(gen.line(n).adjacency()) == pytest.approx(
+    assert measures.algebraic_connectivity(gen.complete(n).adjacency()) == pytest.approx(n)
+    assert measures.algebraic_connectivity(gen.line(n).adjacency()) == pytest.approx(
         2 - 2 * np.cos(np.pi / n), abs=1e-12
     )
-    assert mixing.algebraic_connectivity(np.zeros((3, 3))) == pytest.approx(0.0, abs=1e-15)
+    assert measures.algebraic_connectivity(np.zeros((3, 3))) == pytest.approx(0.0, abs=1e-15)
 
 
 def test_bad_adjacency_is_refused() -> None:

@@ -18,7 +18,8 @@ from dfl_node.learning.seeds import numpy_stream, torch_stream
 from protocols.ssdfl.stc_sampling import EdgeSampler, mixing_row, random_partition, same_cluster
 from tests.harness import assert_transports_identical, final_files, launch, launch_ok
 from tests.test_ssdfl import FAST, LINE6, topology
-from topologies.mixing import metropolis, slem
+from topologies.measures import slem
+from topologies.mixing import metropolis
 
 BASE = ("--dataset", "synthetic", "--partition", "iid", "--set", "model={name: mlp}",
         "--set", "local_steps=1")

@@ -24,7 +24,8 @@ import yaml
 from topologies.errors import TopologyError
 from topologies.generators import ALIASES, GENERATORS, REPAIRS
 from topologies.loader import load_topology, resolve_topology_path
-from topologies.mixing import algebraic_connectivity, mixing_matrix, slem, spectral_gap
+from topologies.measures import algebraic_connectivity, slem, spectral_gap
+from topologies.mixing import mixing_matrix
 from topologies.model import Topology
 from topologies.writer import dump_topology, write_topology
 

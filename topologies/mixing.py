@@ -125,29 +125,3 @@ def cluster_matrix(
     for idx in members:
         w[np.ix_(idx, idx)] = weights(induced(adj, idx))
     return w
-
-
-def slem(w: np.ndarray) -> float:
-    """Second-largest eigenvalue modulus: the per-step contraction of consensus error.
-
-    For a symmetric doubly stochastic W it is max(|lambda_2|, |lambda_n|); it is 1 when the
-    graph is disconnected. A 1 x 1 matrix has none, so 0.
-    """
-    w = np.asarray(w, dtype=np.float64)
-    eig = np.linalg.eigvalsh(w) if np.array_equal(w, w.T) else np.linalg.eigvals(w)
-    moduli = np.sort(np.abs(eig))[::-1]
-    return float(moduli[1]) if len(moduli) > 1 else 0.0
-
-
-def spectral_gap(w: np.ndarray) -> float:
-    """1 - SLEM (note: SSD-FL writes 1 - lambda_2; both agree unless lambda_n < -lambda_2)."""
-    return 1.0 - slem(w)
-
-
-def algebraic_connectivity(adj: np.ndarray) -> float:
-    """Second-smallest eigenvalue of the Laplacian D - A (Fiedler value; 0 iff disconnected)."""
-    a = np.asarray(adj, dtype=np.float64)
-    if len(a) < 2:
-        return 0.0
-    laplacian = np.diag(a.sum(axis=1)) - a
-    return float(np.linalg.eigvalsh(laplacian)[1])

@@ -37,8 +37,8 @@ from dfl_node.learning.training import evaluate
 from dfl_node.plan import RunPlan
 from dfl_node.runner.reporter import params_due
 from launcher.errors import LaunchError
-from protocols.ssdfl.clustering import exact_conductance, sweep_conductance
-from topologies.mixing import WEIGHTS, induced, lazy, slem
+from topologies.measures import exact_conductance, slem, sweep_conductance
+from topologies.mixing import WEIGHTS, induced, lazy
 
 EXACT_CONDUCTANCE_MAX = 14  # subsets enumerated up to this size; a Fiedler sweep above
 

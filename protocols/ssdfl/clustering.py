@@ -37,6 +37,7 @@ from protocols.ssdfl.heterogeneity import (
     cluster_heterogeneity,
 )
 from protocols.ssdfl.optimizers import OptimizerSpec
+from topologies.measures import exact_conductance, fiedler_order, sweep_conductance
 from topologies.mixing import induced, lazy, metropolis
 
 Cluster = tuple[int, ...]
@@ -148,41 +149,6 @@ def phi_min(S: int, n: int, cfg: ClusteringConfig) -> float:
     """Eq. 37: sqrt(2 eta + 4 eta B sqrt(floor(N/S)) / ||Delta_tol||) (tau_a factor optional)."""
     tau = cfg.tau_a if cfg.threshold_include_tau_a else 1
     return math.sqrt(2 * cfg.eta + 4 * cfg.eta * tau * cfg.B * math.sqrt(n // S) / cfg.delta_tol)
-
-
-def exact_conductance(w: np.ndarray) -> float:
-    """Eq. 3 by enumerating every non-empty proper subset (phi(V) = phi(V^c), so all of them)."""
-    n = len(w)
-    masks = ((np.arange(1, 2**n - 1)[:, None] >> np.arange(n)) & 1).astype(np.float64)
-    return float(_phi(w, masks).min())
-
-
-def sweep_conductance(w: np.ndarray) -> float:
-    """The best prefix cut of the Fiedler order: an upper bound on eq. 3."""
-    order = fiedler_order(w)
-    masks = np.tril(np.ones((len(w) - 1, len(w))))[:, np.argsort(order, kind="stable")]
-    return float(_phi(w, masks).min())
-
-
-def _phi(w: np.ndarray, masks: np.ndarray) -> np.ndarray:
-    """phi(V) = cut(V, V^c) / min(vol V, vol V^c) per row of 0/1 `masks` (0 where vol is 0)."""
-    d = w.sum(axis=1)
-    vol = masks @ d
-    cut = ((masks @ w) * (1.0 - masks)).sum(axis=1)
-    denom = np.minimum(vol, d.sum() - vol)
-    return np.where(denom > 0, cut / np.where(denom > 0, denom, 1.0), 0.0)
-
-
-def fiedler_order(w: np.ndarray) -> np.ndarray:
-    """Member positions sorted by the Fiedler vector of the normalised Laplacian of `w`."""
-    d = w.sum(axis=1)
-    inv_sqrt = np.where(d > 0, 1.0 / np.sqrt(np.where(d > 0, d, 1.0)), 0.0)
-    laplacian = np.eye(len(w)) - inv_sqrt[:, None] * w * inv_sqrt[None, :]
-    _, vectors = np.linalg.eigh(laplacian)
-    v = inv_sqrt * vectors[:, 1]
-    if v[np.argmax(np.abs(v))] < 0:
-        v = -v
-    return np.argsort(v, kind="stable")
 
 
 class Conductances:

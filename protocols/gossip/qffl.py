@@ -32,7 +32,7 @@ from dfl_node.learning.training import BatchSampler, compute_gradients
 from dfl_node.runner.context import NodeContext
 from dfl_node.wire.tags import Tag
 from protocols.base import Protocol
-from protocols.dmflsq.baseline_bits import DenseAccounting, dense_link_bits
+from protocols.gossip.dense_bits import DenseAccounting, dense_link_bits
 from protocols.hyper import HyperConfig
 
 UP, DOWN = "qffl-up", "qffl-down"

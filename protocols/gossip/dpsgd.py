@@ -30,7 +30,7 @@ from dfl_node.runner.context import NodeContext
 from dfl_node.runner.membership import SurvivingGraph
 from dfl_node.wire.tags import Tag
 from protocols.base import Protocol, require_int, require_positive
-from protocols.dmflsq.baseline_bits import DenseAccounting, dense_link_bits
+from protocols.gossip.dense_bits import DenseAccounting, dense_link_bits
 
 PHASE = "gossip"
 FORMS = ("cta", "atc")  # combine-then-adapt (Lian et al.), adapt-then-combine
