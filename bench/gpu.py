@@ -18,9 +18,9 @@ still leaves the others. The steps:
 3. exactness on the device: DMFL-SQ on CIFAR-10 (protocols/configs/dmfl-sq-cifar10.yaml) on a
    `--nodes` ring whose every node is placed on `--device`, under `--transport zmq` (one
    process per node) and `--transport inproc` (one process), both with
-   `hyper.deterministic=true` (dfl_node/learning/torch_settings.py: deterministic torch kernels and cuBLAS
-   workspace). The `final/` files are compared byte for byte and the metrics record for record;
-   wall seconds per round come from when every node's record of a round appeared. If they
+   `hyper.deterministic=true` (dfl_node/learning/torch_settings.py: deterministic torch kernels
+   and cuBLAS workspace). The `final/` files are compared byte for byte and the metrics record for
+   record; wall seconds per round come from when every node's record of a round appeared. If they
    differ and time is left, zmq runs again to tell device nondeterminism from a transport
    difference.
 
@@ -157,14 +157,14 @@ def transfer(device: torch.device, params: int, reps: int) -> dict[str, Any]:
 
     def via_raw(_: int) -> None:
         host = state.to("cpu")
-        push.send(host.numpy(), copy=False)
+        push.send(host.numpy().data, copy=False)
         frame = pull.recv(copy=False)
         got["w"] = torch.frombuffer(frame.buffer, dtype=torch.float32).to(device)
 
     host_state = state.to("cpu")
 
     def loopback_only(_: int) -> None:
-        push.send(host_state.numpy(), copy=False)
+        push.send(host_state.numpy().data, copy=False)
         pull.recv(copy=False)
 
     def d2h(_: int) -> None:

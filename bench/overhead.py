@@ -66,7 +66,7 @@ def _raw_peer(endpoint_out: Connection, messages: int) -> None:
     ctx = zmq.Context()
     router = ctx.socket(zmq.ROUTER)
     router.bind("tcp://127.0.0.1:*")
-    endpoint_out.send(router.getsockopt(zmq.LAST_ENDPOINT).decode())
+    endpoint_out.send(router.getsockopt_string(zmq.LAST_ENDPOINT))
     router.send_multipart(router.recv_multipart())
     for _ in range(messages):
         identity, _payload = router.recv_multipart(copy=False)
@@ -180,7 +180,8 @@ BUCKETS: dict[str, tuple[str, str]] = {
 ROUND = ("protocols/gossip/dpsgd.py", "run_round")
 AFTER_ROUND = BUCKETS["failure agreement"]
 PROFILED = "rounds' seconds profiled"
-RUNTIME_FILES = ("dfl_node/comm/channel.py", "dfl_node/ledgers/formula.py", "dfl_node/netsim/virtual_clock.py")
+RUNTIME_FILES = ("dfl_node/comm/channel.py", "dfl_node/ledgers/formula.py",
+                 "dfl_node/netsim/virtual_clock.py")
 
 
 def profile_buckets(prof: Path) -> dict[str, float]:

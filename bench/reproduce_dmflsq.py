@@ -1,13 +1,14 @@
 """Reproduce DMFL-SQ's comparison on CIFAR-10: five protocols and the Table III ablations.
 
-    python -m bench.reproduce_dmflsq [--rounds 200] [--seeds 1-2] [--data-root ../shared/data]
+    python -m bench.reproduce_dmflsq [--rounds 200] [--seeds 1-2] [--data-root DIR]
                                      [--out DIR] [--only dmfl-sq,d-psgd,...] [--no-ablations]
 
 Every method runs as a real mesh (`dfl-launch`, one process per client) on the paper's CIFAR-10
 setting: 20 clients on the ring, Dirichlet(0.1) label skew (at least 64 samples per client),
 the CNN2+FC2 whose size matches the paper's omega (P = 2,122,186), each client evaluated on its
 own test split, batch 32, one local update per round, each method with the paper's
-hyper-parameters (spec sections 6-7). Run directories are kept under --out, one per method and
+hyper-parameters (docs/protocols/dmfl-sq.md#a10, #a16). Run directories are kept under --out,
+one per method and
 seed; a finished one is reused when the script runs again, so an interrupted reproduction
 resumes where it stopped.
 
@@ -152,7 +153,7 @@ def verdict(ok: bool, sep: bool) -> str:
 
 def orderings(rows: dict[str, dict[str, tuple[float, float]]]) -> list[str]:
     """The paper's claims about Table II and Fig. 2, checked on this run's means and CIs."""
-    lines = []
+    lines: list[str] = []
     ours = rows.get("DMFL-SQ")
     if ours is None:
         return lines
@@ -238,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
            f"(min 64), dmflsq-cnn (P = 2,122,186), local test splits; budget: {opts.rounds} "
            f"rounds x {len(opts.seeds)} seeds {opts.seeds}, evaluation every "
            f"{opts.eval_every}; mean +- 95% t-interval over seeds; bits = formula bits per "
-           "client (spec section 4), cumulative")
+           "client (eq. 20), cumulative")
     for m in METHODS + ABLATIONS:
         print(f"  {m.label:<24} {m.protocol:<10} {m.note}")
     main_rows = run_all(selected(METHODS, opts.only), opts, curves)

@@ -5,7 +5,7 @@
                                   [--tau 0.1] [--topology rgg10] [--out DIR] [--tiny]
 
 Every method runs as a real mesh (`dfl-launch`, one process per client, TDMA frames) on the
-spec's mini setting (dsc-multitask spec §9.1): rgg10 (RGG, radius grown to connectivity), NYU-like
+mini setting (docs/protocols/dsc.md#mini-run): rgg10 (RGG, radius grown to connectivity), NYU-like
 portfolios (2x{seg,sn,dep}, 2x{seg,sn}, 3x{seg,dep}, 3x{sn,dep}), SynthScenes 32x32 with Dirichlet
 (1) quantity skew and per-node scene priors, the routed mini ResNet (K = 8), E local epochs per
 round. Table 2: no aggregation, FedAvg (column-uniform), heuristic max, FedAMP and the proposed

@@ -7,10 +7,11 @@
 Fashion-MNIST, label slots with 3 labels per device (mild) or 1 (extreme), heterogeneous
 optimizers (Sec. VI-A), tau_a = 3, tau_r = 1 for every method (the paper's defaults for the
 network-size and architecture sweeps), the same init, batches and optimizer draw per seed for all
-methods (spec E9). Graphs (generated once, seed 0, bridge-repaired as spec E6 says, written to
+methods (docs/protocols/ssd-fl.md#e9). Graphs (generated once, seed 0, bridge-repaired (#e6),
+written to
 OUT/topologies): ER(10, 0.1), ER(30, 0.1), BA(30, 1), RGeo(30, 0.2), WS(30, 3, 0.2) (a ring, E5),
 K_30. The budget is cut to fit about an hour on two CPU cores: `--cycles` global cycles instead
-of 20, `--local-steps` mini-batch steps per iteration instead of an epoch (spec E1), the global
+of 20, `--local-steps` mini-batch steps per iteration instead of an epoch (#e1), the global
 test subset of `--eval-size` images, the `--model` (the paper's 5-layer CNN is `ssdfl-cnn`),
 and two seeds. Every run is a real mesh (`dfl-launch`, one process per device) with per-cycle
 metrics; a finished run directory is reused, so an interrupted reproduction resumes.
@@ -46,7 +47,7 @@ LEVELS = {"mild": ("shards:3", (0.65, 0.72)), "extreme": ("shards:1", (0.40, 0.4
 class Graph:
     label: str
     make: Callable[[], Topology]
-    paper: str  # what the paper reports for this graph (spec section 7), FMNIST
+    paper: str  # what the paper reports for this graph (its Sec. VI), FMNIST
 
 
 GRAPHS = (
@@ -218,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = len(opts.graphs) * len(opts.levels) * len(opts.methods) * len(opts.seeds)
     print(f"SSD-FL reproduction (FMNIST, tau_a 3, tau_r 1, heterogeneous optimizers); budget: "
           f"{opts.cycles} cycles (paper: 20) x {opts.local_steps} local steps per iteration "
-          f"(paper: unstated, spec E1: an epoch), model {opts.model}, global eval subset "
+          f"(paper: unstated, default: an epoch), model {opts.model}, global eval subset "
           f"{opts.eval_size}, seeds {opts.seeds}; {runs} runs over graphs "
           f"{[g.label for g in opts.graphs]}, levels {opts.levels}, methods {opts.methods}; "
           "accuracies are the mean over devices, mean ± 95% t-interval over seeds")

@@ -78,8 +78,8 @@ class RunPlan:
     cycle_metrics: dict[str, Any] = field(default_factory=dict)
     # every node saves its full state every k rounds (0: never); dfl_node/state/checkpoint_file.py
     checkpoint_every: int = 10
-    # --secure (dfl_node/transports/encryption.py): `public_keys` (key name -> Z85) and this host's `keys_dir`;
-    # empty when the run's sockets are not CURVE-secured
+    # --secure (dfl_node/transports/encryption.py): `public_keys` (key name -> Z85) and this
+    # host's `keys_dir`; empty when the run's sockets are not CURVE-secured
     secure: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 

@@ -18,7 +18,7 @@ from launcher.config.keys import keys_cmd
 from launcher.config.options import ViewOptions, request, run_options
 from launcher.errors import LaunchError, run_cli
 from launcher.launch import launch, resume, write_plan_only
-from launcher.results.jstar import jstar_cmd
+from protocols.registry import launch_commands
 
 DEFAULT_COLLECT_TIMEOUT_S = 3600.0
 # Options that define a run; a resumed run takes them from its directory (inputs.json).
@@ -88,8 +88,9 @@ def compose_cmd(image: str, subnet: str, output: Path, **kwargs: Any) -> None:
     print(f"docker-compose -f {path} up")
 
 
-cli.add_command(jstar_cmd)
 cli.add_command(keys_cmd)
+for command in launch_commands():  # what protocols bring, e.g. an analysis of their runs
+    cli.add_command(command)
 
 
 def main() -> None:

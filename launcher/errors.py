@@ -7,24 +7,31 @@ import sys
 
 import click
 
+from launcher.logs import configure, launcher_logger
+
+LOG = launcher_logger("cli")
+
 
 class LaunchError(Exception):
     pass
 
 
-def run_cli(cli: click.Command, prog: str) -> None:
+def run_cli(cli: click.Command, prog: str, info_on_stdout: bool = False) -> None:
     """Run a click CLI under the project's exit codes: a user error (ours or click's) is one
     `prog: reason` line on stderr and exit 2; an interrupt is exit 130. Ctrl-C must reach us
-    even when a parent started us with SIGINT ignored (Python then keeps it ignored)."""
+    even when a parent started us with SIGINT ignored (Python then keeps it ignored). The
+    program's warnings, these lines included, go to stderr under `prog`; INFO lines only with
+    `info_on_stdout`, for a program whose stdout is a log, not data (launcher/logs.py)."""
+    configure(prog, info_on_stdout)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         cli.main(standalone_mode=False)
     except LaunchError as exc:
-        click.echo(f"{prog}: {exc}", err=True)
+        LOG.error("%s", exc)
         sys.exit(2)
     except click.ClickException as exc:
-        click.echo(f"{prog}: {exc.format_message()}", err=True)
+        LOG.error("%s", exc.format_message())
         sys.exit(2)
     except (KeyboardInterrupt, click.Abort):
-        click.echo(f"{prog}: interrupted", err=True)
+        LOG.error("interrupted")
         sys.exit(130)

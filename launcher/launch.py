@@ -2,27 +2,23 @@
 
 from __future__ import annotations
 
-import queue
-import sys
 import time
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from dfl_node.plan import RunPlan
-from dfl_node.runner.prephase_client import InprocPrephaseHub
-from dfl_node.transports.encryption import COLLECTOR, load_curve
-from launcher.backends.processes import log_tail, run_processes
-from launcher.backends.threads import run_threads
-from launcher.config.checks import check_listeners_free
-from launcher.config.endpoints import wildcard_bind
+from launcher.backends.base import LocalBackend
+from launcher.backends.hosts import HostsBackend
+from launcher.backends.processes import log_tail
+from launcher.backends.registry import local_backend
 from launcher.config.inputs import resolve
 from launcher.config.keys import secure_plan
 from launcher.config.options import Request, ViewOptions
 from launcher.config.ports import PortClaims
+from launcher.logs import launcher_logger
 from launcher.results.cycle_metrics import CycleMetrics
 from launcher.run import rundir
-from launcher.run.collector import Collector, QueueSource, ZmqSource
+from launcher.run.collector import Collector
 from launcher.run.linkreport import write_link_report
 from launcher.run.outcome import Outcome
 from launcher.run.prephase_coordinator import start_coordinator
@@ -31,17 +27,13 @@ from launcher.run.resume import prepare_resume, resume_request, start_fresh
 from launcher.run.summary import summarize, write_ledger
 
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+LOG = launcher_logger("launch")
 
 
 def write_plan_only(req: Request, output: Path) -> None:
-    claims = PortClaims()
-    try:
-        config, plan = resolve(req, claims)
-    finally:
-        claims.release()
-    plan = secure_plan(plan, config, None)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    plan.dump(output)
+    """`dfl-launch plan`: the plan for hosts started by hand, written to `output`."""
+    backend = HostsBackend()
+    backend.hand_off(backend.resolve(req), output)
 
 
 def launch(req: Request, out_dir: Path | None, view: ViewOptions) -> int:
@@ -72,8 +64,8 @@ def launch_one(req: Request, out_dir: Path | None, view: ViewOptions,
         try:
             display.stage("resolving the plan, preparing data")
             config, plan = resolve(req, claims)
-            if plan.transport == "zmq":
-                check_listeners_free(plan, str(req.topology))
+            backend = local_backend(plan.transport)
+            backend.preflight(plan, str(req.topology))
             run_dir = out_dir or rundir.default_run_dir(plan.protocol, plan.topology_name)
             plan = secure_plan(plan, config, run_dir / "keys")
             resumed_at = (prepare_resume(run_dir, plan, req) if resuming
@@ -84,7 +76,7 @@ def launch_one(req: Request, out_dir: Path | None, view: ViewOptions,
             display.start(plan)
             display.stage(f"starting {len(plan.ids)} nodes")
             started = time.monotonic()
-            outcome, collector = execute(plan, plan_path, run_dir, display,
+            outcome, collector = execute(backend, plan, plan_path, run_dir, display,
                                          coordinate=resumed_at == 0)
         finally:
             claims.release()
@@ -100,23 +92,15 @@ def launch_one(req: Request, out_dir: Path | None, view: ViewOptions,
     return report(outcome, run_dir, summary, display)
 
 
-def execute(plan: RunPlan, plan_path: Path, run_dir: Path, display: Display,
-            coordinate: bool = True) -> tuple[Outcome, Collector]:
+def execute(backend: LocalBackend, plan: RunPlan, plan_path: Path, run_dir: Path,
+            display: Display, coordinate: bool = True) -> tuple[Outcome, Collector]:
     """`coordinate`: run the pre-phase's coordinator (a resumed run has its result already)."""
-    hub = InprocPrephaseHub(plan.ids) if plan.transport == "inproc" else None
-    cycles = CycleMetrics.for_plan(plan, run_dir)
-    if plan.transport == "inproc":
-        sink: queue.Queue = queue.Queue()
-        collector = Collector(QueueSource(sink), run_dir, plan.ids, cycles, display.on_record)
-        runner = partial(run_threads, plan, run_dir, collector, sink, hub)
-    else:
-        source = ZmqSource(wildcard_bind(plan.collector), curve=load_curve(plan, COLLECTOR))
-        collector = Collector(source, run_dir, plan.ids, cycles,
-                              display.on_record)
-        runner = partial(run_processes, plan, plan_path, run_dir, collector)
-    coordinator = start_coordinator(plan, run_dir, hub) if coordinate else None
+    mesh = backend.open(plan, plan_path, run_dir, CycleMetrics.for_plan(plan, run_dir),
+                        display.on_record)
+    collector = mesh.collector
+    coordinator = start_coordinator(plan, run_dir, mesh.prephase_hub) if coordinate else None
     try:
-        return runner(), collector
+        return mesh.run(), collector
     except KeyboardInterrupt:
         return Outcome(False, reason="interrupted"), collector
     finally:
@@ -125,7 +109,7 @@ def execute(plan: RunPlan, plan_path: Path, run_dir: Path, display: Display,
             coordinator.join()
             collector.rejected.update(coordinator.rejected)
             if coordinator.error:
-                print(f"dfl-launch: pre-phase: {coordinator.error}", file=sys.stderr)
+                LOG.error("pre-phase: %s", coordinator.error)
 
 
 def report(outcome: Outcome, run_dir: Path, summary: dict[str, Any],
@@ -133,18 +117,15 @@ def report(outcome: Outcome, run_dir: Path, summary: dict[str, Any],
     """The last line on stdout (the display's kind), the failure on stderr; the exit code."""
     (display or Display(pipe=False)).final(run_dir, summary, outcome.ok)
     for node, reason in outcome.deaths.items():
-        print(f"dfl-launch: node {node} died ({reason}); the others went on without it "
-              "(summary.json: failures, graph_changes)", file=sys.stderr)
+        LOG.warning("node %s died (%s); the others went on without it "
+                    "(summary.json: failures, graph_changes)", node, reason)
     if outcome.ok:
         return EXIT_OK
     if outcome.status == "interrupted":
-        print(f"dfl-launch: interrupted; completed evaluations kept in {run_dir}",
-              file=sys.stderr)
+        LOG.error("interrupted; completed evaluations kept in %s", run_dir)
         return EXIT_INTERRUPTED
-    node = outcome.failed_node
-    print(f"dfl-launch: node {node} failed ({outcome.reason}); run directory {run_dir}",
-          file=sys.stderr)
-    tail = log_tail(run_dir, node) if node is not None else ""
-    if tail:
-        print(tail, file=sys.stderr)
+    failed = outcome.failed_node
+    tail = log_tail(run_dir, failed) if failed is not None else ""
+    LOG.error("node %s failed (%s); run directory %s%s", failed, outcome.reason, run_dir,
+              f"\n{tail}" if tail else "")
     return EXIT_FAILED

@@ -4,11 +4,12 @@
     dfl-node --topology T --protocol P --node-id I [the options of dfl-launch] [--out DIR]
     dfl-node --coordinator --plan plan.json [--out DIR] [--keys DIR]
 
-An operator (or a container) starts nodes this way, one per host; the launcher runs the same
+An operator (or a container) starts nodes this way, one per host (the hand-off backends of
+launcher/backends/: hosts.py, compose.py); the launcher's processes backend runs the same
 `start_zmq_node` in processes forked from its forkserver (`run_launched`). With `--topology`
-every host resolves the same plan itself (launcher/config/host_plan.py). Bad input, including a plan
-that differs from a neighbour's or key files a --secure plan cannot use (dfl_node/transports/encryption.py),
-exits 2 with one line; a failed run exits 1.
+every host resolves the same plan itself (launcher/config/host_plan.py). Bad input, including a
+plan that differs from a neighbour's or key files a --secure plan cannot use
+(dfl_node/transports/encryption.py), exits 2 with one line; a failed run exits 1.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import click
 from dfl_node.comm.rendezvous import RendezvousTimeout
 from dfl_node.learning.torch_settings import apply_runtime
 from dfl_node.plan import PlanError, RunPlan
+from dfl_node.runner.context import node_logger
 from dfl_node.runner.prephase_client import ZmqPrephaseChannel
 from dfl_node.runner.reporter import FileReporter, Reporter, ZmqReporter
 from dfl_node.runner.run_node import run_node
@@ -34,9 +36,11 @@ from dfl_node.transports.liveness import Heartbeat, MeshFailure, failure_fields
 from dfl_node.transports.zeromq import ZmqTransport
 from launcher.config.options import run_options
 from launcher.errors import LaunchError, run_cli
+from launcher.logs import configure, launcher_logger
 from protocols.registry import protocol_class
 
 PARENT_POLL_S = 0.5
+LOG = launcher_logger("node")
 
 
 def start_zmq_node(plan: RunPlan, node_id: int, out_dir: Path, curve: Curve | None,
@@ -46,7 +50,8 @@ def start_zmq_node(plan: RunPlan, node_id: int, out_dir: Path, curve: Curve | No
     plan) every socket of the node is CURVE-secured."""
     apply_runtime(plan.hyper)
     entry = plan.node(node_id)
-    print(f"node {node_id} pid {os.getpid()} binds {entry.bind} device {entry.device}", flush=True)
+    node_logger(node_id).info("node %d pid %d binds %s device %s", node_id, os.getpid(),
+                              entry.bind, entry.device)
     peers = {j: plan.node(j).address for j in plan.neighbors(node_id)}
     transport = ZmqTransport(node_id, entry.bind, peers,
                              hwm=int(plan.wire["hwm"]),
@@ -102,6 +107,7 @@ def run_launched(plan_path: str, node_id: int, run_dir: str, launcher_pid: int) 
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.close(log)
+    configure("dfl-node", info_on_stdout=True)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     exit_with_launcher(launcher_pid)
     plan = RunPlan.load(Path(plan_path))
@@ -147,10 +153,10 @@ def run_here(plan: RunPlan, node_id: int, out_dir: Path, curve: Curve | None) ->
     try:
         start_zmq_node(plan, node_id, out_dir, curve, keep_records=True)
     except PlanError as exc:
-        click.echo(f"dfl-node: {exc}", err=True)
+        LOG.error("%s", exc)
         return EXIT_BAD_INPUT
     except (RendezvousTimeout, MeshFailure) as exc:
-        click.echo(f"dfl-node: {exc}", err=True)
+        LOG.error("%s", exc)
         return EXIT_FAILED
     return EXIT_OK
 
@@ -162,7 +168,7 @@ def coordinate_here(plan: RunPlan, out_dir: Path, curve: Curve | None) -> int:
     try:
         coordinate_alone(plan, out_dir, curve)
     except Exception as exc:  # the nodes heard the reason; the operator gets one line
-        click.echo(f"dfl-node: pre-phase: {type(exc).__name__}: {exc}", err=True)
+        LOG.error("pre-phase: %s: %s", type(exc).__name__, exc)
         return EXIT_FAILED
     print(f"pre-phase done: {out_dir / 'prephase.json'}", flush=True)
     return EXIT_OK
@@ -193,7 +199,7 @@ def cli(plan_path: Path | None, node_id: int | None, coordinator: bool, out_dir:
 
 
 def main() -> None:
-    run_cli(cli, "dfl-node")
+    run_cli(cli, "dfl-node", info_on_stdout=True)
 
 
 if __name__ == "__main__":

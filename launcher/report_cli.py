@@ -11,10 +11,13 @@ from pathlib import Path
 import click
 
 from launcher.errors import LaunchError, run_cli
+from launcher.logs import launcher_logger
 from launcher.results.report import build_report
 from launcher.results.report_html import to_html
 from launcher.results.report_plots import table_plots
 from launcher.results.report_text import RENDERERS, skipped_text
+
+LOG = launcher_logger("report")
 
 
 def write(path: Path, data: str | bytes) -> None:
@@ -48,7 +51,7 @@ def cli(run_dirs: tuple[Path, ...], fmt: str, plots_dir: Path | None,
     if html_path is not None:
         write(html_path, to_html(report))
     for line in skipped_text(report):
-        click.echo(f"dfl-report: {line}", err=True)
+        LOG.warning("%s", line)
     click.echo(RENDERERS[fmt](report), nl=False)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
@@ -23,6 +23,10 @@ from dfl_node.runner.membership import SurvivingGraph
 from dfl_node.runner.prephase_client import Coordination
 from dfl_node.state.checkpoint_file import State
 from dfl_node.state.codec import capture, capture_fields, restore, restore_fields
+from protocols.describe import ACCURACY, DatasetPreparer, MultiTask, ReportTable, Score
+
+if TYPE_CHECKING:
+    import click
 
 
 class Protocol(ABC):
@@ -41,6 +45,24 @@ class Protocol(ABC):
     # Attributes (dotted paths reach inside) whose state the next round reads beside the model:
     # samplers, copies, trackers, counters. A checkpoint saves them (dfl_node/state/codec.py).
     checkpoint_fields: tuple[str, ...] = ()
+
+    # What the launcher shows of the protocol (protocols/describe.py), read through the
+    # registry; the launcher knows no protocol by name.
+    # dfl-report's table for this protocol: the registry name of its family's lead protocol,
+    # which alone declares `report_table`. Rows follow the registry's order.
+    report_family: ClassVar[str | None] = None
+    report_table: ClassVar[ReportTable | None] = None
+    # What the metrics records' `accuracy` holds (DSC: a task score).
+    score: ClassVar[Score] = ACCURACY
+    # Several tasks per node: task plots and the gain over a baseline run, not accuracy curves.
+    multitask: ClassVar[MultiTask | None] = None
+    # The metrics key whose value groups nodes (SSD-FL's clusters) in per-cycle metrics:
+    # per-group accuracy means and consensus gaps. None: the network is one group.
+    cycle_groups: ClassVar[str | None] = None
+    # `dfl-launch` sub-commands the protocol brings (DSC's `jstar`).
+    launch_commands: ClassVar[tuple[click.Command, ...]] = ()
+    # Datasets the protocol brings, by `--dataset` name (DSC's rendered `scenes`).
+    datasets: ClassVar[Mapping[str, DatasetPreparer]] = {}
 
     def __init__(self, ctx: NodeContext) -> None:
         self.ctx = ctx

@@ -41,7 +41,8 @@ Batch = list[tuple[str, list[bytes], str]]  # (category, frames, the reason it m
 
 
 def plan_limits(plan: RunPlan) -> WireLimits:
-    """The limits a node of `plan` decodes with (as dfl_node.runner.run_node.make_comm builds them)."""
+    """The limits a node of `plan` decodes with (as dfl_node.runner.run_node.make_comm builds
+    them)."""
     return WireLimits(max_tensors=int(plan.wire["max_tensors"]),
                       max_message_bytes=int(plan.wire["max_message_bytes"]))
 

@@ -211,7 +211,7 @@ def test_position_coding_never_exceeds_the_formula(size: int) -> None:
 
 
 def test_the_cifar_cnn_bit_counts() -> None:
-    """P = 2,122,186 and ratio 0.01 give k = 21,222 (spec section 3, inferred from omega)."""
+    """P = 2,122,186 and ratio 0.01 give k = 21,222 (inferred from the paper's omega)."""
     compressor = build_compressor({
         "sparsifier": {"type": "topk", "ratio": 0.01, "scope": "global"},
         "quantizer": {"type": "uniform", "bits": 8, "rounding": "nearest"},

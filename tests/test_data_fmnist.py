@@ -159,3 +159,21 @@ def test_missing_dataset_says_where_it_looked_and_how_to_get_it(
     assert str(tmp_path / "data" / "FashionMNIST" / "raw") in message
     assert "apt-get install dataset-fashion-mnist" in message
     assert "network unreachable" in message
+
+
+@pytest.mark.parametrize(("name", "content"), [
+    ("train-images-idx3-ubyte", b"\x00\x00\x0d\x03garbage"),  # float IDX, not bytes
+    ("train-images-idx3-ubyte", b"\x00\x00\x08\x03\x00\x00\x00\x02\x00\x00\x00\x1c"),  # cut
+    ("train-images-idx3-ubyte.gz", b"not gzip at all"),
+])
+def test_a_broken_idx_file_is_named(tmp_path: Path, name: str, content: bytes) -> None:
+    for stem in data_fmnist.STEMS.values():
+        (tmp_path / f"{stem}.gz").symlink_to(data_fmnist.DEBIAN_DIR / f"{stem}.gz")
+    broken = tmp_path / name
+    broken.unlink(missing_ok=True)
+    (tmp_path / "train-images-idx3-ubyte.gz").unlink(missing_ok=True)
+    broken.write_bytes(content)
+    files = data_fmnist.find_files(tmp_path)
+    assert files is not None and files["x_train"] == broken
+    with pytest.raises(LaunchError, match=f"^{broken}: not a Fashion-MNIST IDX file \\("):
+        data_fmnist.decode(files)

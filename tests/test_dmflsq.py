@@ -319,7 +319,7 @@ CIFAR_ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not CIFAR_ARCHIVE.exists(), reason="no CIFAR-10 archive in ../shared/data")
+@pytest.mark.skipif(not CIFAR_ARCHIVE.exists(), reason="no CIFAR-10 archive at CIFAR_ARCHIVE")
 def test_the_papers_cifar10_setting_charges_the_papers_message(tmp_path: Path) -> None:
     """The named CIFAR-10 config: P = 2,122,186, k = 21,222, so a triggered message costs
     8 k + 22 k + 32 + 32 bits on each link (positions as an index list: 22 k < P)."""

@@ -1,4 +1,5 @@
-"""The optimal depth J* (paper Eq. 40-41, the integer rule) and the sweep fit (spec §4.5)."""
+"""The optimal depth J* (paper Eq. 40-41, the integer rule) and the sweep fit
+(docs/protocols/dsc.md#a14)."""
 
 from __future__ import annotations
 

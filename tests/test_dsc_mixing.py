@@ -1,4 +1,4 @@
-"""DSC's weights (paper Eq. 7, 8, 18) and mixing (Eq. 17, 19) against the spec's worked example."""
+"""DSC's weights (paper Eq. 7, 8, 18) and mixing (Eq. 17, 19) against a worked example."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ POLICIES = [{"seg": SEG, "sn": SN, "dep": DEP}, {"seg": SEG, "dep": DEP}, {"sn":
             {"seg": SEG}]
 EDGES = [(0, 1), (1, 2), (2, 3), (0, 2)]
 ADJ = adjacency(4, EDGES)
-# spec §4.2
+# The graph of docs/protocols/dsc.md#worked-example.
 S = [[1, .985, .933, .858], [.985, 1, .878, .900], [.933, .878, 1, .587], [.858, .900, .587, 1]]
 W_TAU1 = [[.342, .343, .269, 0], [.337, .348, .254, 0], [.320, .308, .287, .398],
           [0, 0, .190, .602]]

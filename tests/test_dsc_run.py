@@ -1,5 +1,5 @@
 """dsc and its baselines as real meshes: exactness across transports, what travels, the time line,
-the recorded policies and Delta_all (dsc-multitask spec §4.4, §6, §3.5, §9 A4)."""
+the recorded policies and Delta_all (docs/protocols/dsc.md, #a2, #a4)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from protocols.dsc.task_metrics import delta_report
 from tests.harness import ENV_ROOT, ROOT, assert_transports_identical, launch_ok
 
-# The spec §3.6 / §4.2 graph with the §4.2 portfolios, a lossy and a slow edge.
+# The graph and portfolios of docs/protocols/dsc.md#worked-example, a lossy and a slow edge.
 SPEC4 = """\
 name: spec4
 nodes:

@@ -1,5 +1,5 @@
 """Bits per client per round of the DMFL-SQ family on the paper's CIFAR-10 model, from the runs'
-own ledgers, against the spec's formulas (../shared/specs/dmfl-sq.md section 4) computed here.
+own ledgers, against the formulas (eqs. 18-19, docs/protocols/dmfl-sq.md#a17) computed here.
 
 P = 2,122,186 (the CNN2+FC2 whose omega matches the paper), ring20 (deg 2, |E| = 20, K_Psi = 10).
 """

@@ -8,6 +8,7 @@ import io
 import json
 import math
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -187,9 +188,15 @@ def test_cycles_to_threshold_and_dsc_deltas() -> None:
     assert rows[1].endswith(f" | {delta[0]:.2f} ± {delta[1]:.2f} |")
 
 
-def test_t_quantile_is_exact() -> None:
-    for df in (*range(1, 41), 100, 1000):
-        assert t975(df) == pytest.approx(scipy_stats.t.ppf(0.975, df), rel=1e-12)
+def test_t_quantile_matches_its_closed_forms() -> None:
+    """scipy's quantile against the few degrees of freedom with a closed form, and the normal
+    limit (an independent oracle, now that the code itself asks scipy)."""
+    p, alpha = 0.975, 4 * 0.975 * 0.025
+    q4 = math.cos(math.acos(math.sqrt(alpha)) / 3) / math.sqrt(alpha)
+    assert t975(1) == pytest.approx(math.tan(math.pi * (p - 0.5)), rel=1e-12)
+    assert t975(2) == pytest.approx((2 * p - 1) / math.sqrt(2 * p * (1 - p)), rel=1e-12)
+    assert t975(4) == pytest.approx(2 * math.sqrt(q4 - 1), rel=1e-12)
+    assert t975(10**9) == pytest.approx(statistics.NormalDist().inv_cdf(p), rel=1e-8)
 
 
 @pytest.mark.parametrize(("make", "needle"), [

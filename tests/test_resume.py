@@ -46,8 +46,8 @@ def node_ids(run_dir: Path) -> list[int]:
 def kill_after_checkpoint(out: Path, round_: int, args: list[str], timeout_s: float = 300) -> None:
     """Start `dfl-launch` in its own process group, wait until every node has saved round
     `round_`, then SIGKILL the launcher, the forkserver and every node at once. Node 0 stalls
-    at the start of the next round (dfl_node/transports/liveness.py's fault injection), so however fast
-    the machine, the run cannot end before the kill."""
+    at the start of the next round (dfl_node/transports/liveness.py's fault injection), so
+    however fast the machine, the run cannot end before the kill."""
     cmd = [sys.executable, "-m", "launcher.cli", "--out", str(out), "--quiet", "--no-plots",
            *args]
     env = {**ENV_ROOT, STALL_ENV: f"0:{round_}:{timeout_s}"}

@@ -1,4 +1,4 @@
-"""SynthScenes, task portfolios and per-node splits (dsc-multitask spec §9.1, §9 A8)."""
+"""SynthScenes, task portfolios and per-node splits (docs/protocols/dsc.md#mini-run, #a8)."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def test_pool_generation_is_fast() -> None:
     start = time.process_time()
     pool = eval_pool(SceneSpec(test_size=650))
     assert len(pool) == 650 and pool.images.shape[2:] == (32, 32)
-    assert time.process_time() - start < 5.0  # spec §9.1
+    assert time.process_time() - start < 5.0  # docs/protocols/dsc.md#mini-run
 
 
 def test_quantity_skew_and_disjoint_shares() -> None:

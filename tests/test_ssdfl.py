@@ -181,7 +181,7 @@ def test_s_forced_to_1_equals_global_matrix_in_both_regimes(tmp_path: Path) -> N
 
 def test_node_without_in_cluster_neighbour_trains_alone_without_deadlock(tmp_path: Path) -> None:
     """Node 3 hangs off a triangle and forms its own cluster: real processes, no waiting on it
-    in the intra regime; the per-cycle messages are tau_a * 2|E~| + tau_r * 2|E| (spec 5)."""
+    in the intra regime; the per-cycle messages are tau_a * 2|E~| + tau_r * 2|E|."""
     tau_a, tau_r = 3, 1
     summary = launch_ok(tmp_path / "run", topology(tmp_path, PENDANT, "pendant"), "ssd-fl",
                         "--transport", "zmq", "--rounds", "2", *FAST,

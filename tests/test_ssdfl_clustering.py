@@ -127,7 +127,8 @@ def test_cluster_score_is_the_theorem_1_bound() -> None:
     expected = (3 * 2.0 + 0.1 * 3 * 0.01**2 / 2 * big_gamma) / (0.01 - 0.01**2 / 2 * big_gamma)
     assert cluster_score(adj, (0, 1, 2), [2.0] * 3, het, cfg) == pytest.approx(expected)
     greedy = ClusteringConfig(eta=0.01, B=100.0)
-    assert cluster_score(adj, (0, 1, 2), [2.0] * 3, het, greedy) == math.inf  # spec C10
+    # docs/protocols/ssd-fl.md#c10
+    assert cluster_score(adj, (0, 1, 2), [2.0] * 3, het, greedy) == math.inf
 
 
 def test_heterogeneity_terms() -> None:
@@ -152,7 +153,7 @@ def test_choice_overrides_and_fallback() -> None:
     result = form_clusters(adj, inputs_for(10), cfg)
     best = choose(result.candidates)
     assert best is not None and result.s_star == best.S and result.source == "score"
-    assert result.s_star != 1  # spec C9: the literal rule splits K10
+    assert result.s_star != 1  # docs/protocols/ssd-fl.md#c9: the literal rule splits K10
     forced = form_clusters(adj, inputs_for(10), ClusteringConfig(eta=0.01, override_S=1))
     assert forced.partition == (tuple(range(10)),) and forced.source == "override_S"
     strict = ClusteringConfig(eta=0.01, delta_tol=1e-6)  # no partition passes the threshold

@@ -1,4 +1,5 @@
-"""Task metrics and the relative improvement of paper Eq. 42-44 (spec §7.4, §8.1)."""
+"""Task metrics and the relative improvement of paper Eq. 42-44
+(docs/protocols/dsc.md#metrics, #a7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The TDMA scheduler: the spec's test vector, invariants on RGG graphs, slots on the wire."""
+"""The TDMA scheduler: a worked example, invariants on RGG graphs, slots on the wire."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from dfl_node.wire.codec import WireLimits, decode
 from dfl_node.wire.tags import Tag
 from topologies.generators import random_geometric
 
-# DSC spec 3.6.
+# docs/protocols/dsc.md#worked-example.
 SPEC_POS = {0: (0.0, 0.0), 1: (1.0, 0.0), 2: (1.0, 1.0), 3: (2.0, 1.0)}
 SPEC_EDGES = [(0, 1), (1, 2), (2, 3), (0, 2)]
 SPEC_SLOTS = {
@@ -60,7 +60,7 @@ def test_spec_vector_frame_latency(r_i: float) -> None:
 
 def test_link_model_charges_eq5_per_link() -> None:
     """The clock's link formula: latency + K l_pkt / (1 - p), with l_pkt = 8 L_pkt / bandwidth;
-    with l_pkt = 1 s and no latency it gives the spec's 11.111 for K = 10, p = 0.1."""
+    with l_pkt = 1 s and no latency it gives the worked example's 11.111 for K = 10, p = 0.1."""
     topology = {"nodes": [{"id": 0}, {"id": 1}],
                 "edges": [{"u": 0, "v": 1, "loss": 0.1}]}
     link = {"latency_ms": 0.0, "bandwidth_mbps": 8 * 1500 / 1e6}

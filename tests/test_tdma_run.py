@@ -18,7 +18,7 @@ from tests.harness import (
     launch_ok,
 )
 
-# The DSC spec 3.6 graph, with a lossy and a slow edge.
+# The graph of docs/protocols/dsc.md#worked-example, with a lossy and a slow edge.
 SPEC4 = """\
 name: spec4
 nodes:

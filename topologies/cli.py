@@ -14,8 +14,9 @@ import dataclasses
 import inspect
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 import numpy as np
@@ -35,10 +36,12 @@ PROG = "dfl-topology"
 class _OneLineErrors(click.Group):
     """A click group whose usage and topology errors become one stderr line and exit 2."""
 
-    def main(self, args: Any = None, prog_name: str | None = None, **extra: Any) -> Any:
-        extra.pop("standalone_mode", None)
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True,
+             **extra: Any) -> NoReturn:
         try:
-            rv = super().main(args, prog_name or PROG, standalone_mode=False, **extra)
+            rv = super().main(args, prog_name or PROG, complete_var, standalone_mode=False,
+                              **extra)
         except click.exceptions.Abort:
             click.echo(f"{PROG}: interrupted", err=True)
             sys.exit(130)

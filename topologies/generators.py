@@ -9,9 +9,9 @@ positions from it), and anything else the draw needs (bridge endpoints) comes fr
 `default_rng(draw_seed)`, so a single draw is reproducible from `draw_seed` alone. A disconnected
 draw is repaired as the caller chooses:
 
-- `bridge` (SSD-FL spec E6): keep the draw; order its components by smallest node id and join
-  each consecutive pair with one edge between uniformly drawn members, i.e. components - 1 added
-  edges, listed in `repair.added_edges`;
+- `bridge` (docs/protocols/ssd-fl.md#e6): keep the draw; order its components by smallest node
+  id and join each consecutive pair with one edge between uniformly drawn members, i.e.
+  components - 1 added edges, listed in `repair.added_edges`;
 - `resample`: reject it and draw again (`repair.disconnected_draws` counts those rejected).
 
 Given `edges` and/or `diameter`, draws are also rejection-sampled until the (repaired) graph has
@@ -197,7 +197,8 @@ def erdos_renyi(
 
 
 def _grown_radius(start: float, step: float, needed: float) -> float:
-    """The first radius on the grid start + k * step (k >= 0) that reaches `needed` (spec A10)."""
+    """The first radius on the grid start + k * step (k >= 0) that reaches `needed`
+    (docs/protocols/dsc.md#a10)."""
     k = max(0, math.ceil((needed - start) / step - 1e-9))
     while round(start + k * step, 12) < needed:
         k += 1
@@ -236,7 +237,7 @@ def random_geometric(
     """Points uniform in [0, side]^dim, linked when their distance is <= radius.
 
     Positions are saved in the nodes. With `grow`, `radius` is a start that grows by `grow_step`
-    until the draw is connected (DSC spec A10), and the radius used is recorded as
+    until the draw is connected (docs/protocols/dsc.md#a10), and the radius used is recorded as
     `grown_radius`; otherwise a disconnected draw is repaired as `repair` says.
     """
     kind = "random-geometric"
@@ -261,7 +262,7 @@ def random_geometric(
         pos = rng.random((n, dim)) * side
         dist = np.sqrt(((pos[:, None, :] - pos[None, :, :]) ** 2).sum(axis=-1))
         r = _grown_radius(radius, grow_step, _connecting_radius(dist)) if grow else radius
-        g = nx.Graph()
+        g: nx.Graph[int] = nx.Graph()
         g.add_nodes_from((i, {"pos": pos[i].tolist()}) for i in range(n))
         iu, ju = np.triu_indices(n, 1)
         close = dist[iu, ju] <= r

@@ -277,7 +277,7 @@ class _Parser:
         return EdgeSpec(ends[0], ends[1], {k: float(v) for k, v in attrs.items()}), label
 
     def check_connected(self, nodes: tuple[NodeSpec, ...], edges: tuple[EdgeSpec, ...]) -> None:
-        g = nx.Graph()
+        g: nx.Graph[int] = nx.Graph()
         g.add_nodes_from(n.id for n in nodes)
         g.add_edges_from(e.pair for e in edges)
         sizes = sorted((len(c) for c in nx.connected_components(g)), reverse=True)

@@ -25,7 +25,7 @@ from topologies.writer import dump_topology
 SHIPPED: dict[str, Callable[[], Topology]] = {
     # DMFL-SQ default: 20 clients on a ring (20 edges, diameter 10).
     "ring20": lambda: gen.ring(20),
-    # SSD-FL default G(30, 0.1), disconnected as drawn; bridged as its spec (E6) says.
+    # SSD-FL default G(30, 0.1), disconnected as drawn; bridged (docs/protocols/ssd-fl.md#e6).
     "er30": lambda: gen.erdos_renyi(30, 0.1, seed=0, repair="bridge"),
     # DMFL-SQ topology study: ER(p = 0.5) realised with 95 edges and diameter 2.
     "er20-p05": lambda: gen.erdos_renyi(20, 0.5, seed=0, repair="resample", edges=95, diameter=2),
@@ -33,7 +33,8 @@ SHIPPED: dict[str, Callable[[], Topology]] = {
     "rgg20-r04": lambda: gen.random_geometric(
         20, 0.4, seed=0, repair="resample", edges=60, diameter=4
     ),
-    # DSC multitask: 10 clients, radius from 0.05 in steps of 0.01 until connected (spec A10).
+    # DSC multitask: 10 clients, radius from 0.05 in steps of 0.01 until connected
+    # (docs/protocols/dsc.md#a10).
     "rgg10": lambda: gen.random_geometric(10, 0.05, seed=0, grow=True),
     "complete10": lambda: gen.complete(10),
 }

@@ -37,7 +37,8 @@ def algebraic_connectivity(adj: np.ndarray) -> float:
 
 
 def exact_conductance(w: np.ndarray) -> float:
-    """Conductance min_V phi(V) (SSD-FL eq. 3), by enumerating every non-empty proper subset (phi(V) = phi(V^c), so all of them)."""
+    """Conductance min_V phi(V) (SSD-FL eq. 3), by enumerating every non-empty proper subset
+    (phi(V) = phi(V^c), so all of them)."""
     n = len(w)
     masks = ((np.arange(1, 2**n - 1)[:, None] >> np.arange(n)) & 1).astype(np.float64)
     return float(cut_ratios(w, masks).min())

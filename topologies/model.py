@@ -134,7 +134,7 @@ class Topology:
 
     def to_networkx(self) -> nx.Graph:
         """A networkx graph with node fields (position as `pos`) and edge attributes."""
-        g = nx.Graph(name=self.name)
+        g: nx.Graph[int] = nx.Graph(name=self.name)
         for n in self.nodes:
             fields = {"host": n.host, "port": n.port, "device": n.device, "pos": n.position}
             g.add_node(n.id, **{k: v for k, v in fields.items() if v is not None}, **n.attrs)

@@ -53,8 +53,8 @@ Timeouts: every receive (one neighbour or all) has one deadline, `recv_timeout_s
 messages that are refused or meant for other tags do not extend it. `PeerTimeout` names the
 missing neighbours. A Comm and its transport are used by one thread only.
 
-Failures: once the runtime sets `liveness` (dfl_node/transports/liveness.py), a wait also ends when a
-neighbour it waits for stops answering heartbeats past the deadline: `PeerDead` names it, or,
+Failures: once the runtime sets `liveness` (dfl_node/transports/liveness.py), a wait also ends
+when a neighbour it waits for stops answering heartbeats past the deadline: `PeerDead` names it, or,
 with `tolerate_deaths`, the neighbour joins `suspects` and every wait of this node skips it from
 then on (an exchange returns without it; `exchange_optional` reports it as silent). Which
 suspects the mesh drops, and from which round, the runtime agrees on (dfl_node/runner/membership.py)
@@ -190,7 +190,7 @@ class Comm:
 
     def send(self, dst: int, tag: Tag, tensors: Tensors) -> None:
         self._check_neighbor(dst)
-        if self._scheduled(tag):
+        if self.schedule is not None and self._scheduled(tag):
             tag = replace(tag, slot=self.schedule.colour((self.node_id, dst)))
         self._post(dst, self._outgoing(tag, tensors))
         self._settle()

@@ -1,8 +1,9 @@
 """Model builders, chosen by name from a fixed table (never imported by a name from data).
 
 Names: `linear`, `mlp` (option `hidden`), `cnn` (the small default for image datasets; options
-`channels`, `kernel`, `padding`, `hidden`), `ssdfl-cnn` (ssd-fl spec 6.2) and `dmflsq-cnn`
-(dmfl-sq spec: CNN2+FC2, P = 2,122,186 on CIFAR-10).
+`channels`, `kernel`, `padding`, `hidden`), `ssdfl-cnn` (docs/protocols/ssd-fl.md#e10) and
+`dmflsq-cnn` (the DMFL-SQ paper's CNN2+FC2, P = 2,122,186 on CIFAR-10: the size that matches
+its omega = 8.37e-3).
 
 Initialisation draws from the run's shared `init` stream: every node starts from the same
 parameters (as the papers' experiments do), whichever process, thread or host builds them.

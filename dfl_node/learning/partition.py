@@ -6,13 +6,13 @@ training sample lands in exactly one part.
 
 `--partition` specs:
 - `iid`: a seeded permutation cut into near-equal parts.
-- `shards:C`: the SSD-FL slot scheme (ssd-fl spec, E4): device d holds classes
+- `shards:C`: the SSD-FL slot scheme (docs/protocols/ssd-fl.md#e4): device d holds classes
   {(d*C + t) mod K : t < C}, a seeded permutation decides which node is device d, and each
   class's samples are split evenly among the devices holding it (equal part sizes whenever
   parts*C is a multiple of K).
 - `dirichlet:ALPHA[:MIN]`: for each class, shares p ~ Dir(ALPHA * 1) cut that class's
   shuffled samples; the whole draw is repeated until every part has at least MIN samples
-  (default 64 = 2 batches of 32, the dmfl-sq spec's rule).
+  (default 64 = 2 batches of 32, so both DMFL-SQ batches fit in a shard).
 """
 
 from __future__ import annotations
@@ -125,7 +125,8 @@ def split_like(train_parts: list[np.ndarray], train_labels: np.ndarray,
     """Local test splits: each class's test samples cut in proportion to the parts' train counts.
 
     A node's test split thus has its training label distribution. For `dirichlet` this is the
-    dmfl-sq spec's "same p_c" rule up to the rounding of one training sample; for `iid` and
+    "same p_c" rule of docs/protocols/dmfl-sq.md#a9 up to the rounding of one training sample;
+    for `iid` and
     `shards` it is the natural counterpart. Test samples go to at most one node.
     """
     classes = int(max(train_labels.max(), test_labels.max())) + 1

@@ -46,10 +46,20 @@ def compute_gradients(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> flo
     return float(loss.detach())
 
 
+def grad_of(p: torch.Tensor) -> torch.Tensor:
+    """The gradient `compute_gradients` left in `p`. A parameter the loss never reached has
+    none; a step that reads it is a bug, reported here rather than as an arithmetic on None."""
+    grad = p.grad
+    if grad is None:
+        raise RuntimeError(f"a parameter of shape {tuple(p.shape)} has no gradient: "
+                           "the loss does not depend on it")
+    return grad
+
+
 def sgd_step(model: nn.Module, lr: float) -> None:
     with torch.no_grad():
         for p in model.parameters():
-            p.sub_(p.grad, alpha=lr)
+            p.sub_(grad_of(p), alpha=lr)
 
 
 @torch.no_grad()

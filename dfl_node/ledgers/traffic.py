@@ -6,8 +6,9 @@ apart from control traffic (barriers, hello/bye). Dropped messages are counted b
 `rejected`. Framing counts the header frame only; ZMTP's few bytes per frame and TCP/IP headers
 are the transport's and are not included, so both transports report the same numbers.
 
-Heartbeats (dfl_node/transports/liveness.py) are control traffic of their own: they run on a clock, not on
-rounds, so they are kept per neighbour in `heartbeats`, never in the per-round cells.
+Heartbeats (dfl_node/transports/liveness.py) are control traffic of their own: they run on a
+clock, not on rounds, so they are kept per neighbour in `heartbeats`, never in the per-round
+cells.
 
 A run's totals are the sum over nodes of what each node *sent*: every message is then counted
 exactly once.

@@ -1,7 +1,8 @@
 """The radio link formulas: packet loss from distance and SNR, packets, retransmissions, airtime.
 
 Why here and not in the clock: these are the physics a wireless researcher wants to read, check
-and swap in one place (DSC spec 2.4, paper Eq. 5). A message of B bytes is cut into
+and swap in one place (DSC paper Eq. 5; docs/protocols/dsc.md#link-model). A message of B
+bytes is cut into
 K = ceil(B / L_pkt) packets; a lost packet is retransmitted until delivered, so loss only costs
 time. `expected` mode charges K / (1 - p) transmissions (Eq. 5 exactly); `sampled` draws each
 packet's transmission count ~ Geometric(1 - p) from a stream fixed by (seed, frame, link), so
@@ -41,7 +42,7 @@ class RadioConfig:
     loss_model: str = "fixed"
     loss: float = 0.0
     snr0_db: float = 20.0
-    d0: float | None = None  # None: 0.1 x the deployment side (spec 2.4)
+    d0: float | None = None  # None: 0.1 x the deployment side (docs/protocols/dsc.md#a11)
     path_loss_exponent: float = 3.0
     spectral_efficiency: float = 2.0
     retransmissions: str = "expected"

@@ -4,7 +4,7 @@ Why a colouring: on a shared radio channel two transmissions collide when they s
 transmitter or a receiver, when one node would have to send and receive at once (half-duplex),
 or when a transmitter is within the interference range R_I of the other link's receiver. Links
 that conflict get different colours; colour c is slot c of a frame of C slots, and one exchange
-step is one frame (DSC spec section 3; slots are numbered from 0 here).
+step is one frame (DSC paper Sec. II; docs/protocols/dsc.md#tdma; slots are numbered from 0).
 
 Every process computes the same schedule from the plan with no randomness: DSatur picks the
 uncoloured link of highest saturation, then of highest conflict degree, then the
@@ -63,7 +63,8 @@ def directed_links(edges: Iterable[tuple[int, int]]) -> list[Link]:
 
 
 def conflicts(l1: Link, l2: Link, positions: Positions | None, r_i: float) -> bool:
-    """The conflict rules of spec 3.2; the interference rule only with positions."""
+    """The conflict rules of docs/protocols/dsc.md#tdma; the interference rule only with
+    positions."""
     (a, b), (c, d) = l1, l2
     if {a, b} & {c, d}:  # shared tx, shared rx, or one node both sending and receiving
         return True
@@ -152,7 +153,8 @@ def plan_section(topology: Mapping[str, Any], mode: str,
                  options: Mapping[str, Any]) -> dict[str, Any]:
     """The plan's `schedule` section: the mode and, for TDMA, R_I and the slot lists.
 
-    R_I defaults to interference_factor x r_c (spec 3.2: factor 1); it is None, and the
+    R_I defaults to interference_factor x r_c (factor 1, docs/protocols/dsc.md#a11); it is
+    None, and the
     interference rule skipped, when the topology has no positions. ValueError on bad input.
     """
     if mode not in MODES:

@@ -21,7 +21,8 @@ from dfl_node.state.checkpoint_file import State
 class NodeAlgorithm(Protocol):
     """One node's protocol object, as the runtime sees it."""
 
-    needs_prephase: bool
+    @property
+    def needs_prephase(self) -> bool: ...  # read only: protocols declare it per class
 
     def run_round(self, r: int) -> dict[str, float]: ...
 

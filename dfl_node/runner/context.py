@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,14 @@ from dfl_node.learning.shards import NodeData
 from dfl_node.ledgers.formula import FormulaLedger
 from dfl_node.netsim.virtual_clock import VirtualClock
 from dfl_node.plan import RunPlan
+
+NODE_LOGGERS = "dfl_mesh.node"
+
+
+def node_logger(node_id: int) -> logging.Logger:
+    """Node `node_id`'s logger, `dfl_mesh.node.<id>`: where its warnings go is the program's
+    choice (a launched node's land in its logs/node-<id>.log)."""
+    return logging.getLogger(f"{NODE_LOGGERS}.{node_id}")
 
 
 @dataclass
@@ -31,6 +40,10 @@ class NodeContext:
     @property
     def hyper(self) -> dict[str, Any]:
         return self.plan.hyper
+
+    @property
+    def log(self) -> logging.Logger:
+        return node_logger(self.node_id)
 
     def rng(self, name: str) -> np.random.Generator:
         return numpy_stream(self.plan.seed, self.node_id, name)

@@ -1,8 +1,8 @@
 """Which nodes are gone, agreed by every survivor for the same round (`--on-failure continue`).
 
-A node learns that a neighbour died while waiting for it (dfl_node/transports/liveness.py): the neighbour
-becomes a *suspect* and this node's waits skip it from then on. In the round where the death
-happens the survivors may differ in what they saw (the dead node may have sent its round-r
+A node learns that a neighbour died while waiting for it (dfl_node/transports/liveness.py): the
+neighbour becomes a *suspect* and this node's waits skip it from then on. In the round where the
+death happens the survivors may differ in what they saw (the dead node may have sent its round-r
 message to some neighbours and not to others); each neighbour of it uses what arrived and
 treats the rest as silence. Before round r+1 every survivor must hold the same graph, so the
 runtime ends every round with a flood of the dead set over the control plane:

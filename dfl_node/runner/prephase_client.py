@@ -147,7 +147,8 @@ class InprocPrephaseHub:
 
     def __init__(self, node_ids: Sequence[int]) -> None:
         self.inbox: queue.SimpleQueue[tuple[int, list[Frame]]] = queue.SimpleQueue()
-        self.answers = {i: queue.SimpleQueue() for i in node_ids}
+        self.answers: dict[int, queue.SimpleQueue[list[Frame]]] = {
+            i: queue.SimpleQueue() for i in node_ids}
 
     def channel(self, node_id: int) -> InprocPrephaseChannel:
         return InprocPrephaseChannel(node_id, self)
@@ -172,7 +173,8 @@ class InprocPrephaseChannel:
 
 
 class HasPrephase(Protocol):
-    needs_prephase: bool
+    @property
+    def needs_prephase(self) -> bool: ...
 
     def prephase_report(self) -> dict[str, np.ndarray]: ...
 

@@ -11,7 +11,7 @@ integer keys (node ids) come back as integers.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 import numpy as np
@@ -78,7 +78,7 @@ def restore(value: Any, state: State) -> Any:
         return value
     if "json" in state.meta:
         return _from_json(state.meta["json"], type(value))
-    if isinstance(value, Mapping):
+    if isinstance(value, MutableMapping):
         for key in value:
             value[key] = restore(value[key], state.part(str(key)))
         return value

@@ -28,7 +28,11 @@ class TransportError(RuntimeError):
 
 class Transport(Protocol):
     node_id: int
-    liveness: LivenessWatch | None  # heartbeats to the neighbours, where the transport has them
+
+    @property
+    def liveness(self) -> LivenessWatch | None:
+        """Heartbeats to the neighbours, where the transport has them (read by the runtime)."""
+        ...
 
     def send(self, dst: int, frames: Sequence[Frame]) -> None:
         """Queue one message to neighbour `dst`.

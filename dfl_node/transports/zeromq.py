@@ -35,19 +35,19 @@ disconnected (and reconnects), and that message is lost before `Comm` can count 
 CURVE is the encrypted frame, `CURVE_OVERHEAD` bytes longer; the limit is raised by that much, so
 that a frame of exactly `max_message_bytes` is delivered with and without --secure.
 
-With `curve` (--secure, dfl_node/transports/encryption.py) the ROUTER is a CURVE server that admits only the
-neighbours' keys (`peers`, and `admit` for neighbours whose address comes later), all of them
-before it binds: a neighbour that connected between the bind and its admission would be refused
-by the ZAP handler, and libzmq gives up on a connection refused at authentication, so that
+With `curve` (--secure, dfl_node/transports/encryption.py) the ROUTER is a CURVE server that
+admits only the neighbours' keys (`peers`, and `admit` for neighbours whose address comes later),
+all of them before it binds: a neighbour that connected between the bind and its admission would be
+refused by the ZAP handler, and libzmq gives up on a connection refused at authentication, so that
 neighbour's messages to this node would never leave its queue. Each DEALER is a CURVE client
 of its neighbour, and the peer id of a message is the node whose key its connection
 authenticated with; a connection whose routing id names another node is reported as
 FORGED_PEER.
 
-With `heartbeat` the DEALERs carry ZMTP heartbeats and a `LivenessWatch` (dfl_node/transports/liveness.py)
-reads their monitor events: `liveness.dead(peer)` says whether a neighbour stopped answering.
-`drop_peer` closes the connection to a neighbour the mesh has declared dead, at once, so that
-what was queued for it does not hold up `close()`.
+With `heartbeat` the DEALERs carry ZMTP heartbeats and a `LivenessWatch`
+(dfl_node/transports/liveness.py) reads their monitor events: `liveness.dead(peer)` says whether a
+neighbour stopped answering. `drop_peer` closes the connection to a neighbour the mesh has declared
+dead, at once, so that what was queued for it does not hold up `close()`.
 """
 
 from __future__ import annotations

@@ -32,6 +32,8 @@ import yaml
 
 from dfl_node.learning.datacache import DataError, locate_entry, read_meta
 from dfl_node.plan import RunPlan
+from launcher.backends.base import HandOffBackend
+from launcher.config.backend_catalog import COMPOSE
 from launcher.config.host_plan import place_plan, resolve_host_plan, services
 from launcher.config.options import Request
 from launcher.errors import LaunchError
@@ -161,14 +163,32 @@ def export_data(plan: RunPlan, data_dir: Path) -> None:
     tmp.replace(target)
 
 
+class ComposeBackend(HandOffBackend):
+    """A compose file the container engine starts: `docker-compose -f DIR/docker-compose.yml
+    up` runs every node, the coordinator if any, and `dfl-launch collect` as the collector."""
+
+    spec = COMPOSE
+
+    def __init__(self, image: str = DEFAULT_IMAGE, subnet: str = DEFAULT_SUBNET) -> None:
+        self.image = image
+        self.subnet = check_subnet(subnet)
+
+    def resolve(self, req: Request) -> RunPlan:
+        plan = resolve_host_plan(req, place_in_containers)
+        if plan.secure and not self.spec.secure:
+            raise LaunchError("--secure: compose meshes do not carry key files yet")
+        return plan
+
+    def hand_off(self, plan: RunPlan, out: Path) -> Path:
+        place_plan(plan, out / "run")
+        export_data(plan, out / "data")
+        path = out / COMPOSE_FILE
+        path.write_text(yaml.safe_dump(compose_file(plan, self.image, self.subnet),
+                                       sort_keys=False))
+        return path
+
+
 def write_compose(req: Request, opts: ComposeOptions) -> Path:
     """Plan, data and compose file in `opts.out`; the compose file's path."""
-    subnet = check_subnet(opts.subnet)
-    plan = resolve_host_plan(req, place_in_containers)
-    if plan.secure:
-        raise LaunchError("--secure: compose meshes do not carry key files yet")
-    place_plan(plan, opts.out / "run")
-    export_data(plan, opts.out / "data")
-    path = opts.out / COMPOSE_FILE
-    path.write_text(yaml.safe_dump(compose_file(plan, opts.image, subnet), sort_keys=False))
-    return path
+    backend = ComposeBackend(opts.image, opts.subnet)
+    return backend.hand_off(backend.resolve(req), opts.out)

@@ -4,8 +4,8 @@ Nodes are forked from a forkserver that has already imported torch and the node 
 starts in a fraction of a second and shares those pages with its siblings, instead of paying a
 fresh interpreter and torch import each. The launcher watches exit codes and pumps the
 collector; what a node's death does (the run stops, or goes on without it) is
-launcher/run/on_failure.py's to decide, and at the end every node still running is stopped, so nothing
-is left behind.
+launcher/run/on_failure.py's to decide, and at the end every node still running is stopped, so
+nothing is left behind.
 """
 
 from __future__ import annotations
@@ -13,13 +13,20 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 from collections.abc import Callable, Iterable
+from functools import partial
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 from dfl_node.learning.torch_settings import WARM_UP_ENV
 from dfl_node.plan import RunPlan
+from dfl_node.transports.encryption import COLLECTOR, load_curve
+from launcher.backends.base import LocalBackend, LocalMesh, OnRecord
+from launcher.config.backend_catalog import PROCESSES
+from launcher.config.checks import check_listeners_free
+from launcher.config.endpoints import wildcard_bind
 from launcher.node_cli import run_launched
-from launcher.run.collector import Collector
+from launcher.results.cycle_metrics import CycleMetrics
+from launcher.run.collector import Collector, ZmqSource
 from launcher.run.on_failure import FailureWatch
 from launcher.run.outcome import Outcome
 
@@ -33,11 +40,12 @@ PRELOAD = ["launcher.cli", "launcher.backends.preload"]
 
 
 def warm_up_mode(devices: Iterable[str]) -> str:
-    """The forkserver's warm-up (launcher/backends/preload.py): no backward pass if any node uses a GPU."""
+    """The forkserver's warm-up (launcher/backends/preload.py): no backward pass if any node
+    uses a GPU."""
     return "forward" if any(device != "cpu" for device in devices) else "full"
 
 
-def forkserver(devices: Iterable[str]) -> mp.context.BaseContext:
+def forkserver(devices: Iterable[str]) -> mp.context.ForkServerContext:
     """The forkserver context; its settings reach the server through the environment, which it
     inherits when it starts (on the first node's start)."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -113,3 +121,18 @@ def run_processes(plan: RunPlan, plan_path: Path, run_dir: Path,
     finally:
         stop_nodes(procs)
         collector.drain(0.05)
+
+
+class ProcessesBackend(LocalBackend):
+    """Nodes forked from the forkserver, reporting to a collector socket of this process."""
+
+    spec = PROCESSES
+
+    def preflight(self, plan: RunPlan, topology: str) -> None:
+        check_listeners_free(plan, topology)
+
+    def open(self, plan: RunPlan, plan_path: Path, run_dir: Path,
+             cycles: CycleMetrics | None, on_record: OnRecord) -> LocalMesh:
+        source = ZmqSource(wildcard_bind(plan.collector), curve=load_curve(plan, COLLECTOR))
+        collector = Collector(source, run_dir, plan.ids, cycles, on_record)
+        return LocalMesh(collector, partial(run_processes, plan, plan_path, run_dir, collector))

@@ -10,6 +10,7 @@ import os
 import queue
 import threading
 import traceback
+from functools import partial
 from pathlib import Path
 
 from dfl_node.learning.torch_settings import apply_runtime
@@ -18,7 +19,10 @@ from dfl_node.runner.prephase_client import InprocPrephaseHub
 from dfl_node.runner.reporter import QueueReporter
 from dfl_node.runner.run_node import run_node
 from dfl_node.transports.inproc import InprocHub, InprocTransport
-from launcher.run.collector import Collector
+from launcher.backends.base import LocalBackend, LocalMesh, OnRecord
+from launcher.config.backend_catalog import THREADS
+from launcher.results.cycle_metrics import CycleMetrics
+from launcher.run.collector import Collector, QueueSource
 from launcher.run.outcome import Outcome
 from protocols.registry import protocol_class
 
@@ -52,3 +56,18 @@ def run_threads(plan: RunPlan, run_dir: Path, collector: Collector,
         node_id = min(failures)
         return Outcome(False, node_id, failures[node_id], pids)
     return Outcome(True, pids=pids)
+
+
+class ThreadsBackend(LocalBackend):
+    """Nodes as threads of this process: records reach the collector through a queue and the
+    pre-phase through an in-process hub, so nothing listens on a port."""
+
+    spec = THREADS
+
+    def open(self, plan: RunPlan, plan_path: Path, run_dir: Path,
+             cycles: CycleMetrics | None, on_record: OnRecord) -> LocalMesh:
+        hub = InprocPrephaseHub(plan.ids)
+        sink: queue.Queue = queue.Queue()
+        collector = Collector(QueueSource(sink), run_dir, plan.ids, cycles, on_record)
+        return LocalMesh(collector, partial(run_threads, plan, run_dir, collector, sink, hub),
+                         hub)

@@ -3,8 +3,8 @@
 
 - `check_wire`: the caps and timeouts every node enforces are usable numbers (a negative cap
   would refuse every message, a zero timeout fail every receive);
-- `check_protocol`: the protocol's own `check_plan` (the model fits the data, DSC's dataset,
-  SSD-FL's clustering overrides against the plan's nodes);
+- `check_protocol`: the protocol's own `check_plan` (the model fits the data, a protocol's own
+  dataset, its overrides against the plan's nodes);
 - `check_listeners_free`: no other program holds a port this run is to listen on (a node's
   topology `port`, `endpoints.*`); only for a local zmq run, where the launcher binds them.
 """
@@ -19,7 +19,7 @@ from dfl_node.plan import RunPlan
 from dfl_node.transports.liveness import ON_FAILURE
 from launcher.config.endpoints import wildcard_bind
 from launcher.errors import LaunchError
-from protocols.registry import protocol_class
+from protocols.registry import PROTOCOLS, protocol_class
 
 COUNTS = ("hwm", "max_tensors", "max_message_bytes")
 SECONDS = ("recv_timeout_s", "rendezvous_s")  # rendezvous_s may be None: recv_timeout_s
@@ -87,5 +87,6 @@ def check_failure_policy(config: Mapping[str, Any], protocol: str, survives: boo
         raise LaunchError(f"wire.on_failure (--on-failure): must be one of {list(ON_FAILURE)}, "
                           f"got {policy!r}")
     if policy == "continue" and not survives:
+        surviving = sorted(name for name, cls in PROTOCOLS.items() if cls.survives_failures)
         raise LaunchError(f"--on-failure continue: {protocol} has no rules for losing a node; "
-                          "use stop (protocols that survive failures: d-psgd, dmfl-sq)")
+                          f"use stop (protocols that survive failures: {', '.join(surviving)})")

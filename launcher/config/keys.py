@@ -32,6 +32,7 @@ from dfl_node.transports.encryption import (
     node_key_name,
     read_certificate,
 )
+from launcher.config.backend_catalog import local_spec
 from launcher.errors import LaunchError
 from topologies.errors import TopologyError
 from topologies.loader import load_topology, resolve_topology_path
@@ -90,8 +91,9 @@ def secure_plan(plan: RunPlan, config: dict[str, Any], local_dir: Path | None) -
         if keys is not None:
             raise LaunchError("--keys: only a --secure run uses keys")
         return plan
-    if plan.transport != "zmq":
-        raise LaunchError("--secure: it secures ZeroMQ sockets; --transport inproc has none")
+    if not local_spec(plan.transport).secure:
+        raise LaunchError("--secure: it secures ZeroMQ sockets; "
+                          f"--transport {plan.transport} has none")
     if not zmq.has("curve"):
         raise LaunchError("--secure: this host's libzmq was built without CURVE")
     names = plan_key_names(plan)

@@ -14,12 +14,13 @@ from typing import Any
 import yaml
 
 from dfl_node.learning.shards import DEFAULT_EVAL_SIZE
+from launcher.config.backend_catalog import DEFAULT_LOCAL
 from launcher.errors import LaunchError
 
 # Keys every run has, beside the protocol's own defaults file.
 BASE: dict[str, Any] = {
     "seed": 0,
-    "transport": "zmq",
+    "transport": DEFAULT_LOCAL,
     "rounds": 20,
     "eval_every": 1,
     "checkpoint_every": 10,  # every node saves its full state every k rounds (0: never)
@@ -32,23 +33,25 @@ BASE: dict[str, Any] = {
     "model": {"name": "auto"},
     "hyper": {"torch_threads": 1},
     "synthetic": {},
-    # per-cycle metrics (launcher/results/cycle_metrics.py): parameters to the collector every k rounds
-    # (0: never), accuracy thresholds for cycles-to-threshold
+    # per-cycle metrics (launcher/results/cycle_metrics.py): parameters to the collector every
+    # k rounds (0: never), accuracy thresholds for cycles-to-threshold
     "cycle_metrics": {"params_every": 0, "thresholds": []},
-    "scenes": {},  # dataset scenes: SceneSpec options and `portfolios` (protocols/dsc/scenes.py)
+    "scenes": {},  # dataset scenes: its options, read by the protocol that brings it
     "link": {"latency_ms": 1.0, "bandwidth_mbps": 100.0, "compute_ms": 10.0,
              # the radio model (dfl_node/netsim/radio.py): packets, loss, retransmissions
              "packet_bytes": 1500, "loss_model": "fixed", "loss": 0.0, "snr0_db": 20.0,
              "d0": None, "path_loss_exponent": 3.0, "spectral_efficiency": 2.0,
              "retransmissions": "expected"},
-    "schedule": "sync",  # | tdma: exchanges follow the link-colouring slots (dfl_node/netsim/tdma.py)
+    # | tdma: exchanges follow the link-colouring slots (dfl_node/netsim/tdma.py)
+    "schedule": "sync",
     "tdma": {"interference_range": None, "interference_factor": 1.0},  # None: factor x r_c
     "wire": {"hwm": 1000, "recv_timeout_s": 300.0, "max_tensors": 4096,
              "max_message_bytes": 1 << 30,
              # how long a node waits for the rest of the mesh to start (None: recv_timeout_s)
              "rendezvous_s": None,
-             # liveness (dfl_node/transports/liveness.py): a neighbour silent this long is dead; then the
-             # run stops, or (continue) the survivors go on without it (dfl_node/runner/membership.py)
+             # liveness (dfl_node/transports/liveness.py): a neighbour silent this long is dead;
+             # then the run stops, or (continue) the survivors go on without it
+             # (dfl_node/runner/membership.py)
              "deadline_s": 10.0, "on_failure": "stop"},
     # host:port of the run's services when nodes run on several hosts (None: a local port)
     "endpoints": {"collector": None, "coordinator": None, "aggregator": None},

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from launcher.config.backend_catalog import LOCAL, transport_help
 from launcher.errors import LaunchError
 
 
@@ -38,7 +39,8 @@ class ViewOptions:
 
 RUN_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     click.option("--topology", default=None, help="Topology file or shipped name (ring20, ...)."),
-    click.option("--protocol", default=None, help="Protocol name (d-psgd, ...)."),
+    click.option("--protocol", default=None,
+                 help="Protocol name (an unknown name lists the known ones)."),
     click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
                  help="YAML config layered over the protocol's defaults."),
     click.option("--rounds", type=int, default=None),
@@ -51,7 +53,8 @@ RUN_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     click.option("--eval-every", type=int, default=None),
     click.option("--checkpoint-every", type=int, default=None,
                  help="Save every node's state every K rounds (0: never; default 10)."),
-    click.option("--transport", type=click.Choice(["zmq", "inproc"]), default=None),
+    click.option("--transport", type=click.Choice(list(LOCAL)), default=None,
+                 help=transport_help()),
     click.option("--secure", is_flag=True, default=None,
                  help="ZeroMQ CURVE on every socket: only the run's keys get in."),
     click.option("--keys", default=None, metavar="DIR",
@@ -62,7 +65,7 @@ RUN_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
                       "wire.deadline_s)."),
     click.option("--on-failure", type=click.Choice(["stop", "continue"]), default=None,
                  help="When a node dies: end the run (stop, default) or go on without it "
-                      "(continue; d-psgd, dmfl-sq)."),
+                      "(continue; protocols with rules for losing a node)."),
     click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
                  help="Override any config key (dotted for nested; bare hyper-parameters ok)."),
 ]

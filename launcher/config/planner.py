@@ -10,6 +10,7 @@ from dfl_node.comm.rendezvous import rendezvous_seconds
 from dfl_node.netsim import tdma
 from dfl_node.netsim.virtual_clock import LinkModel
 from dfl_node.plan import NodeEntry, RunPlan
+from launcher.config.backend_catalog import local_spec
 from launcher.config.checks import check_protocol, check_wire
 from launcher.config.devices import resolve_devices
 from launcher.config.endpoints import LOCAL_HOST, bind_host, endpoint
@@ -75,8 +76,7 @@ def build_plan(topology: Topology, config: dict[str, Any], claims: PortClaims,
     every = config["checkpoint_every"]
     if isinstance(every, bool) or not isinstance(every, int) or every < 0:
         raise LaunchError(f"checkpoint_every: must be an integer >= 0, got {every!r}")
-    if config["transport"] not in ("zmq", "inproc"):
-        raise LaunchError(f"transport: must be zmq or inproc, got {config['transport']!r}")
+    local_spec(config["transport"])
     schedule = schedule_section(topology, config)
     if aggregator and schedule.get("mode") != "sync":
         raise LaunchError(f"schedule: {config['protocol']} talks through an aggregator (a star "

@@ -2,7 +2,7 @@
 
 `--data-root` may be the tree itself (`train/<class>/*`, `test/<class>/*`), a directory holding
 `cifar10-jpeg.tar.gz` or a `cifar10-jpeg/` tree, or the archive file. Class indices follow
-CIFAR-10's label order (README of ../shared/data); samples are ordered by split, class, file
+CIFAR-10's label order; samples are ordered by split, class, file
 name, so the arrays do not depend on archive or directory order. torchvision's
 `cifar-10-batches-py` is refused: those files are pickles, and dfl-mesh never unpickles.
 The archive is streamed and decoded in memory; nothing is extracted to disk.
@@ -28,7 +28,7 @@ SPLITS = ("train", "test")
 ARCHIVE = "cifar10-jpeg.tar.gz"
 SIDE = 32
 HOW = ("pass --data-root an ImageFolder tree (train/<class>/, test/<class>/) or "
-       "cifar10-jpeg.tar.gz (e.g. ../shared/data/cifar10-jpeg.tar.gz)")
+       "a directory holding cifar10-jpeg.tar.gz, or that archive itself")
 
 
 def image_key(parts: tuple[str, ...], where: str) -> tuple[str, int, str] | None:

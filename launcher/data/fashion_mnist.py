@@ -4,13 +4,13 @@ Looked for, in order: with `--data-root DIR`, torchvision's layout `DIR/FashionM
 then `DIR/` itself; without it, Debian's `dataset-fashion-mnist` package
 (`/usr/share/datasets/fashion-mnist/`) and then an earlier download (the cache's
 `downloads/FashionMNIST/raw/`). If none holds them, torchvision downloads them into `DIR` (or
-the cache's `downloads/`) when the network allows. The IDX format is parsed here directly: a
-fixed binary header plus raw bytes, nothing to deserialise.
+the cache's `downloads/`) when the network allows. torchvision's MNIST readers decode the IDX
+files; they read plain files only, so a gzip file is first decompressed into a scratch folder.
 """
 
 from __future__ import annotations
 
-import gzip
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -26,22 +26,6 @@ STEMS = {
     "x_test": "t10k-images-idx3-ubyte",
     "y_test": "t10k-labels-idx1-ubyte",
 }
-IDX_UBYTE = 0x08
-
-
-def read_idx(path: Path) -> np.ndarray:
-    """An IDX file (gzip or plain) of unsigned bytes as an array of its declared shape."""
-    raw = path.read_bytes()
-    if path.suffix == ".gz":
-        raw = gzip.decompress(raw)
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != IDX_UBYTE:
-        raise LaunchError(f"{path}: not an IDX file of unsigned bytes")
-    ndim = raw[3]
-    dims = tuple(int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
-    body = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
-    if body.size != int(np.prod(dims)):
-        raise LaunchError(f"{path}: header says {dims}, file holds {body.size} values")
-    return body.reshape(dims)
 
 
 def find_files(directory: Path) -> dict[str, Path] | None:
@@ -56,19 +40,40 @@ def find_files(directory: Path) -> dict[str, Path] | None:
     return found
 
 
+def read_arrays(files: dict[str, Path]) -> dict[str, np.ndarray]:
+    """The four arrays, images uint8 (N, H, W) and labels int64 (N,), as torchvision reads them.
+
+    torchvision is imported here, not at the top: it is slow to import and decoding only
+    happens on a cache miss."""
+    from torchvision.datasets.mnist import read_image_file, read_label_file
+    from torchvision.datasets.utils import extract_archive
+
+    arrays = {}
+    with tempfile.TemporaryDirectory(prefix="dfl-fmnist-") as scratch:
+        for name, path in files.items():
+            read = read_image_file if name.startswith("x_") else read_label_file
+            try:
+                plain = Path(extract_archive(path, scratch)) if path.suffix == ".gz" else path
+                arrays[name] = read(str(plain)).numpy()
+            except Exception as exc:  # torchvision asserts and raises many kinds on a bad file
+                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise LaunchError(f"{path}: not a Fashion-MNIST IDX file ({reason})") from None
+    return arrays
+
+
 def decode(files: dict[str, Path]) -> Decoded:
-    arrays = {name: read_idx(path) for name, path in files.items()}
+    arrays = read_arrays(files)
     for split in ("train", "test"):
         x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
-        if x.ndim != 3 or y.ndim != 1 or len(x) != len(y) or y.max() >= 10:
+        if len(x) != len(y) or y.max() >= 10:
             raise LaunchError(f"{files[f'x_{split}']}: images {x.shape} and labels {y.shape} "
                               "do not form a Fashion-MNIST split")
-    return Decoded(x_train=arrays["x_train"][:, None], y_train=arrays["y_train"].astype(np.int64),
-                   x_test=arrays["x_test"][:, None], y_test=arrays["y_test"].astype(np.int64))
+    return Decoded(x_train=arrays["x_train"][:, None], y_train=arrays["y_train"],
+                   x_test=arrays["x_test"][:, None], y_test=arrays["y_test"])
 
 
 def download(root: Path) -> None:
-    """torchvision's download into `root/FashionMNIST/raw` (the only use of torchvision)."""
+    """torchvision's download into `root/FashionMNIST/raw`."""
     from torchvision.datasets import FashionMNIST
 
     for train in (True, False):

@@ -7,6 +7,9 @@ Concurrent runs are safe: the decode happens under an exclusive lock per entry, 
 directory beside it, renamed into place as a whole; a run that finds the entry complete never
 takes the lock. The partition and evaluation split are then computed once for the plan's node
 count, so a bad `--partition` is a user error (exit 2) before any process starts.
+
+A dataset a protocol brings (`Protocol.datasets`, read through the registry) is the
+protocol's to check and describe; each node makes its own share, so nothing is cached.
 """
 
 from __future__ import annotations
@@ -40,10 +43,10 @@ from launcher.data import cifar10 as data_cifar
 from launcher.data import fashion_mnist as data_fmnist
 from launcher.data.source import Source
 from launcher.errors import LaunchError
-from protocols.dsc.portfolios import draw_portfolios
-from protocols.dsc.scenes import CLASSES, PORTFOLIOS_KEY, scene_spec
+from protocols.registry import dataset_preparers
 
-DATASETS = ("synthetic", "scenes", "fmnist", "cifar10")
+BROUGHT = dataset_preparers()
+DATASETS = ("synthetic", *BROUGHT, "fmnist", "cifar10")
 
 
 def prepare_data(config: dict[str, Any], num_nodes: int | None = None) -> dict[str, Any]:
@@ -59,14 +62,11 @@ def prepare_data(config: dict[str, Any], num_nodes: int | None = None) -> dict[s
     if config["eval_split"] not in EVAL_SPLITS:
         raise LaunchError(f"eval_split: must be one of {', '.join(EVAL_SPLITS)}, "
                           f"got {config['eval_split']!r}")
-    if config["dataset"] == "scenes":  # rendered by each node: nothing to prepare or split
+    if config["dataset"] in BROUGHT:  # made by each node: nothing to prepare or split
         try:
-            spec = scene_spec(config.get("scenes", {}), config["seed"])
-            draw_portfolios([0], 0, config.get("scenes", {}).get(PORTFOLIOS_KEY, "nyu"))
+            return BROUGHT[config["dataset"]](config)
         except ValueError as exc:
-            raise LaunchError(f"scenes: {exc}") from None
-        return {"num_classes": len(CLASSES), "shape": [3, spec.size, spec.size],
-                "eval_size": spec.test_size}
+            raise LaunchError(f"{config['dataset']}: {exc}") from None
     if config["dataset"] == "synthetic":
         try:
             spec = SyntheticSpec(**config.get("synthetic", {}))

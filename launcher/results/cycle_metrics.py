@@ -1,4 +1,5 @@
-"""Per-cycle metrics: what SSD-FL's evaluation (spec 6.8 and section 5) reports after each cycle.
+"""Per-cycle metrics: what a clustered protocol's evaluation reports after each cycle (its
+protocol page's evaluation section; docs/run-directory.md#per-cycle-metrics).
 
 One row per evaluated round in `cycles.jsonl`: every node's accuracy summarised (mean, min,
 max, loss mean), per-cluster means, and, from the nodes' parameters, the global consensus gap
@@ -15,8 +16,9 @@ virtual clock cannot see it; its size is reported apart (`cycle_params_bytes`). 
 model, 0 (the default) sends nothing and k sends every k-th round only. The collector holds at
 most the rounds still incomplete, as float32, and drops them once the row is written.
 
-Clusters: a node that reports a `cluster` key in its metrics (ssd-fl, cstc) is grouped by it;
-otherwise the whole network is one group.
+Clusters: a protocol that groups nodes names the metrics key holding each node's group
+(`Protocol.cycle_groups`); a node reporting it is grouped by it, otherwise the whole network is
+one group. The parameters are those of the plan's classification model.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from dfl_node.learning.training import evaluate
 from dfl_node.plan import RunPlan
 from dfl_node.runner.reporter import params_due
 from launcher.errors import LaunchError
+from protocols.registry import protocol_class
 from topologies.measures import exact_conductance, slem, sweep_conductance
 from topologies.mixing import WEIGHTS, induced, lazy
 
@@ -69,6 +72,7 @@ class CycleMetrics:
     def __init__(self, plan: RunPlan, run_dir: Path) -> None:
         self.plan = plan
         self.section = plan.cycle_metrics
+        self.group_key = protocol_class(plan.protocol).cycle_groups
         self.path = run_dir / "cycles.jsonl"
         # rows already in the file: a resumed run's rounds before it stopped
         self.rows: list[dict[str, Any]] = [json.loads(line) for line in (
@@ -139,9 +143,9 @@ class CycleMetrics:
             return
         if self.wants_params(round_) and set(slot.params) != clients:
             return
-        row = cycle_row(round_, slot, self.plan.clients)
+        row = cycle_row(round_, slot, self.plan.clients, self.group_key)
         if slot.params:
-            row.update(self._model_figures(slot, groups_of(slot.metrics)))
+            row.update(self._model_figures(slot, groups_of(slot.metrics, self.group_key)))
         del self._pending[round_]
         self.rows.append(row)
         with self.path.open("a", encoding="utf-8") as out:
@@ -181,21 +185,24 @@ class CycleMetrics:
         }
 
 
-def groups_of(metrics: Mapping[int, Mapping[str, Any]]) -> dict[str, list[int]]:
-    """Node ids per reported `cluster` (one group "0" of every node when none is reported)."""
+def groups_of(metrics: Mapping[int, Mapping[str, Any]], key: str | None) -> dict[str, list[int]]:
+    """Node ids per reported group under `key` (one group "0" of every node when none is
+    reported or the protocol has no groups)."""
     out: dict[str, list[int]] = {}
     for node in sorted(metrics):
-        out.setdefault(str(metrics[node].get("cluster", 0)), []).append(node)
+        group = metrics[node].get(key, 0) if key is not None else 0
+        out.setdefault(str(group), []).append(node)
     return out
 
 
-def cycle_row(round_: int, slot: Pending, clients: list[int]) -> dict[str, Any]:
+def cycle_row(round_: int, slot: Pending, clients: list[int],
+              group_key: str | None) -> dict[str, Any]:
     accs = [float(slot.metrics[i]["accuracy"]) for i in clients]
     losses = [float(slot.metrics[i]["loss"]) for i in clients]
     clusters = {
         label: {"members": members, "size": len(members),
                 "accuracy_mean": float(np.mean([slot.metrics[i]["accuracy"] for i in members]))}
-        for label, members in groups_of(slot.metrics).items()}
+        for label, members in groups_of(slot.metrics, group_key).items()}
     return {"round": round_, "accuracy_mean": float(np.mean(accs)),
             "accuracy_min": min(accs), "accuracy_max": max(accs),
             "loss_mean": float(np.mean(losses)),

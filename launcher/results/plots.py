@@ -7,12 +7,12 @@ another exit code.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from launcher.logs import launcher_logger
 from launcher.results.plots_curves import (
     BITS,
     ROUND,
@@ -24,6 +24,8 @@ from launcher.results.plots_curves import (
 )
 from launcher.results.plots_data import RunFiles, load_run
 from launcher.results.plots_network import link_bytes_figure, topology_figure
+
+LOG = launcher_logger("plots")
 
 FigureMaker = Callable[[RunFiles], Figure | None]
 
@@ -37,7 +39,7 @@ ACCURACY: dict[str, FigureMaker] = {
     "accuracy-time": lambda run: curves_figure(run, TIME),
     "final-accuracy": distribution_figure,
 }
-DSC: dict[str, FigureMaker] = {
+TASKS: dict[str, FigureMaker] = {
     "tasks-round": tasks_figure,
     "delta": delta_figure,
     "final-task-score": distribution_figure,
@@ -45,8 +47,9 @@ DSC: dict[str, FigureMaker] = {
 
 
 def figures(run: RunFiles) -> dict[str, Figure]:
-    """Every figure this run has the data for, by file stem."""
-    makers = {**(DSC if run.is_dsc else ACCURACY), **COMMON}
+    """Every figure this run has the data for, by file stem: a multi-task protocol's runs get
+    task plots in place of accuracy curves."""
+    makers = {**(TASKS if run.multitask else ACCURACY), **COMMON}
     made = {name: make(run) for name, make in makers.items()}
     return {name: fig for name, fig in made.items() if fig is not None}
 
@@ -63,9 +66,8 @@ def write_plots(run_dir: Path) -> list[Path]:
 
 
 def plot_run(run_dir: Path) -> None:
-    """write_plots, reporting a failure on stderr instead of raising: the run is already saved."""
+    """write_plots, logging a failure instead of raising: the run is already saved."""
     try:
         write_plots(run_dir)
     except Exception as exc:  # any plotting bug must not turn a finished run into a crash
-        print(f"dfl-launch: plots: {run_dir / 'plots'}: {type(exc).__name__}: {exc}",
-              file=sys.stderr)
+        LOG.warning("plots: %s: %s: %s", run_dir / "plots", type(exc).__name__, exc)

@@ -1,4 +1,5 @@
-"""Figures of learning over the run: metric curves, the final distribution, DSC's tasks and Delta.
+"""Figures of learning over the run: metric curves, the final distribution, and for a
+multi-task protocol its tasks and Delta (what it declares as `Protocol.multitask`).
 
 Each function returns a matplotlib Figure (built without pyplot, so it needs no display and
 keeps no global state), so tests can read titles, labels and legends before anything is drawn.
@@ -15,6 +16,7 @@ from matplotlib.ticker import MaxNLocator
 
 from launcher.results.plots_data import (
     Band,
+    Row,
     RunFiles,
     band,
     bits_per_client,
@@ -23,16 +25,11 @@ from launcher.results.plots_data import (
     key,
 )
 from launcher.results.plots_data import virtual_seconds as clock_at
-from protocols.dsc.workload import HEADLINE
 
 SIZE = (11.0, 4.6)
 DPI = 110
 ACCURACY = "accuracy (fraction)"
-SCORE = "task score (fraction)"
 LOSS = "evaluation loss (nats)"
-TASK_LABELS = {"seg": "segmentation pixel accuracy (%)", "sn": "normals within 30° (%)",
-               "dep": "depth δ < 1.25 (%)", "kp": "keypoint L1 error (normalised)",
-               "edge": "edge L1 error (normalised)"}
 
 
 @dataclass(frozen=True)
@@ -46,6 +43,11 @@ class XAxis:
 ROUND = XAxis("round", "round (#)")
 BITS = XAxis("bits", "formula bits per client (bit)")
 TIME = XAxis("time", "virtual time (s)")
+
+
+def score_label(run: RunFiles) -> str:
+    """The axis label of the metrics' `accuracy`: the protocol's score, a fraction."""
+    return f"{run.score.name} (fraction)"
 
 
 def draw_band(ax: Axes, x: np.ndarray, b: Band, higher_is_better: bool) -> None:
@@ -96,7 +98,7 @@ def distribution_figure(run: RunFiles) -> Figure | None:
     scores = np.array(list(final_scores(run).values()))
     if not len(scores):
         return None
-    metric = SCORE if run.is_dsc else ACCURACY
+    metric = score_label(run)
     fig = Figure(figsize=SIZE, dpi=DPI, layout="constrained")
     ax = fig.subplots()
     ax.hist(scores, bins=min(20, max(5, len(scores))), color="tab:blue", alpha=0.7,
@@ -111,26 +113,24 @@ def distribution_figure(run: RunFiles) -> Figure | None:
     return fig
 
 
-def task_value(task: str) -> tuple[str, bool]:
-    """The task's headline metric and whether higher is better (protocols/dsc/workload.py)."""
-    name, scale = HEADLINE[task]
-    return name, scale > 0
-
-
 def tasks_figure(run: RunFiles) -> Figure | None:
-    """DSC: each task's headline metric over the nodes holding it, and the loss, per round."""
+    """Each task's headline metric over the nodes holding it, and the loss, per round."""
     tasks = sorted({t for row in run.rows for t in row.get("task_metrics", {})})
-    if not tasks:
+    if not tasks or run.multitask is None:
         return None
+    declared = run.multitask.tasks
     fig = Figure(figsize=(SIZE[0], 3.6 * ((len(tasks) + 2) // 2)), dpi=DPI, layout="constrained")
     axes = fig.subplots((len(tasks) + 2) // 2, 2, squeeze=False).ravel()
     for ax, task in zip(axes, tasks, strict=False):
-        name, higher = task_value(task)
-        b = band(run.rows, lambda row, t=task, m=name: row.get("task_metrics", {})
-                 .get(t, {}).get(m))
-        draw_band(ax, b.rounds.astype(float), b, higher_is_better=higher)
+        name = declared[task].metric
+
+        def metric(row: Row, t: str = task, m: str = name) -> float | None:
+            return row.get("task_metrics", {}).get(t, {}).get(m)
+
+        b = band(run.rows, metric)
+        draw_band(ax, b.rounds.astype(float), b, higher_is_better=declared[task].higher_is_better)
         integer_rounds(ax)
-        ax.set(title=f"Task {task}: {name}", xlabel=ROUND.label, ylabel=TASK_LABELS[task])
+        ax.set(title=f"Task {task}: {name}", xlabel=ROUND.label, ylabel=declared[task].label)
     loss = band(run.rows, key("loss"))
     draw_band(axes[len(tasks)], loss.rounds.astype(float), loss, higher_is_better=False)
     integer_rounds(axes[len(tasks)])
@@ -143,26 +143,26 @@ def tasks_figure(run: RunFiles) -> Figure | None:
 
 
 def delta_figure(run: RunFiles) -> Figure | None:
-    """DSC: Delta_all and each task's Delta against the no-aggregation baseline, in %."""
+    """Delta_all and each task's Delta against the baseline run, in %."""
     delta_all = run.summary.get("delta_all")
-    if delta_all is None:
+    if delta_all is None or run.multitask is None:
         return None
     per_task = run.summary.get("delta_tasks", {})
     names = [*sorted(per_task), "all"]
     values = np.array([*(per_task[t] for t in sorted(per_task)), delta_all])
-    curve = delta_by_round(run)
+    curve = delta_by_round(run, run.multitask)
     fig = Figure(figsize=SIZE, dpi=DPI, layout="constrained")
     axes = fig.subplots(1, 2 if curve else 1, squeeze=False).ravel()
     ax = axes[0]
     ax.bar(names[:-1], values[:-1], color="tab:blue", label="Δ per task")
     ax.bar(names[-1:], values[-1:], color="tab:orange", label=f"Δ_all = {delta_all:+.2f} %")
     ax.axhline(0.0, color="black", linewidth=0.8)
-    ax.set(title="Final gain over the no-aggregation baseline", xlabel="task (name)",
-           ylabel="Δ (%)")
+    ax.set(title=f"Final gain over the {run.multitask.baseline_name} baseline",
+           xlabel="task (name)", ylabel="Δ (%)")
     ax.legend(loc="best", fontsize="small")
     if curve:
         draw_delta_curve(axes[1], *curve)
-    fig.suptitle(f"{run_title(run)}; Δ as Eq. 42-44")
+    fig.suptitle(f"{run_title(run)}; Δ as {run.multitask.delta_source}")
     return fig
 
 

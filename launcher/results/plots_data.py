@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from dfl_node.plan import RunPlan
-from protocols.dsc.task_metrics import delta_report
+from protocols.describe import MultiTask, Score
+from protocols.registry import protocol_class
 
 Row = dict[str, Any]
 
@@ -43,9 +44,14 @@ class RunFiles:
     prephase: dict[str, Any]
 
     @property
-    def is_dsc(self) -> bool:
-        """DSC runs are judged by per-task metrics and Delta_all, not one accuracy."""
-        return self.plan.protocol == "dsc" or self.plan.protocol.startswith("dsc-")
+    def score(self) -> Score:
+        """What the metrics' `accuracy` holds, as the protocol names it."""
+        return protocol_class(self.plan.protocol).score
+
+    @property
+    def multitask(self) -> MultiTask | None:
+        """Set for protocols judged by per-task metrics and Delta_all, not one accuracy."""
+        return protocol_class(self.plan.protocol).multitask
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -99,7 +105,7 @@ def bits_per_client(run: RunFiles, rounds: np.ndarray) -> np.ndarray | None:
 
 
 def final_scores(run: RunFiles) -> dict[int, float]:
-    """Each client's last evaluation (accuracy, or DSC's task score)."""
+    """Each client's last evaluation (its `accuracy`: the protocol's score)."""
     last: dict[int, Row] = {}
     for row in run.rows:
         if row.get("accuracy") is not None:
@@ -117,7 +123,8 @@ def positions(run: RunFiles) -> dict[int, tuple[float, float]] | None:
 
 
 def clusters(run: RunFiles) -> dict[int, int]:
-    """SSD-FL's cluster of each node (prephase.json); empty for protocols without one."""
+    """Each node's cluster, as a pre-phase coordinator that forms clusters records it
+    (prephase.json `cluster_of`); empty for protocols without one."""
     return {int(n): int(c) for n, c in run.prephase.get("cluster_of", {}).items()}
 
 
@@ -144,7 +151,7 @@ def link_bytes(run: RunFiles) -> np.ndarray:
 
 
 def task_metrics_at(rows: list[Row]) -> dict[int, dict[int, Any]]:
-    """DSC: round -> node -> that evaluation's task metrics."""
+    """Multi-task runs: round -> node -> that evaluation's task metrics."""
     out: dict[int, dict[int, Any]] = defaultdict(dict)
     for row in rows:
         if row.get("task_metrics"):
@@ -152,10 +159,11 @@ def task_metrics_at(rows: list[Row]) -> dict[int, dict[int, Any]]:
     return out
 
 
-def delta_by_round(run: RunFiles) -> tuple[np.ndarray, np.ndarray] | None:
-    """DSC: Delta_all at every round both this run and its no-aggregation baseline evaluated
-    (hyper.delta_baseline); None without a readable baseline with the same clients and tasks."""
-    baseline = run.plan.hyper.get("delta_baseline")
+def delta_by_round(run: RunFiles, multitask: MultiTask) -> tuple[np.ndarray, np.ndarray] | None:
+    """Multi-task runs: Delta_all at every round both this run and its baseline evaluated (the
+    run named by the hyper-parameter `multitask.baseline`); None without a readable baseline
+    with the same clients and tasks."""
+    baseline = run.plan.hyper.get(multitask.baseline)
     metrics = Path(str(baseline)) / "metrics.jsonl" if baseline else None
     if metrics is None or not metrics.exists():
         return None
@@ -164,7 +172,7 @@ def delta_by_round(run: RunFiles) -> tuple[np.ndarray, np.ndarray] | None:
                               if line.strip()])
     rounds = [r for r in sorted(ours) if r in theirs and sorted(ours[r]) == sorted(theirs[r])]
     try:
-        values = [delta_report(ours[r], theirs[r]).delta_all for r in rounds]
+        values = [multitask.delta_all(ours[r], theirs[r]) for r in rounds]
     except KeyError:  # a node's tasks differ between the runs
         return None
     return (np.array(rounds), np.array(values)) if rounds else None

@@ -1,8 +1,8 @@
 """Figures of the network: the graph with each node's final score, and the bytes on each link.
 
-The graph shows what shaped the run besides the data: where nodes sit, which SSD-FL cluster
-each joined, which TDMA slot each link sends in (each half of an edge coloured by the slot of
-the node it starts from).
+The graph shows what shaped the run besides the data: where nodes sit, which cluster each
+joined (protocols whose pre-phase forms clusters), which TDMA slot each link sends in (each
+half of an edge coloured by the slot of the node it starts from).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from matplotlib.colors import BoundaryNorm, Normalize
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from launcher.results.plots_curves import ACCURACY, DPI, SCORE, run_title
+from launcher.results.plots_curves import DPI, run_title, score_label
 from launcher.results.plots_data import (
     RunFiles,
     clusters,
@@ -93,7 +93,7 @@ def topology_figure(run: RunFiles) -> Figure:
         [draw_slots(ax, fig, where, slot_of)] if slot_of
         else draw_edges(ax, where, run.plan.edges(), cluster_of, colours))
     ids = run.plan.ids
-    metric = SCORE if run.is_dsc else ACCURACY
+    metric = score_label(run)
     values = [scores.get(n, np.nan) for n in ids]
     norm = Normalize(*_score_range(values))
     nodes = ax.scatter([where[n][0] for n in ids], [where[n][1] for n in ids], c=values,

@@ -1,5 +1,8 @@
 """`dfl-report`'s content: run directories in, one table per paper family and eval split out.
 
+The families, their titles and columns are the protocols' declarations, read through the
+registry.
+
 Every renderer (markdown, csv, json, html) and the overlay plots read this one structure, so
 they cannot disagree about a number. Runs that did not finish (`status` other than ok) are left
 out of the statistics and listed as skipped.
@@ -14,12 +17,7 @@ from launcher.errors import LaunchError
 from launcher.results.report_columns import Column, Stat, columns_for, stat
 from launcher.results.report_groups import Group, table_groups
 from launcher.results.report_runs import Run, load_runs
-
-TITLES = {
-    "dmfl-sq": "DMFL-SQ family (Table II columns)",
-    "ssd-fl": "SSD-FL family (final accuracy, cycles to threshold)",
-    "dsc": "DSC family (relative improvement over no aggregation)",
-}
+from protocols.registry import ReportFamily, report_families
 
 
 @dataclass(frozen=True)
@@ -36,8 +34,12 @@ class Table:
     rows: list[Row]
 
     @property
+    def described(self) -> ReportFamily:
+        return report_families()[self.family]
+
+    @property
     def title(self) -> str:
-        return f"{TITLES[self.family]}, eval split {self.eval_split}"
+        return f"{self.described.table.title}, eval split {self.eval_split}"
 
     @property
     def slug(self) -> str:

@@ -2,9 +2,10 @@
 
 Runs are one group when their resolved configs are equal once the seed is set aside, and the
 keys that say where things are rather than what runs: `data_root` and `endpoints` (host paths
-and addresses) and `hyper.delta_baseline` (DSC's no-aggregation run, one per seed by design).
-Groups share a table when their protocols are of one paper's family (its table has the
-columns) and they were evaluated on the same split. A group is labelled by its protocol, plus
+and addresses) and the hyper-parameter naming a multi-task protocol's baseline run (one per
+seed by design). Groups share a table when their protocols are of one paper's family (its
+table has the columns; each protocol names its `report_family`) and they were evaluated on the
+same split. A group is labelled by its protocol, plus
 the settings that tell it apart from other groups of the same protocol in its table.
 """
 
@@ -18,14 +19,12 @@ from typing import Any
 
 from launcher.errors import LaunchError
 from launcher.results.report_runs import Run
+from protocols.registry import multitask_baselines, report_families
 
-FAMILIES: dict[str, tuple[str, ...]] = {
-    "dmfl-sq": ("dmfl-sq", "choco-sgd", "dsgt", "qffl", "d-psgd"),
-    "ssd-fl": ("ssd-fl", "sdfl", "pdfl", "stc", "cstc"),
-    "dsc": ("dsc", "dsc-noagg", "dsc-fedavg", "dsc-max", "dsc-fedamp"),
-}
+FAMILIES = {name: family.members for name, family in report_families().items()}
 PROTOCOL_ORDER = [p for members in FAMILIES.values() for p in members]
-NOT_THE_EXPERIMENT = ("seed", "data_root", "endpoints", "hyper.delta_baseline")
+NOT_THE_EXPERIMENT = ("seed", "data_root", "endpoints",
+                      *(f"hyper.{key}" for key in multitask_baselines()))
 
 
 @dataclass(frozen=True)
@@ -140,9 +139,9 @@ def table_groups(runs: list[Run]) -> list[TableGroups]:
         key = (family_of(first), str(first.summary.get("eval_split", "-")))
         tables.setdefault(key, []).append(members)
     out = []
-    for (family, split), members in sorted(
+    for (family, split), seed_sets in sorted(
             tables.items(), key=lambda item: (list(FAMILIES).index(item[0][0]), item[0][1])):
-        groups = sorted(label_groups(members),
+        groups = sorted(label_groups(seed_sets),
                         key=lambda g: (PROTOCOL_ORDER.index(g.protocol), g.label))
         out.append(TableGroups(family, split, groups))
     return out

@@ -1,10 +1,11 @@
 """Overlay plots of a report's groups: one line per group (mean over its seeds), with a band
 from the lowest to the highest seed, so groups are compared on one set of axes.
 
-Per table: average client accuracy against the round (every family; DSC's accuracy is its task
-score), worst client accuracy against the round (the DMFL-SQ family, whose claims are about the
-tail), and average accuracy against cumulative formula bits per client (where every group
-counts formula bits; log scale when they span more than two decades). Seeds are aligned by
+Per table: average client accuracy against the round (every family; named as the family's
+lead protocol names its `score`), worst client accuracy against the round (families whose
+table asks for it, `ReportTable.worst_plot`), and average accuracy against cumulative formula
+bits per client (where every group counts formula bits; log scale when they span more than two
+decades). Seeds are aligned by
 round, over the rounds every seed of the group evaluated.
 
 PNG bytes only, drawn on a bare Figure (no pyplot state, no display needed).
@@ -30,7 +31,7 @@ COLOURS = 10  # matplotlib's default cycle; styles change after it
 
 @dataclass(frozen=True)
 class Plot:
-    name: str  # file name, e.g. dmfl-sq-local-accuracy-vs-round.png
+    name: str  # file name: {family}-{eval split}-{kind}.png
     title: str
     png: bytes
 
@@ -45,7 +46,7 @@ class Kind:
 
 
 def accuracy_label(table: Table) -> str:
-    return "average task score" if table.family == "dsc" else "average accuracy"
+    return f"average {table.described.score.name}"
 
 
 def kinds(table: Table) -> list[Kind]:
@@ -54,7 +55,7 @@ def kinds(table: Table) -> list[Kind]:
         return []
     out = [Kind("accuracy-vs-round", "round", accuracy_label(table),
                 lambda p: p.round, lambda p: p.avg_accuracy)]
-    if table.family == "dmfl-sq":
+    if table.described.table.worst_plot:
         out.append(Kind("worst-vs-round", "round", "worst client accuracy",
                         lambda p: p.round, lambda p: p.worst_accuracy))
     if all(run.curve and run.curve[-1].bits_per_client > 0

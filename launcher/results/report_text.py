@@ -2,16 +2,23 @@
 
 Markdown cells read `mean ± half-width`, the half-width being the 95% t-interval over seeds;
 csv has one line per (group, metric) and json every seed's value too, with the run directories.
+
+pandas holds the tables: the grid of cell texts (markdown here, the HTML page in report_html.py)
+and the long csv table. The markdown keeps its compact pipe layout rather than pandas'
+`to_markdown`, which pads every column to its widest cell; json stays the standard library's,
+since it is a nested document (per-seed values, run lists), not a table, and pandas would
+round its floats.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
 
 from launcher.results.report import Report, Row, Table
 from launcher.results.report_columns import Column, Stat
@@ -57,17 +64,22 @@ def seeds_text(row: Row) -> str:
     return ", ".join(str(s) for s in row.group.seeds)
 
 
-def markdown_table(table: Table) -> str:
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+def cell_grid(table: Table) -> pd.DataFrame:
+    """The table as people read it, one string per cell: markdown and the HTML page both render
+    this one grid, so they cannot show different text."""
+    return pd.DataFrame(
+        [[row.group.label, seeds_text(row),
+          *(cell_text(c, row.cells[c.key]) for c in table.columns)] for row in table.rows],
+        columns=["group", "seeds", *(c.header for c in table.columns)], dtype=str)
 
-    lines = [f"## {table.title}", "",
-             line(["group", "seeds", *(c.header for c in table.columns)]),
-             "| --- | --- |" + " ---: |" * len(table.columns)]
-    lines += [line([row.group.label, seeds_text(row),
-                    *(cell_text(c, row.cells[c.key]) for c in table.columns)])
-              for row in table.rows]
-    lines += [""]
+
+def markdown_table(table: Table) -> str:
+    grid = cell_grid(table)
+    escaped = grid.apply(lambda column: column.str.replace("|", "\\|", regex=False))
+    header = "| " + " | ".join(h.replace("|", "\\|") for h in grid.columns) + " |"
+    rows = ("| " + escaped.agg(" | ".join, axis=1) + " |").tolist() if len(grid) else []
+    lines = [f"## {table.title}", "", header,
+             "| --- | --- |" + " ---: |" * len(table.columns), *rows, ""]
     lines += [f"- {row.group.label}: " + ", ".join(shown(r.path) for r in row.group.runs)
               for row in table.rows]
     return "\n".join(lines)
@@ -93,19 +105,21 @@ CSV_HEADER = ["family", "eval_split", "group", "protocol", "seeds", "metric", "h
               "ci95", "n", "total"]
 
 
-def to_csv(report: Report) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_HEADER)
+def csv_rows(report: Report) -> Iterator[list[Any]]:
     for table in report.tables:
         for row in table.rows:
             for column in table.columns:
                 cell = row.cells[column.key]
-                writer.writerow([table.family, table.eval_split, row.group.label,
-                                 row.group.protocol, " ".join(map(str, row.group.seeds)),
-                                 column.key, column.header, finite(cell.mean),
-                                 finite(cell.half), cell.n, cell.total])
-    return out.getvalue()
+                yield [table.family, table.eval_split, row.group.label, row.group.protocol,
+                       " ".join(map(str, row.group.seeds)), column.key, column.header,
+                       finite(cell.mean), finite(cell.half), cell.n, cell.total]
+
+
+def to_csv(report: Report) -> str:
+    """One line per (group, metric); a missing or infinite value is an empty field."""
+    frame = pd.DataFrame(list(csv_rows(report)), columns=CSV_HEADER)
+    frame = frame.astype({"mean": float, "ci95": float, "n": int, "total": int})
+    return frame.to_csv(index=False, lineterminator="\n")
 
 
 def cell_json(cell: Stat) -> dict[str, Any]:

@@ -1,0 +1,5 @@
+"""The machinery of one run: the collector of node records, failure handling, live
+progress, the run directory, summary and ledgers, resume, the pre-phase coordinator.
+
+May import `launcher.config` and the runtime; never a backend.
+"""

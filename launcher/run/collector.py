@@ -160,7 +160,7 @@ class Collector:
         key, kind_of = needs.get(kind, ("node", int))
         value = record.get(key)
         valid = isinstance(value, kind_of) and not isinstance(value, bool)
-        return "" if valid and not (kind_of is int and value < 0) else "bad_record"
+        return "" if valid and not (isinstance(value, int) and value < 0) else "bad_record"
 
     def _handle(self, record: dict[str, Any], size: int) -> None:
         kind = record.pop("type")

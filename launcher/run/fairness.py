@@ -1,4 +1,5 @@
-"""Fairness figures over the clients' final accuracies and losses (DMFL-SQ spec section 8.1)."""
+"""Fairness figures over the clients' final accuracies and losses
+(docs/run-directory.md#summary-figures)."""
 
 from __future__ import annotations
 

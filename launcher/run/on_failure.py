@@ -2,14 +2,14 @@
 
 Two ways to learn of a death. The launcher sees its own children exit (a killed process, at
 once). A node that hangs without dying, or one on another host, is found by its neighbours'
-liveness (dfl_node/transports/liveness.py): they report an error naming it (`dead`), so the launcher names
-the silent node, not the neighbour that noticed.
+liveness (dfl_node/transports/liveness.py): they report an error naming it (`dead`), so the
+launcher names the silent node, not the neighbour that noticed.
 
 - stop: the first death or error ends the run: the nodes are stopped, the dead node is named,
   completed evaluations stay in metrics.jsonl, summary.json says what is known, exit 1.
 - continue: a node that dies (exits without reporting an error) is recorded and the run goes
-  on; the survivors agree on a smaller graph themselves (dfl_node/runner/membership.py) and report it
-  in their final records. An error a node reports (the surviving graph is disconnected, a
+  on; the survivors agree on a smaller graph themselves (dfl_node/runner/membership.py) and
+  report it in their final records. An error a node reports (the surviving graph is disconnected, a
   protocol failure) still ends the run. The run is done when every node has exited or was
   dropped by the survivors (a hung process is then stopped).
 """

@@ -1,8 +1,8 @@
 """The one-time pre-phase coordinator (DESIGN step 5): every node's report in, an answer out.
 
 It gathers exactly one report per node of the plan, hands them to the protocol's `coordinate`
-(which computes, e.g., SSD-FL's clusters), answers every node, and writes `prephase.json` plus
-the protocol's files into the run directory. Reports are refused and counted, never trusted: a
+(which computes, e.g., clusters), answers every node, and writes `prephase.json`
+plus the protocol's files into the run directory. Reports are refused and counted, never trusted: a
 message that is malformed (wire codec checks and size caps), comes from a connection that is not
 a node of the plan, claims another node's id or repeats a report is dropped. If the protocol
 refuses the reports, every node gets the one-line reason, so the run stops at once with a named

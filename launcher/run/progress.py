@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import Any, TextIO
 
 from dfl_node.plan import RunPlan
+from protocols.registry import protocol_class
 
 TABLE_ROWS = 8
 REFRESH_PER_S = 4
@@ -190,7 +191,7 @@ class Live(Display):
 
     def start(self, plan: RunPlan) -> None:
         self.table = RoundTable(len(plan.clients), self.started)
-        self.metric = "score" if plan.protocol.startswith("dsc") else "acc"
+        self.metric = protocol_class(plan.protocol).score.short
         self.nodes = len(plan.ids)
         self.prephase = bool(plan.prephase)
         self.bar.update(self.task, total=plan.rounds, completed=0)

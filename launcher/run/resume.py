@@ -5,11 +5,11 @@ options, `--set`s). Resuming resolves those inputs again, exactly as the first l
 compares the new plan with the run's `plan.json` section by section, addresses aside (the new
 launch claims fresh ports): an edited topology file, config file or protocol defaults, or other
 data, is bad input (exit 2) naming the sections that changed. Otherwise the run continues from
-the last round every node has a checkpoint of (dfl_node/state/checkpoint_file.py): rows of later rounds are
-cut from `metrics.jsonl` and `cycles.jsonl` (the resumed nodes report them again), the nodes
-are told the round (`checkpoints/resume.json`), and the pre-phase's result is not computed again:
-`prephase.json` stays, and each node's answer is in its checkpoint. With no complete checkpoint
-the run starts over in the same directory.
+the last round every node has a checkpoint of (dfl_node/state/checkpoint_file.py): rows of
+later rounds are cut from `metrics.jsonl` and `cycles.jsonl` (the resumed nodes report them again),
+the nodes are told the round (`checkpoints/resume.json`), and the pre-phase's result is not computed
+again: `prephase.json` stays, and each node's answer is in its checkpoint. With no complete
+checkpoint the run starts over in the same directory.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def keep_rounds_through(path: Path, round_: int) -> None:
     if not path.is_file():
         return
     kept = [line for line in path.read_text().splitlines(keepends=True)
-            if reported_round(line) is not None and reported_round(line) <= round_]
+            if (reported := reported_round(line)) is not None and reported <= round_]
     tmp = path.with_suffix(".tmp")
     tmp.write_text("".join(kept))
     tmp.replace(path)

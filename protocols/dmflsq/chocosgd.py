@@ -1,6 +1,6 @@
 """CHOCO-SGD (Koloskova, Stich & Jaggi, ICML 2019), the DMFL-SQ paper's compressed baseline.
 
-One round at node i (../shared/specs/dmfl-sq.md section 7.2):
+One round at node i (docs/protocols/choco-sgd.md):
 
     g_i        = grad f_i(x_i; B) + wd x_i
     x_i^{+1/2} = x_i - eta g_i
@@ -11,7 +11,8 @@ One round at node i (../shared/specs/dmfl-sq.md section 7.2):
 The public copies x_hat are the runtime's `PublicCopies`, shared with DMFL-SQ: the sender adds
 exactly the tensors its neighbours decode, so every copy agrees bit for bit across processes.
 They start at 0 as in the CHOCO paper (`copies_init: zero`) or at the shared x^0 (`model`), for
-parity with DMFL-SQ. W is the plan's mixing matrix (Metropolis by default, spec section 7).
+parity with DMFL-SQ. W is the plan's mixing matrix (Metropolis by default,
+docs/protocols/dmfl-sq.md#a16).
 
 With the identity compressor and gamma_c = 1 the round is x_i <- sum_j W_ij (x_j - eta g_j):
 D-PSGD in the adapt-then-combine form the CHOCO paper writes (`d-psgd` with `form: atc`).
@@ -29,7 +30,7 @@ from typing import Any
 import torch
 
 from dfl_node.learning.flat import flatten, unflatten_into
-from dfl_node.learning.training import BatchSampler, compute_gradients
+from dfl_node.learning.training import BatchSampler, compute_gradients, grad_of
 from dfl_node.runner.context import NodeContext
 from dfl_node.wire.tags import Tag
 from protocols.base import Protocol
@@ -71,6 +72,7 @@ class ChocoConfig(HyperConfig):
 
 
 class ChocoSGD(Protocol):
+    report_family = "dmfl-sq"  # compared in the DMFL-SQ paper's table
     checkpoint_fields = ("batches", "copies")
 
     @staticmethod
@@ -89,8 +91,9 @@ class ChocoSGD(Protocol):
                                    ctx.torch_rng("compressor"))
         self.acc = Accounting.from_mapping(cfg.accounting, b_q=value_bits(compressor))
         self.sparse = isinstance(compressor, SparseCompressor)
-        largest = model_link_bits(True, compressor.max_k(x0.numel()) if self.sparse
-                                  else x0.numel(), x0.numel(), self.acc, sparse=self.sparse,
+        k_bound = (compressor.max_k(x0.numel()) if isinstance(compressor, SparseCompressor)
+                   else x0.numel())
+        largest = model_link_bits(True, k_bound, x0.numel(), self.acc, sparse=self.sparse,
                                   quantized=value_bits(compressor) < 32)
         self.message_bytes = -(-sum(largest.values()) // 8)
         self.batches = BatchSampler(ctx.data.x_train, ctx.data.y_train, cfg.batch_size,
@@ -102,7 +105,7 @@ class ChocoSGD(Protocol):
         loss = compute_gradients(ctx.model, *self.batches.next())
         with torch.no_grad():
             x = flatten(self.params)
-            g = flatten(p.grad for p in self.params)
+            g = flatten(grad_of(p) for p in self.params)
             if cfg.weight_decay:
                 g.add_(x, alpha=cfg.weight_decay)
             x_half = x - cfg.lr * g

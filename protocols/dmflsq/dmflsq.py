@@ -1,6 +1,6 @@
 """DMFL-SQ (Tharakan & Fischione): fair, personalised DFL with sparse-quantised,
-event-triggered exchange of model-copy innovations. Algorithm 1 of ../shared/papers/dmfl-sq.txt,
-phases A-E of ../shared/specs/dmfl-sq.md section 3.
+event-triggered exchange of model-copy innovations: the paper's Algorithm 1, mapped equation by
+equation in docs/protocols/dmfl-sq.md.
 
 One round t at client i (every client in lockstep):
 
@@ -21,16 +21,14 @@ The common-copy property (sender's w_hat_i == every receiver's w_hat_{i->j}, bit
 because the sender does not add its own float32 c: it decodes the exact tensors it puts on the
 wire with the same `Compressor.decompress` the receivers call, and adds the result to a copy
 that started from the same w^0 (every node builds w^0 from the run's shared init stream, so no
-initial exchange is needed and none is charged: spec A4).
+initial exchange is needed and none is charged: docs/protocols/dmfl-sq.md#a4).
 
 Bits are charged to `ctx.formula` per directed link and round exactly as eqs. (18)-(19) count
 them (`protocols/dmflsq/dmflsq_bits.py`); the wire ledger counts what the sockets carried beside it.
 
-Where the spec (../shared/specs/dmfl-sq.md) and the paper disagree on what the paper states, the
-paper wins. We checked the spec's phases A-E, eqs. (18)-(19) and constants against Algorithm 1
-and eqs. (9)-(20) and found them transcribed faithfully, so the code follows the paper's text
-directly (equation numbers in the comments are the paper's). What the paper leaves open is
-resolved as the spec recommends (README "dmfl-sq" lists every decision):
+The code follows the paper's text directly: Algorithm 1 and eqs. (9)-(20), equation numbers in
+the comments being the paper's. What the paper leaves open is resolved as the decisions of
+docs/protocols/dmfl-sq.md say (cited as A<n>, e.g. docs/protocols/dmfl-sq.md#a3):
   - a_ij = 1 on every edge (`a_ij: unit`), or the topology's edge `weight` (`from_topology`);
     r_i sums over unordered edges, as eq. (15) writes it (A1, A2).
   - K_Psi = diam(G) from the plan unless `k_psi` is set (a warning in the node log if below).
@@ -55,7 +53,6 @@ neighbour's copy is dropped, and K_Psi is the surviving graph's diameter (unless
 from __future__ import annotations
 
 import math
-import sys
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -66,11 +63,12 @@ import torch
 from torch.nn import functional as F
 from torch.nn.utils import parameters_to_vector
 
-from dfl_node.learning.training import BatchSampler, compute_gradients
+from dfl_node.learning.training import BatchSampler, compute_gradients, grad_of
 from dfl_node.runner.context import NodeContext
 from dfl_node.runner.membership import SurvivingGraph
 from dfl_node.wire.tags import Tag
 from protocols.base import Protocol
+from protocols.dmflsq import dmflsq_report
 from protocols.dmflsq.dmflsq_bits import (
     Accounting,
     ceil_log2,
@@ -175,6 +173,8 @@ class DMFLSQ(Protocol):
     neighbour holds of w_i) and w_hat_{j->i} per neighbour j: (2 + deg_i) P float32."""
 
     survives_failures = True
+    report_family = "dmfl-sq"
+    report_table = dmflsq_report.TABLE
 
     checkpoint_fields = ("sel_batches", "grad_batches", "copies", "rounds_run", "triggers",
                          "k_sum", "bits_sent", "selected")
@@ -204,7 +204,8 @@ class DMFLSQ(Protocol):
                                    ctx.torch_rng("compressor"))
         self.acc = Accounting.from_mapping(cfg.accounting, b_q=value_bits(self.compressor))
         sparse = isinstance(self.compressor, SparseCompressor)
-        k_bound = self.compressor.max_k(self.size) if sparse else self.size
+        k_bound = (self.compressor.max_k(self.size)
+                   if isinstance(self.compressor, SparseCompressor) else self.size)
         # The virtual clock's model step: the largest message C can produce, as eq. (18) counts
         # it (the wire never exceeds that, up to byte rounding).
         largest = model_link_bits(True, k_bound, self.size, self.acc, sparse=sparse,
@@ -232,8 +233,8 @@ class DMFLSQ(Protocol):
         and the psi bits one link carries per round with it."""
         self.k_psi = diam if self.cfg.k_psi is None else self.cfg.k_psi
         if self.k_psi < diam:
-            print(f"dmfl-sq: k_psi = {self.k_psi} < diam(G) = {diam}: clients may disagree on "
-                  "the selected client", file=sys.stderr)
+            self.ctx.log.warning("dmfl-sq: k_psi = %d < diam(G) = %d: clients may disagree on "
+                                 "the selected client", self.k_psi, diam)
         self.psi_link = psi_link_bits(self.k_psi, self.n, self.acc) if self.consensus else 0
 
     def on_graph_change(self, graph: SurvivingGraph) -> None:
@@ -259,7 +260,7 @@ class DMFLSQ(Protocol):
         train_loss = compute_gradients(model, x_grad, y_grad)
         with torch.no_grad():
             w = parameters_to_vector(self.params).to(torch.float32)
-            g = parameters_to_vector([p.grad for p in self.params]).to(torch.float32)
+            g = parameters_to_vector([grad_of(p) for p in self.params]).to(torch.float32)
 
         # Phase B: fairness selection by scalar max-consensus on (f_hat, id).
         psi_bits = 0

@@ -32,9 +32,10 @@ MODEL_COMPONENTS = ("values", "positions", "scale", "header", "trigger")
 @dataclass(frozen=True)
 class Accounting:
     """The formula's constants (bits). `b_q` / `b_scale` default to the compressor's own
-    (8 / 32 for Q8, 32 / 0 without a quantiser: spec A15's "no quantisation" ablation);
+    (8 / 32 for Q8, 32 / 0 without a quantiser: the "no quantisation" ablation of
+    docs/protocols/dmfl-sq.md#a15);
     `dense_skip_mask` drops the position term when every coordinate is sent (k = P), which the
-    literal formula still charges as a P-bit mask (spec A15)."""
+    literal formula still charges as a P-bit mask (docs/protocols/dmfl-sq.md#a15)."""
 
     b_q: int = 8
     b_scale: int = 32

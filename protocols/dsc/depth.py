@@ -1,8 +1,9 @@
-"""The optimal aggregation depth J* of DSC (paper §IV, Eq. 39-41; dsc-multitask spec §4.5).
+"""The optimal aggregation depth J* of DSC (paper §IV, Eq. 39-41;
+docs/protocols/dsc.md#theory-and-the-optimal-depth).
 
 The Lyapunov bound's steady-state floor in the depth J is
 
-    Bound(J) = A / (1 - rho^{2J}) + alpha B (1 - rho^{2J})                      (Eq. 40)
+    Bound(J) = A / (1 - rho^{2J}) + alpha B (1 - rho^{2J})                      (Eq. 39)
 
 A (statistical heterogeneity, shrinking with deeper mixing) against alpha B (the over-consensus
 bias, growing with it). With y = 1 - rho^{2J}, A/y + alpha B y is strictly convex with minimum at

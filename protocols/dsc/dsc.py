@@ -1,4 +1,5 @@
-"""DSC: communication-while-aggregation for heterogeneous multi-task DFL (paper Alg. 1; spec §4).
+"""DSC: communication-while-aggregation for heterogeneous multi-task DFL (paper Alg. 1;
+docs/protocols/dsc.md).
 
 Per round r, node i:
 1. LOCAL: E epochs of multi-task training (SGD on weights, Adam on routing logits, §5);
@@ -12,7 +13,8 @@ Per round r, node i:
    from n's message; sums in ascending node id, accumulated in float64);
 5. theta_{i,r+1,0} <- psi; decoders, policy logits and BN running statistics stay local.
 
-`mixing` (spec §9 A1): `column_softmax` is the paper (column-stochastic, mean-preserving, rows
+`mixing` (docs/protocols/dsc.md#a1): `column_softmax` is the paper (column-stochastic,
+mean-preserving, rows
 not summing to 1); `push_sum` carries a scalar y (1 at the start of the round) mixed with the same
 W and takes psi / y, a row-normalised W^J; `row_softmax` normalises Eq. 18 over the receiver's row
 instead (S is symmetric, so the row is the node's own softmax and no weight travels).
@@ -43,8 +45,11 @@ from dfl_node.plan import RunPlan
 from dfl_node.runner.context import NodeContext
 from dfl_node.wire.tags import Tag
 from protocols.base import Protocol
+from protocols.describe import DatasetPreparer
+from protocols.dsc import dsc_report
 from protocols.dsc.dsc_mixing import FEDAVG_VARIANTS, Policies, Weights, affinity, softmax_weights
 from protocols.dsc.dsc_summary import run_summary
+from protocols.dsc.jstar import jstar_cmd
 from protocols.dsc.multitask_training import LocalTrainer, TrainConfig
 from protocols.dsc.multitask_training import evaluate as evaluate_tasks
 from protocols.dsc.routed_model import RoutedMultiTaskNet
@@ -54,6 +59,7 @@ from protocols.dsc.workload import (
     build_scene_workload,
     check_scene_plan,
     plan_portfolios,
+    prepare_scenes,
     task_score,
 )
 from protocols.hyper import HyperConfig
@@ -129,14 +135,23 @@ class DSC(Protocol):
     uses_eq18: ClassVar[bool] = True  # the weights come from Eq. 18 after a policy frame
     is_reference: ClassVar[bool] = False  # the no-aggregation run Delta is measured against
 
+    report_family = "dsc"
+    report_table = dsc_report.TABLE
+    score = dsc_report.SCORE
+    multitask = dsc_report.MULTITASK
+    launch_commands = (jstar_cmd,)
+    datasets: ClassVar[Mapping[str, DatasetPreparer]] = {"scenes": prepare_scenes}
+
     # the channel's noise stream is not in the model's state_dict
     checkpoint_fields = ("trainer", "model.channel.gen", "rows", "loss", "last_eval")
 
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
         self.cfg = DSCConfig.from_hyper(ctx.hyper)
-        self.model: RoutedMultiTaskNet = ctx.model
-        self.data: SceneData = ctx.data
+        model, data = ctx.model, ctx.data
+        if not (isinstance(model, RoutedMultiTaskNet) and isinstance(data, SceneData)):
+            raise TypeError(f"{type(self).__name__}: the node's workload is not build_workload's")
+        self.model, self.data = model, data
         self.me = ctx.node_id
         self.trainer = LocalTrainer(self.model, self.data.train, self.cfg.train_config(),
                                     ctx.plan.seed, self.me, ctx.device)
@@ -223,7 +238,7 @@ class DSC(Protocol):
         self.ctx.clock.sync_step(self.policy_bytes(self.me), 0)
         for n in theirs:
             self.ctx.formula.charge(r, n, "policy", FP32_BITS * u.numel())
-        policies = {self.me: {t: v.numpy() for t, v in mine.items()}}
+        policies: dict[int, Policies] = {self.me: {t: v.numpy() for t, v in mine.items()}}
         for n, msg in theirs.items():
             tasks = self.portfolios[n]
             if msg["U"].shape[0] != len(tasks):

@@ -1,4 +1,4 @@
-"""DSC's baselines (dsc-multitask spec §6): same local training, TDMA schedule and J as `dsc`;
+"""DSC's baselines (docs/protocols/dsc-*.md): same local training, TDMA schedule and J as `dsc`;
 only the weights and what travels differ.
 
 | protocol    | w_{i,n}                                            | per link and step | per round |
@@ -12,7 +12,7 @@ only the weights and what travels differ.
 
 FedAvg's and FedAMP's weights need nothing from the neighbours beyond the plan (degrees) and the
 models of step 1, so their messages carry psi alone. FedAMP's proximal term is not used (the
-paper describes FedAMP only by its aggregation weights; spec §6 default off).
+paper describes FedAMP only by its aggregation weights; docs/protocols/dsc.md#a6).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""DSC's mixing weights and their diagnostics (dsc-multitask spec §4.1-4.3, §6, §9 A1).
+"""DSC's mixing weights and their diagnostics (paper Eq. 7, 8, 17-20; docs/protocols/dsc.md).
 
 Everything here is plain numpy on small vectors, shared by the protocol (one node computes its
 own column or row), by the `jstar` command and by the tests (whole matrices):
@@ -9,8 +9,8 @@ own column or row), by the `jstar` command and by the tests (whole matrices):
   heuristic-max variant S^max_{i,n} = max over task pairs (§6); S_{n,n} = 1 for both;
 - Eq. 18: w_{i,n} = exp(S_{i,n}/tau) / sum_{m in N_n + n} exp(S_{m,n}/tau), a softmax over the
   *sender's* column, so W is column-stochastic (1^T W = 1^T) and preserves the network mean of
-  psi exactly while its rows do not sum to 1 (§9 A1). The same softmax over a receiver's row is
-  the `row_softmax` ablation;
+  psi exactly while its rows do not sum to 1 (docs/protocols/dsc.md#a1). The same softmax over
+  a receiver's row is the `row_softmax` ablation;
 - the decentralized FedAvg variants (§6): column-uniform 1/(d_n+1) (= Eq. 18 with constant S),
   row-uniform 1/(d_i+1) and Metropolis 1/(1+max(d_i,d_n));
 - HeurFedAMP's receiver-normalised attention over model cosines (§6);
@@ -34,7 +34,7 @@ FEDAVG_VARIANTS = ("column_uniform", "row_uniform", "metropolis")
 
 
 def task_affinity(u: np.ndarray, v: np.ndarray) -> float:
-    """Eq. 7 in float64; 0 for a policy that skips every block (spec §4.1 edge case)."""
+    """Eq. 7 in float64; 0 for a policy that skips every block (docs/protocols/dsc.md#a5)."""
     u, v = np.asarray(u, dtype=np.float64), np.asarray(v, dtype=np.float64)
     nu, nv = float(np.linalg.norm(u)), float(np.linalg.norm(v))
     if nu == 0.0 or nv == 0.0:

@@ -1,9 +1,10 @@
 """Run-level keys of a DSC run, from every node's final report (summary.json).
 
 A node knows only its own row of W (and its policies and task metrics), so what needs the whole
-network is put together here, in the launcher: W per round from the rows, its rho (spec §4.2,
-§4.5: the rho that sets J*), row sums and N v (the scaling of column-stochastic mixing, §9 A1),
-how many distinct binary policies the nodes hold (all equal would make dsc FedAvg, §9 A4), and
+network is put together here, in the launcher: W per round from the rows, its rho (the rho that
+sets J*, Eq. 41), row sums and N v (the scaling of column-stochastic mixing,
+docs/protocols/dsc.md#a1), how many distinct binary policies the nodes hold (all equal would
+make dsc FedAvg, docs/protocols/dsc.md#a4), and
 Delta_all (Eq. 42-44) against the no-aggregation run: the `delta_baseline` run directory, or the
 run itself for dsc-noagg (whose Delta is 0 by construction).
 """
@@ -83,5 +84,5 @@ def run_summary(plan: RunPlan, reports: Mapping[int, Mapping[str, Any]],
     }
     baseline = plan.hyper.get("delta_baseline")
     if results and (is_reference or baseline):
-        out |= delta_keys(results, results if is_reference else load_task_metrics(baseline))
+        out |= delta_keys(results, results if is_reference else load_task_metrics(str(baseline)))
     return out

@@ -1,18 +1,22 @@
-"""Local multi-task training and evaluation of a routed model (dsc-multitask spec §5).
+"""Local multi-task training and evaluation of a routed model
+(docs/protocols/dsc.md#local-training).
 
 Per mini-batch (x, {y_t}): for every task t of the node's portfolio draw Gumbel-softmax gates
 from its logits, run the stem once and each task's route, and sum the weighted task losses
 (Eq. 9-10: L_i = sum_t lambda_t L_t). The policy regularisers (lambda_sp sparsity + lambda_sh
 sharing, routing_policy) are added. One backward pass; then an SGD step on the weights (backbone
 and decoders) and an Adam step on the policy logits, the two optimisers the paper names. During
-`warmup_epochs` every block runs and the logits are not trained (spec §9 A4). The Gumbel
-temperature decays per epoch, T_g = t0 * decay^(epochs since warm-up) (spec §9.1 mini run).
+`warmup_epochs` every block runs and the logits are not trained (docs/protocols/dsc.md#a4). The
+Gumbel temperature decays per epoch, T_g = t0 * decay^(epochs since warm-up)
+(docs/protocols/dsc.md#a15).
 
-Task criteria (spec §5, AdaShare): seg cross-entropy ignoring `IGNORE`; sn 1 - cos over pixels
+Task criteria (as AdaShare; the paper names only seg's cross-entropy): seg cross-entropy
+ignoring `IGNORE`; sn 1 - cos over pixels
 with a true normal; dep L1 over pixels with true depth > 0; kp and edge L1.
 
 Batches follow the node's `mtl/batches` stream and Gumbel noise its `mtl/gumbel` stream, and the
-optimiser state lives in the trainer across rounds (SGD momentum is kept, spec §5).
+optimiser state lives in the trainer across rounds (SGD momentum is kept,
+docs/protocols/dsc.md#a15).
 """
 
 from __future__ import annotations
@@ -40,7 +44,8 @@ from protocols.dsc.taskdata import IGNORE, TaskSet
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Mini-run defaults (spec §9.1); the paper's full runs use lr = policy_lr = 1e-4."""
+    """Mini-run defaults (docs/protocols/dsc.md#a15); the paper's full runs use
+    lr = policy_lr = 1e-4."""
 
     batch_size: int = 16
     lr: float = 0.05
@@ -139,6 +144,8 @@ class LocalTrainer:
         preds = self.model(x, self.gates())
         task_sum = sum(self.cfg.task_weights.get(t, 1.0) * task_loss(t, p, targets[t])
                        for t, p in preds.items())
+        if not isinstance(task_sum, torch.Tensor):  # sum() of no terms is the int 0
+            raise ValueError("dsc: the model has no task head, so there is no loss to train")
         total = task_sum
         if self.learning_policy:
             logits = list(self.model.policy_logits.values())
@@ -156,7 +163,8 @@ class LocalTrainer:
 @torch.no_grad()
 def evaluate(model: RoutedMultiTaskNet, data: TaskSet, device: torch.device | str = "cpu",
              batch: int = 64) -> dict[str, dict[str, float]]:
-    """Every task's metrics over `data` under the binary policies (spec §2.2, §7.4)."""
+    """Every task's metrics over `data` under the binary policies
+    (docs/protocols/dsc.md#metrics)."""
     model.eval()
     gates = {t: hard_gates(model.policy_logits[t]) for t in model.tasks}
     meters = {t: meter_for(t, data.seg_classes) for t in model.tasks}

@@ -1,10 +1,12 @@
-"""Task portfolios T_i: which tasks each node learns (dsc-multitask spec §2.1, §9 A8).
+"""Task portfolios T_i: which tasks each node learns (docs/protocols/dsc.md#a8).
 
 A topology file may fix a node's portfolio with the node attribute `tasks: [seg, dep]`; every
 other node's portfolio is drawn from the run seed, so all processes agree on it:
-- `nyu` (spec §9 A8): the N = 10 multiset 2x{Seg,Sn,Dep}, 2x{Seg,Sn}, 3x{Seg,Dep}, 3x{Sn,Dep},
+- `nyu` (docs/protocols/dsc.md#a8): the N = 10 multiset 2x{Seg,Sn,Dep}, 2x{Seg,Sn}, 3x{Seg,Dep},
+  3x{Sn,Dep},
   cycled to N entries and placed on the nodes by a seeded permutation;
-- `taskonomy` (spec §9 A8): each node draws a uniform subset of {Seg, Sn, KP, Edge} of size 2-3.
+- `taskonomy` (docs/protocols/dsc.md#a8): each node draws a uniform subset of {Seg, Sn, KP, Edge}
+  of size 2-3.
 """
 
 from __future__ import annotations

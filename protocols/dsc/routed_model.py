@@ -1,4 +1,4 @@
-"""The routed multi-task model of a DSC node (dsc-multitask spec §2.2, paper Eq. 6).
+"""The routed multi-task model of a DSC node (paper Eq. 6; docs/protocols/dsc.md#the-model).
 
 One residual backbone: an always-run stem, then K BasicBlocks. For task t, block k maps the
 latent a to p_exec * relu(res + F_k(a)) + p_skip * res, with res the block's own shortcut
@@ -9,7 +9,8 @@ dilated 3x3 convs, summed, bilinearly upsampled to the input size).
 
 Parameters fall into three named groups, and only `shared` (stem, blocks, downsample
 projections, BN gamma/beta included) is ever exchanged; decoders and policy logits are private
-and BN running statistics are buffers, never parameters (spec §2.2 table). The group sizes are
+and BN running statistics are buffers, never parameters (docs/protocols/dsc.md#the-model). The
+group sizes are
 measured on the built model: ResNet-18's `shared` group is 11,176,512 float32 = 44,706,048 B,
 the paper's 44.71 MB per exchange.
 
@@ -43,7 +44,7 @@ class BackboneSpec:
 
     `stem`: "small" (3x3 conv, stride 2) for the CPU-sized model, "imagenet" (7x7/2 conv +
     3x3/2 max-pool, as in torchvision's ResNet). Stage strides [1,2,1,1] and dilations
-    [1,1,2,4] are the DeepLab variant (spec §2.2); they change no parameter count.
+    [1,1,2,4] are the DeepLab variant (as AdaShare); they change no parameter count.
     """
 
     widths: tuple[int, ...]
@@ -55,7 +56,8 @@ class BackboneSpec:
 
 
 BACKBONES = {
-    # spec §9.1 MiniDeepLab-ResNet: ResNet-18 layout at widths 8/16/24/32, output stride 4.
+    # The mini run's backbone (docs/protocols/dsc.md#mini-run): ResNet-18 layout at widths
+    # 8/16/24/32, output stride 4.
     "mini": BackboneSpec((8, 16, 24, 32), (2, 2, 2, 2)),
     "resnet18": BackboneSpec((64, 128, 256, 512), (2, 2, 2, 2), stem="imagenet",
                              head_dilations=(6, 12, 18, 24)),
@@ -168,7 +170,7 @@ class RoutedMultiTaskNet(nn.Module):
         return dict(self.get_submodule(owner).named_parameters(prefix=owner))
 
     def shared_state(self) -> dict[str, torch.Tensor]:
-        """The exchanged tensors theta_i (spec §4.3), detached, in a fixed order."""
+        """The exchanged tensors theta_i (Eq. 17), detached, in a fixed order."""
         return {name: p.detach() for name, p in self.named_group("shared").items()}
 
     @torch.no_grad()

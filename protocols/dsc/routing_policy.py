@@ -1,4 +1,4 @@
-"""Per-task routing policies over the K shared blocks (dsc-multitask spec §2.2, §5; AdaShare).
+"""Per-task routing policies over the K shared blocks (docs/protocols/dsc.md#a4; AdaShare).
 
 Each task holds a K x 2 logit matrix, columns (execute, skip). Training samples soft gates with
 Gumbel-softmax at temperature T_g; evaluation and the affinity of paper Eq. 7 use the binary
@@ -6,7 +6,8 @@ policy u_{t,k} = 1[logit_exec >= logit_skip] (ties execute, so fresh zero logits
 block). A gate row (p_exec, p_skip) feeds the block output p_exec*run + p_skip*shortcut.
 
 Without pressure towards skipping every policy drifts to "execute all", all affinities become 1
-and the similarity protocol degenerates to FedAvg (spec §9 A4), hence the two AdaShare
+and the similarity protocol degenerates to FedAvg (docs/protocols/dsc.md#a4), hence the two
+AdaShare
 regularisers on the logits: sparsity (cross-entropy towards "skip") and sharing (a
 position-weighted L1 between tasks' execute logits, weighted (K-k)/K so that the bottom blocks
 are pushed hardest to be shared, AdaShare Eq. 4).
@@ -35,7 +36,8 @@ def hard_gates(logits: torch.Tensor) -> torch.Tensor:
 
 
 def execute_all(blocks: int) -> torch.Tensor:
-    """Gates that run every block: the warm-up phase before policies are learned (spec §9 A4)."""
+    """Gates that run every block: the warm-up phase before policies are learned
+    (docs/protocols/dsc.md#a4)."""
     return hard_gates(torch.zeros(blocks, 2))
 
 

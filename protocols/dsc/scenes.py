@@ -1,4 +1,4 @@
-"""SynthScenes: procedural multi-task scenes (dsc-multitask spec §9.1), numpy only, seeded.
+"""SynthScenes: procedural multi-task scenes (docs/protocols/dsc.md#mini-run), numpy only, seeded.
 
 NYU-v2 and Taskonomy cannot be downloaded here, so each sample is rendered from a tiny 3-D scene
 under an orthographic camera: a tilted background plane and 1..`max_objects` primitives (sphere,
@@ -12,9 +12,9 @@ box, pyramid, cone) composited by z-buffer. From that one scene come all five ta
 The RGB image is a jittered class albedo times Lambertian shading from a random light, plus
 Gaussian noise, so colour alone does not solve Seg.
 
-Non-IID clients (spec §9.1): each node renders its own training scenes from its own
+Non-IID clients (docs/protocols/dsc.md#a8): each node renders its own training scenes from its own
 `ScenePrior` (light-direction cone, object count, class mix) and gets a Dirichlet share of the
-training pool size; every node is evaluated on one common test pool (spec §9 A8). All draws
+training pool size; every node is evaluated on one common test pool. All draws
 come from (seed, node, name) streams, so the data is the same in every process and on every host.
 """
 
@@ -51,7 +51,7 @@ class ScenePrior:
 
 @dataclass(frozen=True)
 class SceneSpec:
-    """Pool sizes follow NYU-v2 (795 train / 654 test, spec §9.1); tests use 16x16 images."""
+    """Pool sizes follow NYU-v2 (795 train / 654 test); tests use 16x16 images."""
 
     size: int = 32
     train_size: int = 800

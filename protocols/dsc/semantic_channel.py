@@ -1,7 +1,7 @@
 """The differentiable semantic (JSCC) channel between encoder and decoders (paper Eq. 1-4).
 
 Per sample, the task latent X is flattened, consecutive reals are paired into S complex symbols
-and the block is normalised to average power P = 1 (x <- sqrt(S) x / ||x||, spec §2.3). The
+and the block is normalised to average power P = 1 (x <- sqrt(S) x / ||x||). The
 receiver sees y = Hx + z with z ~ CN(0, sigma^2 I), SNR = P / sigma^2, and zero-forces with CSI:
 x_hat = x + (H^H H)^{-1} H^H z. With H = I (`awgn`) that is x + z; with H = diag(h),
 h ~ CN(0, 1) (`rayleigh_diag`) it is x + z / h, the noise amplified by deep fades. The noise
@@ -22,7 +22,8 @@ KINDS = ("none", "awgn", "rayleigh_diag")
 
 @dataclass(frozen=True)
 class ChannelSpec:
-    """Default AWGN at 20 dB for training and test (spec §9 A12; the paper gives no value)."""
+    """Default AWGN at 20 dB for training and test (the paper gives no value;
+    docs/protocols/dsc.md#a12)."""
 
     kind: str = "awgn"
     snr_db: float = 20.0

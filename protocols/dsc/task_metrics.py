@@ -1,6 +1,6 @@
 """Dense-task metrics and the relative improvement over no aggregation (paper §V, Eq. 42-44).
 
-Per task (spec §7.4), accumulated over a whole evaluation split:
+Per task (paper §V; docs/protocols/dsc.md#metrics), accumulated over a whole evaluation split:
 - seg: `miou` (IoU per class from one confusion matrix, mean over classes with a non-empty
   union) and `pacc`, both in %; pixels labelled `IGNORE` do not count;
 - sn: angle between predicted and true normals in degrees: `mean`, `median`, and `a11`, `a22`,
@@ -12,12 +12,13 @@ Per task (spec §7.4), accumulated over a whole evaluation split:
 Relative change (Eq. 42-44): Delta_{i,t} = mean_q I_{t,q} (m - b)/b x 100 with I = +1 where
 higher is better and -1 where lower is better; Delta_t averages the clients holding t, and
 Delta_all averages the tasks. The baseline b_{t,q} is the client-averaged no-aggregation result
-(spec §9 A7: this is what reproduces the paper's Table 2); the per-client baseline is an option.
+(docs/protocols/dsc.md#a7: this is what reproduces the paper's Table 2); the per-client
+baseline is an option.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import torch
@@ -116,7 +117,9 @@ Meter = SegMeter | NormalMeter | DepthMeter | L1Meter
 def meter_for(task: str, seg_classes: int) -> Meter:
     if task == "seg":
         return SegMeter(seg_classes)
-    return {"sn": NormalMeter, "dep": DepthMeter, "kp": L1Meter, "edge": L1Meter}[task]()
+    meters: dict[str, Callable[[], Meter]] = {
+        "sn": NormalMeter, "dep": DepthMeter, "kp": L1Meter, "edge": L1Meter}
+    return meters[task]()
 
 
 def relative_change(measured: Mapping[str, float], baseline: Mapping[str, float],
@@ -131,7 +134,8 @@ TaskMetrics = Mapping[str, Mapping[str, float]]  # task -> metric -> value
 
 
 def client_averaged_baseline(noagg: Mapping[int, TaskMetrics]) -> dict[str, Metrics]:
-    """b_{t,q} = mean over the clients holding t of their no-aggregation metric (spec §9 A7)."""
+    """b_{t,q} = mean over the clients holding t of their no-aggregation metric
+    (docs/protocols/dsc.md#a7)."""
     tasks = sorted({t for per_client in noagg.values() for t in per_client})
     out = {}
     for t in tasks:

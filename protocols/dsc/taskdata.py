@@ -1,8 +1,8 @@
 """Dense multi-task samples as a node holds them: images plus one label map per task.
 
-The procedural scenes (`protocols.dsc.scenes`) and the optional NYU-v2 loader (`protocols.dsc.nyu`) both
-produce a `TaskSet`, so the routed multi-task model, its training loop and the task metrics see
-one format whatever the source. Shapes (dsc-multitask spec §2.2 output channels):
+The procedural scenes (`protocols.dsc.scenes`) and the optional NYU-v2 loader
+(`protocols.dsc.nyu`) both produce a `TaskSet`, so the routed multi-task model, its training loop
+and the task metrics see one format whatever the source. Shapes (the decoders' output channels):
 `image` (N, 3, H, W) float32; `seg` (N, H, W) int64 with `IGNORE` for unlabelled pixels;
 `sn` (N, 3, H, W) unit normals; `dep` (N, 1, H, W) with 0 for invalid pixels; `kp` and `edge`
 (N, 1, H, W) in [0, 1].
@@ -63,8 +63,8 @@ class TaskSet:
 
 
 def dirichlet_sizes(total: int, parts: int, alpha: float, min_size: int, seed: int) -> np.ndarray:
-    """Quantity skew (spec §9 A8): Dirichlet(alpha) shares of `total` samples, redrawn until
-    every part holds `min_size`; the same on every node for a seed."""
+    """Quantity skew (docs/protocols/dsc.md#a8): Dirichlet(alpha) shares of `total` samples,
+    redrawn until every part holds `min_size`; the same on every node for a seed."""
     if parts * min_size > total:
         raise ValueError(f"{parts} nodes x {min_size} samples exceed the pool of {total}")
     rng = numpy_stream(seed, -1, "taskdata/sizes")
@@ -80,7 +80,7 @@ def dirichlet_sizes(total: int, parts: int, alpha: float, min_size: int, seed: i
 def node_share(pool: TaskSet, node_ids: list[int], node: int, tasks: Iterable[str],
                alpha: float = 1.0, min_size: int = 30, seed: int = 0) -> TaskSet:
     """Node `node`'s disjoint Dirichlet-sized share of a fixed pool (NYU-v2's 795 training
-    images, spec §9 A8), with only the labels of its tasks."""
+    images, docs/protocols/dsc.md#a8), with only the labels of its tasks."""
     sizes = dirichlet_sizes(len(pool), len(node_ids), alpha, min_size, seed)
     order = numpy_stream(seed, -1, "taskdata/order").permutation(len(pool))
     pos = node_ids.index(node)

@@ -1,8 +1,8 @@
 """What a DSC node learns: its task portfolio, its SynthScenes share and its routed model.
 
-The DSC protocols bring their own learning problem (multi-task dense prediction, dsc-multitask
-spec §2, §5, §9.1) through `Protocol.build_workload`; everything here is read from the plan, so
-every process builds the same portfolios, data and common theta_0:
+The DSC protocols bring their own learning problem (multi-task dense prediction,
+docs/protocols/dsc.md#the-model) through `Protocol.build_workload`; everything here is read from
+the plan, so every process builds the same portfolios, data and common theta_0:
 - portfolios: a topology node's `tasks` attribute, else the seeded draw of the plan's
   `scenes.portfolios` scheme (`nyu` by default);
 - data: dataset `scenes` only (the node renders its own training share and the common test pool);
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dfl_node.plan import RunPlan
-from protocols.dsc.portfolios import Portfolio, node_portfolios
+from protocols.dsc.portfolios import Portfolio, draw_portfolios, node_portfolios
 from protocols.dsc.routed_model import (
     BACKBONES,
     MultiTaskSpec,
@@ -69,6 +69,16 @@ def model_spec(model: Mapping[str, Any]) -> MultiTaskSpec:
     except TypeError as exc:
         raise ValueError(f"model.channel: {exc}") from None
     return MultiTaskSpec(backbone=backbone, seg_classes=len(CLASSES), channel=channel)
+
+
+def prepare_scenes(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The `scenes` dataset for the launcher: nothing to prepare or split, since each node
+    renders its own; the options are checked (ValueError) and the data section's keys given."""
+    options = data.get("scenes", {})
+    spec = scene_spec(options, data["seed"])
+    draw_portfolios([0], 0, options.get(PORTFOLIOS_KEY, "nyu"))
+    return {"num_classes": len(CLASSES), "shape": [3, spec.size, spec.size],
+            "eval_size": spec.test_size}
 
 
 def check_scene_plan(plan: RunPlan) -> None:

@@ -1,8 +1,8 @@
 """Bits of the DMFL-SQ paper's baselines, as its accounting section counts them.
 
 The paper states only q-FFL's formula (B_client = 2 T P b_fp, b_fp = 32: uplink plus downlink).
-For the decentralized baselines the spec's recommendation (../shared/specs/dmfl-sq.md section 4)
-applies the same unicast-equivalent rule as eq. (18), one charge per directed link and round:
+For the decentralized baselines we apply the same unicast-equivalent rule as eq. (18), one charge
+per directed link and round (docs/protocols/dmfl-sq.md#a17):
 
     D-PSGD     deg_i * P * 32          one dense float32 model per neighbour
     DSGT       deg_i * 2 * P * 32      the mixed-model message and the tracker

@@ -10,7 +10,7 @@ variant that CHOCO-SGD's paper writes as D-PSGD, w_i <- sum_j W_ij (w_j - eta g_
 neighbours' models travel after their own step. The neighbour sum runs over j in sorted order
 (self included), so its floating-point result does not depend on arrival order.
 
-Formula bits (spec section 4, baseline accounting): deg_i P 32 per round, one dense model per
+Formula bits (docs/protocols/dmfl-sq.md#a17): deg_i P 32 per round, one dense model per
 neighbour; `accounting.b_hdr` adds a header per message (0 by default, as for q-FFL).
 
 Losing a node (`--on-failure continue`): in the round a neighbour dies, its weight stays on this
@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from dfl_node.learning.training import BatchSampler, compute_gradients, sgd_step
+from dfl_node.learning.training import BatchSampler, compute_gradients, grad_of, sgd_step
 from dfl_node.runner.context import NodeContext
 from dfl_node.runner.membership import SurvivingGraph
 from dfl_node.wire.tags import Tag
@@ -38,6 +38,7 @@ FORMS = ("cta", "atc")  # combine-then-adapt (Lian et al.), adapt-then-combine
 
 class DPSGD(Protocol):
     survives_failures = True
+    report_family = "dmfl-sq"  # compared in the DMFL-SQ paper's table
     checkpoint_fields = ("batches",)
 
     def __init__(self, ctx: NodeContext) -> None:
@@ -80,7 +81,7 @@ class DPSGD(Protocol):
                 for j, w_ij in self.weights.items():
                     x = theirs[j][name].to(p.device) if j in theirs else mine[name]
                     mixed.add_(x, alpha=w_ij)
-                p.copy_(mixed if gossip_only else mixed - self.lr * p.grad)
+                p.copy_(mixed if gossip_only else mixed - self.lr * grad_of(p))
         for j in theirs:
             self.ctx.formula.charge_all(r, j, self.link_bits)
         self.ctx.clock.sync_step(self.message_bytes, self.local_steps)

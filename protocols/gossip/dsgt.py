@@ -1,6 +1,6 @@
 """DSGT: decentralized stochastic gradient tracking (Pu & Nedic), the DMFL-SQ paper's ref. [32].
 
-Adapt-then-combine form of ../shared/specs/dmfl-sq.md section 7.3, at node i:
+Adapt-then-combine form (docs/protocols/dsgt.md, docs/protocols/dmfl-sq.md#a16), at node i:
 
     init     y_i^0 = g_i(x^0; B^0)             (one extra gradient; no communication)
     round t  send z_i = x_i - alpha_t y_i and y_i to every neighbour (two dense vectors)
@@ -16,7 +16,7 @@ Clipping breaks that identity whenever it acts, which is why it is an option. Ea
 direction v shared by all nodes: summed over nodes they must agree, a check of the tracking
 identity that needs no vector beyond the node.
 
-Formula bits: deg_i 2 P 32 per round (spec section 4).
+Formula bits: deg_i 2 P 32 per round (docs/protocols/dmfl-sq.md#a17).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import torch
 
 from dfl_node.learning.flat import flatten, unflatten_into
 from dfl_node.learning.seeds import torch_stream
-from dfl_node.learning.training import BatchSampler, compute_gradients
+from dfl_node.learning.training import BatchSampler, compute_gradients, grad_of
 from dfl_node.runner.context import NodeContext
 from dfl_node.wire.tags import Tag
 from protocols.base import Protocol
@@ -57,6 +57,7 @@ class DSGTConfig(HyperConfig):
 
 
 class DSGT(Protocol):
+    report_family = "dmfl-sq"  # compared in the DMFL-SQ paper's table
     checkpoint_fields = ("batches", "y", "g_prev")
 
     @staticmethod
@@ -82,7 +83,7 @@ class DSGT(Protocol):
 
     def gradient(self) -> tuple[float, torch.Tensor]:
         loss = compute_gradients(self.ctx.model, *self.batches.next())
-        return loss, flatten(p.grad for p in self.params)
+        return loss, flatten(grad_of(p) for p in self.params)
 
     def alpha(self, r: int) -> float:
         return self.cfg.lr / math.sqrt(r + 1)

@@ -2,7 +2,7 @@
 reference. It is server-based, so the plan holds an aggregator node beside the clients (its own
 process, address, log and `final/` file; never a client in fairness figures or bits per client).
 
-One round t (../shared/specs/dmfl-sq.md section 7.4, q = 1, L = 2, lr = 0.18, clip 0.5):
+One round t (docs/protocols/qffl.md; q = 1, L = 2, lr = 0.18, clip 0.5):
 
     client k  F_k = mean loss of one batch at w^t;  g_k = clip_norm(grad, 0.5)
               dw_k = L lr g_k;  Delta_k = F_k^q dw_k;  h_k = q F_k^{q-1} ||dw_k||^2 + L F_k^q
@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from dfl_node.learning.flat import flatten, unflatten_into
-from dfl_node.learning.training import BatchSampler, compute_gradients
+from dfl_node.learning.training import BatchSampler, compute_gradients, grad_of
 from dfl_node.runner.context import NodeContext
 from dfl_node.wire.tags import Tag
 from protocols.base import Protocol
@@ -60,6 +60,7 @@ class QFFLConfig(HyperConfig):
 
 class QFFL(Protocol):
     server_based: ClassVar[bool] = True
+    report_family = "dmfl-sq"  # compared in the DMFL-SQ paper's table
 
     @staticmethod
     def check_hyper(hyper: Mapping[str, Any]) -> None:
@@ -68,9 +69,10 @@ class QFFL(Protocol):
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
         self.cfg = cfg = QFFLConfig.from_hyper(ctx.hyper)
-        self.server = ctx.plan.aggregator
-        if self.server is None:
+        server = ctx.plan.aggregator
+        if server is None:
             raise ValueError("qffl: the plan has no aggregator node")
+        self.server: int = server
         self.params = list(ctx.model.parameters())
         size = sum(p.numel() for p in self.params)
         ctx.comm.set_schema(UP, {"delta": ("float32", (size,)), "h": ("float64", (1,))})
@@ -93,7 +95,7 @@ class QFFL(Protocol):
         ctx, cfg = self.ctx, self.cfg
         loss = compute_gradients(ctx.model, *self.batches.next())
         with torch.no_grad():
-            g = flatten(p.grad for p in self.params)
+            g = flatten(grad_of(p) for p in self.params)
             norm = float(torch.linalg.vector_norm(g))
             if cfg.grad_clip and norm > cfg.grad_clip:
                 g.mul_(cfg.grad_clip / norm)

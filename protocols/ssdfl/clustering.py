@@ -1,11 +1,12 @@
 """SSD-FL cluster formation (Algorithms 1 and 2, eqs. 2-3, 28-29, 35-37 of
-../shared/papers/ssd-fl.txt) as pure functions on node indices 0..N-1.
+the SSD-FL paper) as pure functions on node indices 0..N-1.
 
 Algorithm 1 grows a nested hierarchy of partitions, one per S = 1..N: each step sorts the current
 clusters by conductance and lets Algorithm 2 split exactly one of them along its Fiedler vector.
 Every candidate is then scored by the Theorem 1 bound averaged over its clusters (H, eq. 28) and
 S* is the feasible candidate (min cluster conductance >= Phi^min_S of eq. 37) with the smallest
-H. Where the paper's pseudo-code cannot run as written we follow ../shared/specs/ssd-fl.md:
+H. Where the paper's pseudo-code cannot run as written we follow the decisions C1-C12 of
+docs/protocols/ssd-fl.md (anchors #c1..#c12):
   - C1 conductance is measured on the cluster's own mixing matrix, self-loops included
     (`conductance_weights: mixing`), or on the 0/1 induced adjacency (`unweighted`);
   - C2 exact enumeration up to `exact_max` members, the best Fiedler sweep cut beyond (`auto`);
@@ -49,7 +50,8 @@ H_NUMERATORS = ("sum", "mean")
 
 @dataclass(frozen=True)
 class ClusteringConfig:
-    """Algorithm 1's inputs; defaults are the paper's (Sec. VI) or the spec's (C2, C3, C6, C9)."""
+    """Algorithm 1's inputs; defaults are the paper's (Sec. VI) or the decisions C2, C3, C6, C9
+    of docs/protocols/ssd-fl.md."""
 
     eta: float = 0.01
     tau_a: int = 3
@@ -90,8 +92,9 @@ class ClusteringConfig:
         if unknown:
             raise ValueError(f"clustering: unknown keys {sorted(unknown)}")
         opts = {k: v for k, v in raw.items() if k in known}
-        het = HeterogeneityConfig(**{k: tuple(float(x) for x in raw[k])
-                                     for k in ("zeta", "alpha_o", "alpha_d") if k in raw})
+        given: dict[str, Any] = {k: tuple(float(x) for x in raw[k])
+                                 for k in ("zeta", "alpha_o", "alpha_d") if k in raw}
+        het = HeterogeneityConfig(**given)
         if opts.get("eta") is None:
             opts["eta"] = eta
         if opts.get("override_partition") is not None:
@@ -283,7 +286,8 @@ def check_overrides(cfg: ClusteringConfig, n: int) -> None:
 
 
 def form_clusters(adj: np.ndarray, inputs: NodeInputs, cfg: ClusteringConfig) -> ClusteringResult:
-    """The whole of Algorithm 1 plus the spec's overrides and its S = 1 fallback (C12)."""
+    """The whole of Algorithm 1 plus the overrides and the S = 1 fallback
+    (docs/protocols/ssd-fl.md#c12)."""
     check_overrides(cfg, len(adj))
     phi = Conductances(np.asarray(adj, dtype=np.float64), cfg)
     candidates = evaluate(phi.adj, candidate_partitions(phi.adj, cfg, phi), inputs, cfg, phi)

@@ -1,4 +1,5 @@
-"""SSD-FL's one-time coordinator (Sec. V, spec 4.6): reports in, clusters and weight rows out.
+"""SSD-FL's one-time coordinator (Sec. V; docs/protocols/ssd-fl.md#pre-phase): reports in,
+clusters and weight rows out.
 
 Runs once, in the coordinator process, on the reports the runtime gathered (one per node). It
 checks every report against the plan (exact names, dtypes and shapes; equal sample sizes, as
@@ -170,7 +171,7 @@ def prephase_record(ids: list[int], adj: np.ndarray, result: ClusteringResult,
 
 def cluster_figures(adj: np.ndarray, members: tuple[int, ...], inputs: NodeInputs,
                     cfg: ClusteringConfig) -> dict[str, float]:
-    """Spectral and heterogeneity figures of one cluster (spec section 5)."""
+    """Spectral and heterogeneity figures of one cluster (docs/protocols/ssd-fl.md#evaluation)."""
     eig = np.linalg.eigvalsh(cluster_matrix_of(adj, members, cfg.lazy_mixing))
     het = heterogeneity_of(members, inputs, cfg)
     return {"size": len(members), "lambda_2": float(eig[-2]) if len(eig) > 1 else 0.0,

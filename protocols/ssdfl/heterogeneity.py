@@ -1,11 +1,13 @@
-"""SSD-FL's heterogeneity score alpha_s of a cluster (eqs. 38-41 of ../shared/papers/ssd-fl.txt).
+"""SSD-FL's heterogeneity score alpha_s of a cluster (eqs. 38-41 of the SSD-FL paper).
 
 alpha_s = alpha_s^o + alpha_s^d amplifies the gradient noise in the Theorem 1 bound, so the
 cluster score H prefers clusters whose members train alike. The optimizer part averages over all
-ordered pairs of members, i = j included (eq. 38, spec C14); the data part averages, over the
+ordered pairs of members, i = j included (eq. 38, docs/protocols/ssd-fl.md#c14); the data part
+averages, over the
 cluster's internal edges only, the Jensen-Shannon divergence of label frequencies (base 2, in
 [0, 1]) plus the squared empirical energy distance of raw samples divided by the feature count
-w*z (eq. 40, V-statistic). An edgeless cluster has beta^d = 0 (spec 4.3; the paper divides by
+w*z (eq. 40, V-statistic). An edgeless cluster has beta^d = 0 (docs/protocols/ssd-fl.md#c13;
+the paper divides by
 |E_s| = 0).
 """
 

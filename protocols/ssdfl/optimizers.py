@@ -1,4 +1,4 @@
-"""SSD-FL's heterogeneous local optimizers: eqs. 7-10 of ../shared/papers/ssd-fl.txt.
+"""SSD-FL's heterogeneous local optimizers: eqs. 7-10 of the SSD-FL paper.
 
 Every device i steps along the unified direction (eq. 10)
 
@@ -8,7 +8,8 @@ which is plain SGD (eq. 7) for mu = rho = 0, proximal SGD (eq. 8) for mu > 0 and
 momentum (eq. 9) for rho > 0. The momentum sum is kept as the buffer m <- g + rho m (no
 dampening), which reproduces eq. 9 exactly when m starts at 0; the sum and the proximal anchor
 both run over the current intra-cluster regime only, so `reset` is called at every regime start
-(spec A2, A3). The proximal term is added outside the momentum accumulation, as eq. 10 writes it.
+(docs/protocols/ssd-fl.md#a2, #a3). The proximal term is added outside the momentum
+accumulation, as eq. 10 writes it.
 """
 
 from __future__ import annotations

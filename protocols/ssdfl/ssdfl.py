@@ -1,5 +1,5 @@
 """SSD-FL (Wang, Chiang, Poor): serverless semi-decentralized FL with heterogeneous optimizers.
-../shared/papers/ssd-fl.txt; implementable form in ../shared/specs/ssd-fl.md (section 2.5).
+The paper's equations mapped to this code: docs/protocols/ssd-fl.md.
 
 Pre-phase (once, Sec. V): each device reports its degree, label frequencies Y_i, a raw sample
 D_i, its optimizer (opt_i, mu_i, rho_i) and L_i(theta^{0,0}) to the one-time coordinator
@@ -17,7 +17,8 @@ One global cycle k (`--rounds` counts cycles) at device i:
 A device with no in-cluster neighbour (a~_ii = 1) trains alone in the intra regime and sends
 nothing; its neighbours expect nothing from it, so no step waits on it.
 
-One "iteration" is `local_steps` mini-batch steps ("epoch": ceil(D_i / M) of them, spec E1). For
+One "iteration" is `local_steps` mini-batch steps ("epoch": ceil(D_i / M) of them,
+docs/protocols/ssd-fl.md#e1). For
 E > 1 steps the multi-step form theta_i^{q+1} = sum_j a~_ji theta_j^q - (theta_i^q - theta_i^{q,E})
 applies, with the optimizer state spanning the regime; E = 1 is eq. 11 exactly. `regimes:
 global` mixes with the global matrix in both regimes (synchronous DFL; the sDFL baseline and the
@@ -34,12 +35,13 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from dfl_node.learning.training import BatchSampler, compute_gradients, evaluate
+from dfl_node.learning.training import BatchSampler, compute_gradients, evaluate, grad_of
 from dfl_node.plan import RunPlan
 from dfl_node.runner.context import NodeContext
 from dfl_node.runner.prephase_client import Coordination
 from dfl_node.wire.tags import Tag
 from protocols.base import Protocol, require_int, require_positive
+from protocols.ssdfl import ssdfl_report
 from protocols.ssdfl.clustering import ClusteringConfig
 from protocols.ssdfl.coordinator import clustering_config, coordinate_clusters
 from protocols.ssdfl.optimizers import (
@@ -57,9 +59,12 @@ Params = dict[str, torch.Tensor]
 
 class SSDFL(Protocol):
     needs_prephase: ClassVar[bool] = True
+    report_family = "ssd-fl"
+    report_table = ssdfl_report.TABLE
+    cycle_groups = "cluster"  # each node's cluster, in its metrics records
     # the optimizer state restarts every cycle (eqs. 8-9); the pre-phase's answer is kept, so
     # a resumed node needs no coordinator
-    checkpoint_fields = ("batches", "cluster", "intra_row", "inter_row")
+    checkpoint_fields: tuple[str, ...] = ("batches", "cluster", "intra_row", "inter_row")
 
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
@@ -100,7 +105,7 @@ class SSDFL(Protocol):
             raise ValueError("clustering must be a mapping")
         ClusteringConfig.from_hyper(clustering, float(hyper["lr"]), int(hyper.get("tau_a", 3)))
 
-    # ---- pre-phase (Sec. V; spec 4.6) ----
+    # ---- pre-phase (Sec. V; docs/protocols/ssd-fl.md#pre-phase) ----
 
     def prephase_report(self) -> dict[str, np.ndarray]:
         """What the paper's devices share: degree, Y_i, a raw sample, optimizer, L_i(theta^0)."""
@@ -142,8 +147,9 @@ class SSDFL(Protocol):
         losses = [self.intra_iteration(r, q) for q in range(self.tau_a)]
         for q in range(self.tau_r):
             self.inter_iteration(r, q)
-        info = {"cluster": self.cluster, "iterations": (r + 1) * (self.tau_a + self.tau_r),
-                "local_steps_per_iteration": self.local_steps}
+        info: dict[str, float] = {
+            "cluster": self.cluster, "iterations": (r + 1) * (self.tau_a + self.tau_r),
+            "local_steps_per_iteration": self.local_steps}
         if losses:  # pure gossip (a baseline's tau_a = 0) trains nothing
             info["train_loss"] = sum(losses) / len(losses)
         return info
@@ -196,7 +202,7 @@ class SSDFL(Protocol):
             losses.append(compute_gradients(self.ctx.model, *self.batches.next()))
             with torch.no_grad():
                 for name, p in self.params.items():
-                    step = self.lr * self.direction.direction(name, p.grad, p)
+                    step = self.lr * self.direction.direction(name, grad_of(p), p)
                     p.sub_(step)
                     update[name] = update[name] + step if name in update else step
         return update, sum(losses) / len(losses)
@@ -227,7 +233,7 @@ def weight_row(answer: Mapping[str, Any], regime: str, me: int, neighbours: set[
 
 
 def steps_per_iteration(value: Any, samples: int, batch_size: int) -> int:
-    """E: an int, or "epoch" = ceil(D_i / M) mini-batch steps (spec E1)."""
+    """E: an int, or "epoch" = ceil(D_i / M) mini-batch steps (docs/protocols/ssd-fl.md#e1)."""
     return math.ceil(samples / batch_size) if value == "epoch" else int(value)
 
 

@@ -1,10 +1,13 @@
-"""SSD-FL's four baselines under the paper's equal budget (Sec. VI; spec 6.5).
+"""SSD-FL's four baselines under the paper's equal budget (Sec. VI;
+docs/protocols/ssd-fl.md#baselines).
 
 The paper's fairness rule: every method gets, per global cycle, tau_a training iterations plus
 tau_r communication-only iterations. All four therefore run SSD-FL's engine (`ssdfl.py`: the
 same eq. 11 iteration, the same eq. 10 per-device optimizers with their momentum/anchor reset at
-the start of each cycle's training phase (spec A2-A3), the same shared init, batch streams and
-optimizer draw per seed (spec E9)) and differ only in the weight row of each iteration:
+the start of each cycle's training phase (docs/protocols/ssd-fl.md#a2, #a3), the same shared
+init, batch streams and
+optimizer draw per seed (docs/protocols/ssd-fl.md#e9)) and differ only in the weight row of
+each iteration:
 
   sdfl  synchronous DFL (ref. [21]): the global matrix A in every iteration, i.e. eq. 11 with A
         in place of A~, then eq. 18 tau_r times. Equal to SSD-FL with S = 1, bit for bit.
@@ -118,7 +121,7 @@ class SDFL(SSDFL):
             spread_init(self.params, self.cfg.init_spread, ctx.torch_rng("init-spread"))
 
     @classmethod
-    def check_hyper(cls, hyper: Mapping[str, Any]) -> None:  # type: ignore[override]
+    def check_hyper(cls, hyper: Mapping[str, Any]) -> None:
         Protocol.check_hyper(hyper)
         cls.config_class.from_hyper(hyper)
 
@@ -133,6 +136,7 @@ class PDFL(SDFL):
 
 class STC(SDFL):
     config_class: ClassVar[type[SyncConfig]] = StochasticConfig
+    cfg: StochasticConfig  # what config_class parses
     checkpoint_fields = (*SDFL.checkpoint_fields, "sampler")
 
     def __init__(self, ctx: NodeContext) -> None:

@@ -2,13 +2,13 @@
 
 STC (Koloskova et al. 2020, the paper's ref. [15]) mixes with a time-varying matrix W^(t): at
 every communication step each edge of G is kept independently with probability p_edge, and W^(t)
-is Metropolis-Hastings on the sampled graph (spec 6.5, item 3). A device's MH row needs its
+is Metropolis-Hastings on the sampled graph (docs/protocols/stc.md). A device's MH row needs its
 neighbours' *sampled* degrees, so each device draws the state of every edge, not only of its
 own: edge (u, v) has its own stream, seeded from (run seed, "stc/u-v") alone, and every device
 draws one number from every edge's stream per step. Both ends of an edge therefore agree on it
 in every step without a message, and the draws of one edge never depend on the others.
 
-cSTC (spec 6.5, item 4): S ~ Uniform{low..high} (high defaults to floor(N/2)) and a random
+cSTC (docs/protocols/cstc.md): S ~ Uniform{low..high} (high defaults to floor(N/2)) and a random
 membership into S near-equal clusters, from one shared stream; in the intra regime the sampled
 graph is cut to in-cluster edges (clusters may even be disconnected inside: a "careless"
 clustering is the point of the baseline).
@@ -59,7 +59,7 @@ def mixing_row(adj: np.ndarray, scheme: str, ids: Sequence[int], node: int) -> d
     if base != scheme:
         w = lazy(w)
     k = list(ids).index(node)
-    return {ids[c]: float(w[k, c]) for c in np.nonzero(w[k])[0]}
+    return {ids[c]: float(w[k, c]) for c in np.nonzero(w[k])[0].tolist()}
 
 
 def random_partition(seed: int, ids: Sequence[int], low: int,

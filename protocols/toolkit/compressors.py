@@ -245,6 +245,7 @@ class _Budgeted(SparseCompressor):
         ratio 0.07 of P = 100 gives 7, not the 8 that binary rounding of 0.07 * 100 would."""
         if self.k is not None:
             return self.k
+        assert self.ratio is not None  # __post_init__: exactly one of ratio and k is set
         return max(1, math.ceil(Fraction(repr(float(self.ratio))) * size))
 
     def max_k(self, size: int) -> int:
@@ -373,7 +374,7 @@ class Composed(SparseCompressor):
         return self.quantizer
 
 
-_SPARSIFIERS: dict[str, type[_Budgeted]] = {"topk": TopK, "randk": RandK}
+_SPARSIFIERS: dict[str, type[TopK] | type[RandK]] = {"topk": TopK, "randk": RandK}
 _SPARSIFIER_KEYS = {"type", "ratio", "k", "scope"}
 _QUANTIZER_KEYS = {"type", "bits", "rounding", "scale"}
 _FIXED = {"scope": "global", "scale": "per_message"}  # descriptive keys: their one valid value

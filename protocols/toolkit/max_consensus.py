@@ -41,7 +41,7 @@ Pair = tuple[float, int]
 def max_consensus(
     comm: Comm,
     round_: int,
-    value: float,
+    value: float | np.float32,
     rounds: int,
     *,
     tie_break: str = "larger_id",
@@ -58,7 +58,8 @@ def max_consensus(
     comm.set_schema(phase, SCHEMA)
     best = (float(np.float32(value)), comm.node_id)
     for k in range(rounds):
-        tensors = {"value": np.array([best[0]], np.float32), "id": np.array([best[1]], np.int64)}
+        tensors: dict[str, np.ndarray] = {"value": np.array([best[0]], np.float32),
+                                          "id": np.array([best[1]], np.int64)}
         received = comm.exchange(Tag(CONSENSUS_KIND, round_, phase, step=k), tensors)
         pairs = [best] + [(float(t["value"][0]), int(t["id"][0])) for t in received.values()]
         best = max(pairs, key=lambda pair: _rank(pair, tie_break))

@@ -1,13 +1,17 @@
-"""`dfl-launch jstar`: DSC's optimal aggregation depth for a run or a J sweep (spec §4.5).
+"""`dfl-launch jstar`: DSC's optimal aggregation depth for a run or a J sweep
+(docs/protocols/dsc.md#a14).
 
     dfl-launch jstar --rho 0.8 --A 0.5 --aB 1            # Eq. 40-41 and the integer rule
     dfl-launch jstar --run RUN_DIR --A 0.25 --aB 1       # rho(W) of a dsc run (exact, eigvals)
     dfl-launch jstar --sweep DIR_J1 --sweep DIR_J5 ...   # fit (A, alpha B) from a J sweep
 
 rho is the run's time-averaged subdominant eigenvalue modulus of W (summary `rho_mean`, from the
-rows every node reported; spec §4.5 step 1); `--rho` overrides it. A sweep's error per depth is
+rows every node reported); `--rho` overrides it. A sweep's error per depth is
 -Delta_all (`--metric delta_all`, the runs need `delta_baseline`) or the mean final training loss
 (`--metric loss`); the fit and the bound are in protocols/dsc/depth.py. Output: one JSON object.
+
+DSC declares the command (`launch_commands`); `dfl-launch` adds it. Bad input is a
+ClickException, which `dfl-launch` turns into its one line on stderr and exit 2.
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ from typing import Any
 
 import click
 
-from launcher.errors import LaunchError
 from protocols.dsc.depth import bound, continuous_depth, deployed_depth, fit_constants
 
 METRICS = ("delta_all", "loss")
@@ -30,13 +33,13 @@ def read_summary(run_dir: Path) -> dict[str, Any]:
     try:
         return json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
-        raise LaunchError(f"{path}: cannot read the run summary: {exc}") from None
+        raise click.ClickException(f"{path}: cannot read the run summary: {exc}") from None
 
 
 def run_rho(summary: dict[str, Any], where: Path) -> float:
     rho = summary.get("rho_mean")
     if not isinstance(rho, int | float):
-        raise LaunchError(f"{where}: summary has no rho_mean (not a dsc run?)")
+        raise click.ClickException(f"{where}: summary has no rho_mean (not a dsc run?)")
     return float(rho)
 
 
@@ -45,16 +48,16 @@ def sweep_point(run_dir: Path, metric: str) -> tuple[int, float, float]:
     summary = read_summary(run_dir)
     depth = summary.get("config", {}).get("hyper", {}).get("depth")
     if not isinstance(depth, int):
-        raise LaunchError(f"{run_dir}: config has no hyper.depth")
+        raise click.ClickException(f"{run_dir}: config has no hyper.depth")
     if metric == "delta_all":
         value = summary.get("delta_all")
         if not isinstance(value, int | float):
-            raise LaunchError(f"{run_dir}: summary has no delta_all (set delta_baseline)")
+            raise click.ClickException(f"{run_dir}: summary has no delta_all (set delta_baseline)")
         error = -float(value)
     else:
         losses = [n["loss"] for n in summary.get("nodes", []) if n.get("loss") is not None]
         if not losses:
-            raise LaunchError(f"{run_dir}: summary has no node losses")
+            raise click.ClickException(f"{run_dir}: summary has no node losses")
         error = sum(losses) / len(losses)
     return depth, error, run_rho(summary, run_dir)
 
@@ -86,7 +89,7 @@ def jstar_cmd(rho: float | None, run_dir: Path | None, a: float | None, ab: floa
     if rho is None and points:
         rho = sum(p[2] for p in points) / len(points)
     if rho is None:
-        raise LaunchError("jstar: give --rho, --run or --sweep")
+        raise click.ClickException("jstar: give --rho, --run or --sweep")
     out: dict[str, Any] = {}
     try:
         if points:
@@ -97,8 +100,8 @@ def jstar_cmd(rho: float | None, run_dir: Path | None, a: float | None, ab: floa
                           "metric": metric, "measured_best_j": best[0],
                           "points": {str(p[0]): p[1] for p in sorted(points)}}
         if a is None or ab is None:
-            raise LaunchError("jstar: give --A and --aB, or --sweep to fit them")
+            raise click.ClickException("jstar: give --A and --aB, or --sweep to fit them")
         out |= depth_report(rho, a, ab, j_max)
     except ValueError as exc:
-        raise LaunchError(f"jstar: {exc}") from None
+        raise click.ClickException(f"jstar: {exc}") from None
     click.echo(json.dumps(out, indent=1, sort_keys=True))

@@ -1,0 +1,60 @@
+"""Every backend's name and what it supports: the one place a backend is spelled.
+
+A backend is how a plan's nodes get started: by `dfl-launch` itself (`--transport NAME`
+picks one of the LOCAL backends, the plan records the name), or by someone else from what
+`dfl-launch` writes (a compose file, a plan for one `dfl-node` per host), with
+`dfl-launch collect` gathering the results. The implementations live in launcher/backends/,
+which runs plans and so sits above this package; what configuration must know before any of
+them runs (the names a run may give, the default, whether a backend can run a `--secure`
+mesh) is here, so that resolving a plan never reaches up. launcher/backends/registry.py pairs
+each LOCAL spec with its implementation, and checks that none is missing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from launcher.errors import LaunchError
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """What the launcher may know of a backend without running it."""
+
+    name: str  # how a run names it: the `--transport` value of a local backend
+    transport: str  # the runtime transport its nodes speak (dfl_node/transports/)
+    summary: str  # one line for --help and the docs
+    secure: bool  # can run a --secure mesh (CURVE on every socket)
+    in_process: bool  # every node is a thread of the launcher's own process
+    local: bool  # dfl-launch starts and watches the nodes itself
+
+
+PROCESSES = BackendSpec("zmq", "zmq", "one OS process per node, over ZeroMQ sockets",
+                        secure=True, in_process=False, local=True)
+THREADS = BackendSpec("inproc", "inproc", "every node a thread of the launcher, over in-memory "
+                      "queues (the exactness reference)", secure=False, in_process=True,
+                      local=True)
+COMPOSE = BackendSpec("compose", PROCESSES.transport, "a docker-compose file: one container "
+                      "per node", secure=False, in_process=False, local=False)
+HOSTS = BackendSpec("hosts", PROCESSES.transport, "a plan for one dfl-node per host, "
+                    "started by hand", secure=True, in_process=False, local=False)
+
+BACKENDS: dict[str, BackendSpec] = {s.name: s for s in (PROCESSES, THREADS, COMPOSE, HOSTS)}
+# The backends `--transport` may name, in the order --help lists them.
+LOCAL: dict[str, BackendSpec] = {n: s for n, s in BACKENDS.items() if s.local}
+DEFAULT_LOCAL = PROCESSES.name
+
+
+def local_spec(name: object) -> BackendSpec:
+    """The local backend a run's `transport` names; a LaunchError listing the choices else."""
+    spec = LOCAL.get(name) if isinstance(name, str) else None
+    if spec is None:
+        raise LaunchError(f"transport: must be {' or '.join(LOCAL)}, got {name!r}")
+    return spec
+
+
+def transport_help() -> str:
+    """`--transport`'s help: every local backend and what it is."""
+    return "How the launcher runs the nodes: " + "; ".join(
+        f"{s.name}: {s.summary}" + (" (default)" if s.name == DEFAULT_LOCAL else "")
+        for s in LOCAL.values()) + "."

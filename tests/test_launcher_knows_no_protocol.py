@@ -1,0 +1,66 @@
+"""The launcher knows no protocol by name: what it needs per protocol is declared by the
+protocol (protocols/describe.py) and read through the registry."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from protocols.registry import (
+    PROTOCOLS,
+    dataset_preparers,
+    launch_commands,
+    report_families,
+)
+from tests.harness import ROOT
+
+FAMILY_PACKAGES = ("gossip", "dmflsq", "ssdfl", "dsc")
+NAMES = sorted({*PROTOCOLS, *FAMILY_PACKAGES})
+
+
+def named(name: str) -> re.Pattern[str]:
+    """The name as a word of its own, in any case: `dsc` is not in `dsc-max`, `sdfl` is not
+    in `ssdfl`, but `DSC's` and `protocols.dsc` are named."""
+    return re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])", re.IGNORECASE)
+
+
+def launcher_files() -> list[Path]:
+    return sorted(p for p in (ROOT / "launcher").rglob("*")
+                  if p.is_file() and "__pycache__" not in p.parts)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_launcher_file_names_the_protocol(name: str) -> None:
+    pattern = named(name)
+    found = [f"{path.relative_to(ROOT)}:{k}: {line.strip()}"
+             for path in launcher_files()
+             for k, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if pattern.search(line)]
+    assert not found, "\n".join(found)
+
+
+def test_the_word_match_tells_protocols_apart() -> None:
+    assert named("sdfl").search("sdfl run") and not named("sdfl").search("ssdfl")
+    assert not named("dsc").search("dsc-max") and named("dsc").search("DSC's depth")
+    assert named("dsc").search("from protocols.dsc.depth import bound")
+
+
+def test_every_protocol_is_in_one_report_family_led_by_a_registered_protocol() -> None:
+    families = report_families()
+    members = [name for family in families.values() for name in family.members]
+    assert sorted(members) == sorted(PROTOCOLS)
+    for name, family in families.items():
+        assert PROTOCOLS[name].report_family == name  # the lead is a member of its family
+        assert family.members == tuple(p for p in PROTOCOLS if PROTOCOLS[p].report_family == name)
+
+
+def test_declared_commands_and_datasets_reach_the_launcher() -> None:
+    from launcher.cli import cli
+    from launcher.data.prepare import DATASETS
+
+    assert launch_commands(), "some protocol brings a dfl-launch command"
+    for command in launch_commands():
+        assert cli.commands[str(command.name)] is command
+    assert set(dataset_preparers()) <= set(DATASETS)
