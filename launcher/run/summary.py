@@ -113,7 +113,9 @@ def node_rows(plan: RunPlan, done: dict[int, dict[str, Any]], outcome: Outcome,
 
 def summarize(plan: RunPlan, config: dict[str, Any], collector: Collector, outcome: Outcome,
               wall_seconds: float) -> dict[str, Any]:
-    done = collector.done
+    # In node order, not arrival order: float means over nodes must not depend on which
+    # node finished first.
+    done = dict(sorted(collector.done.items()))
     nodes = node_rows(plan, done, outcome, plan.clients)
     finished = [n for n in nodes if n["accuracy"] is not None]
     accs = [n["accuracy"] for n in finished]
