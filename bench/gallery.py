@@ -1,5 +1,5 @@
-"""The README's gallery: small real runs of each protocol family, `dfl-report` over them, and
-one example image of each kind of figure copied into bench/gallery/.
+"""The manual's gallery (docs/reporting.md): small real runs of each protocol family,
+`dfl-report` over them, and one example image of each kind of figure copied into bench/gallery/.
 
     python -m bench.gallery [--out runs/gallery] [--images bench/gallery]
 
@@ -10,7 +10,7 @@ no-aggregation run of the same seed). A finished run is reused, so a second call
 Then `dfl-report` writes the tables (OUT/report.md), its overlay plots and the offline page
 (OUT/report.html). Copied into --images: one overlay plot of each kind, a screenshot of the
 page (when Debian's chromium is installed), and each kind of per-run plot that `dfl-launch`
-left in a run's `plots/` folder. It prints every command it ran, for the README.
+left in a run's `plots/` folder. It prints every command it ran, for the manual.
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def collect(out: Path, images: Path) -> list[str]:
 
 
 def below_root(path: Path) -> Path:
-    """Commands run from the repository root and are printed for the README: paths below it
+    """Commands run from the repository root and are printed for the manual: paths below it
     are given relative to it."""
     path = path.resolve()
     return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path

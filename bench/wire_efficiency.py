@@ -2,7 +2,7 @@
 
 `python -m bench.wire_efficiency [--full]` runs dmfl-sq and choco-sgd with their defaults
 (Fashion-MNIST, the default CNN, Q8 o Top-k) on a ring over real sockets, and reads both
-accounts from the run's own records (`summary.json`, README "The run directory"): the wire
+accounts from the run's own records (`summary.json`, docs/run-directory.md): the wire
 ledger (what each node sent, payload and framing apart, training and control traffic apart)
 and the formula ledger (bits as DMFL-SQ eqs. 18-20 and the baselines' accounting charge them,
 per link and round). The figure is training payload bits over formula bits (goal <= 1: the

@@ -37,7 +37,7 @@ class Protocol(ABC):
     # answer; dfl_node/runner/prephase_client.py), with the three methods below.
     needs_prephase: ClassVar[bool] = False
 
-    # True: the protocol has documented rules for losing a node (README), so a run may use
+    # True: the protocol has documented rules for losing a node (docs/failures.md), so a run may use
     # `--on-failure continue`; the runtime then calls `on_graph_change` when the survivors
     # agree on a smaller graph. Others refuse `continue` before anything starts.
     survives_failures: ClassVar[bool] = False

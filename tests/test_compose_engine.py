@@ -1,11 +1,12 @@
 """A compose mesh on a real docker engine equals an inproc run of the same plan, bit for bit.
 
 A private dockerd (tests/dockerd.py) builds the node image from a debootstrapped Debian base
-and this machine's CPU torch wheel, then the README's two commands run a 4-node d-psgd mesh on
-Fashion-MNIST: `dfl-launch compose ... -o mesh` and `docker-compose -f mesh/docker-compose.yml
-up`. The reference is `dfl-launch --transport inproc` with the same options in the same image
-(the same torch build). Afterwards the engine removes every container, network and image and
-stops; nothing of it may remain.
+and this machine's CPU torch wheel, then the two commands of docs/containers.md run a 4-node
+d-psgd mesh on Fashion-MNIST: `dfl-launch compose ... -o mesh` and
+`docker-compose -f mesh/docker-compose.yml up`. The reference is
+`dfl-launch --transport inproc` with the same options in the same image (the same torch
+build). Afterwards the engine removes every container, network and image and stops; nothing
+of it may remain.
 """
 
 from __future__ import annotations
@@ -69,8 +70,8 @@ def write_topology(folder: Path) -> Path:
 
 
 def compose_up(engine: dockerd.Engine, mesh: Path) -> dict[str, int]:
-    """The README's second command; every container's exit code, by name. The containers and
-    the network are removed (`down`) also when it fails."""
+    """The second command of docs/containers.md; every container's exit code, by name. The
+    containers and the network are removed (`down`) also when it fails."""
     compose = ("docker-compose", "-f", str(mesh / "docker-compose.yml"))
     try:
         engine.run(*compose, "up", cwd=mesh)

@@ -32,7 +32,7 @@ edges:
 EDGE = {(0, 1): (1.0, 100.0, 0.0), (1, 2): (3.0, 100.0, 0.0), (2, 3): (1.0, 100.0, 0.5),
         (0, 2): (1.0, 20.0, 0.1)}
 ROUNDS, DEPTH, K = 2, 3, 8
-SHARED = 66_232  # the mini backbone's `shared` group (README, multi-task section)
+SHARED = 66_232  # the mini backbone's `shared` group (docs/protocols/dsc.md)
 TINY = ("--rounds", str(ROUNDS), "--eval-every", str(ROUNDS),
         "--set", "scenes={size: 16, train_size: 60, test_size: 16, min_size: 12}",
         "--set", f"hyper.depth={DEPTH}", "--set", "hyper.epochs=1",

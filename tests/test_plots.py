@@ -16,6 +16,7 @@ from matplotlib.image import imread
 
 from launcher.config.options import Request
 from launcher.launch import write_plan_only
+from launcher.logs import configure
 from launcher.results.plots import figures, plot_run, write_plots
 from launcher.results.plots_data import RunFiles, load_run
 from tests.harness import launch_ok
@@ -146,6 +147,7 @@ def test_a_plotting_failure_is_one_line_and_keeps_the_run(
 ) -> None:
     (tmp_path / "summary.json").write_text('{"status": "ok"}')
     (tmp_path / "metrics.jsonl").write_text("{not json\n")
+    configure("dfl-launch")  # as dfl-launch's entry point does: its warnings go to stderr
     plot_run(tmp_path)
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith(f"dfl-launch: plots: {tmp_path / 'plots'}: ")

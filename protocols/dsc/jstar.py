@@ -78,8 +78,10 @@ def depth_report(rho: float, a: float, ab: float, j_max: int) -> dict[str, Any]:
 @click.option("--aB", "ab", type=float, default=None, help="alpha B (over-consensus bias).")
 @click.option("--sweep", "sweep", type=click.Path(path_type=Path), multiple=True,
               help="Run directories of a J sweep (one per depth): fit A and alpha B.")
-@click.option("--metric", type=click.Choice(METRICS), default="delta_all")
-@click.option("--j-max", "j_max", type=int, default=15, show_default=True)
+@click.option("--metric", type=click.Choice(METRICS), default="delta_all", show_default=True,
+              help="A sweep's error per depth: -Delta_all (needs delta_baseline) or the loss.")
+@click.option("--j-max", "j_max", type=int, default=15, show_default=True,
+              help="The largest depth J the bound is evaluated at and deployed up to.")
 def jstar_cmd(rho: float | None, run_dir: Path | None, a: float | None, ab: float | None,
               sweep: tuple[Path, ...], metric: str, j_max: int) -> None:
     """DSC's optimal depth J*: Bound(J), Eq. 41, the integer rule, and the sweep fit."""
