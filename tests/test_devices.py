@@ -71,8 +71,8 @@ def test_a_node_builds_its_model_on_its_planned_device(tmp_path: Path,
 
 
 @pytest.mark.parametrize(("hyper", "needle"), [
-    ({"deterministic": "yes"}, "deterministic must be true or false"),
-    ({"torch_threads": 0}, "torch_threads must be an integer >= 1"),
+    ({"deterministic": "yes"}, "deterministic: input should be a valid boolean"),
+    ({"torch_threads": 0}, "torch_threads: must be a positive integer, got 0"),
 ])
 def test_runtime_settings_are_checked(hyper: dict[str, Any], needle: str) -> None:
     with pytest.raises(ValueError, match=needle):

@@ -78,13 +78,13 @@ def test_init_uses_torch_default_bounds() -> None:
             bound = module.weight[0].numel() ** -0.5
             assert module.weight.abs().max() <= bound
             assert module.weight.abs().max() > 0.9 * bound
-            assert module.bias.abs().max() <= bound
+            assert module.bias is not None and module.bias.abs().max() <= bound
 
 
 @pytest.mark.parametrize(
     ("spec", "shape", "message"),
     [({"name": "resnet"}, CIFAR, "unknown model"), ({"name": "mlp", "width": 3}, FMNIST,
-                                                     "bad options"),
+                                                     "model.width: unknown key"),
      ({"name": "cnn"}, (32,), "needs image inputs"),
      ({"name": "cnn", "channels": [8, 8, 8, 8]}, FMNIST, "do not fit")],
 )

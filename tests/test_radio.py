@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from dfl_node.netsim import radio
-from dfl_node.netsim.radio import RadioConfig
 from dfl_node.netsim.virtual_clock import LinkModel
+from dfl_node.settings.link import LinkSettings
 
 
 def test_packetisation_of_the_papers_message_sizes() -> None:
@@ -21,7 +21,7 @@ def test_packetisation_of_the_papers_message_sizes() -> None:
 
 
 def test_outage_loss_follows_the_spec_formula() -> None:
-    cfg = RadioConfig(loss_model="outage", snr0_db=10.0)
+    cfg = LinkSettings(loss_model="outage", snr0_db=10.0)
     # At d = d0 the mean SNR is SNR_0 = 10; threshold 2^2 - 1 = 3.
     assert radio.loss_probability(0.1, cfg, 0.1) == pytest.approx(1 - math.exp(-0.3))
     # Twice as far: SNR / 2^3.
@@ -29,12 +29,12 @@ def test_outage_loss_follows_the_spec_formula() -> None:
     assert radio.loss_probability(5.0, cfg, 0.1) == radio.P_MAX  # clipped
     near, far = (radio.loss_probability(d, cfg, 0.1) for d in (0.15, 0.3))
     assert near < far
-    louder = RadioConfig(loss_model="outage", snr0_db=20.0)
+    louder = LinkSettings(loss_model="outage", snr0_db=20.0)
     assert radio.loss_probability(0.3, louder, 0.1) < far
 
 
 def test_ber_loss_is_per_bit_errors_over_a_packet() -> None:
-    cfg = RadioConfig(loss_model="ber", snr0_db=6.0, packet_bytes=100)
+    cfg = LinkSettings(loss_model="ber", snr0_db=6.0, packet_bytes=100)
     gamma = 10 ** 0.6
     bit = 0.5 * math.erfc(math.sqrt(gamma))
     expected = 1 - (1 - bit) ** 800
@@ -77,15 +77,16 @@ def test_distance_models_need_positions() -> None:
 
 
 @pytest.mark.parametrize(("link", "needle"), [
-    ({"loss": 1.0}, "loss must be < 1"),
+    ({"loss": 1.0}, "loss: must be < 1, got 1"),
     ({"packet_bytes": 0}, "packet_bytes"),
     ({"bandwidth_mbps": 0}, "bandwidth_mbps"),
-    ({"loss_model": "magic"}, "loss_model must be one of"),
-    ({"retransmissions": "often"}, "retransmissions must be one of"),
-    ({"latency_ms": "fast"}, "bad value"),
+    ({"loss_model": "magic"}, "loss_model: input should be 'fixed', 'outage' or 'ber'"),
+    ({"retransmissions": "often"}, "retransmissions: input should be 'expected' or 'sampled'"),
+    ({"latency_ms": "fast"}, "latency_ms: input should be a valid number"),
     ({"nope": 1}, "unknown key"),
 ])
 def test_bad_link_options_are_one_line_errors(link: dict, needle: str) -> None:
+    topology = {"nodes": [{"id": 0}, {"id": 1}], "edges": [[0, 1]]}
     with pytest.raises(ValueError, match=needle) as info:
-        RadioConfig.from_dict(link)
+        LinkModel.from_plan(topology, link)
     assert "\n" not in str(info.value)

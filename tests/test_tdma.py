@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -26,7 +27,7 @@ from dfl_node.netsim.virtual_clock import LinkModel
 from dfl_node.plan import PlanError, RunPlan
 from dfl_node.runner.run_node import agree_on_plan
 from dfl_node.transports.inproc import InprocHub, InprocTransport
-from dfl_node.wire.codec import WireLimits, decode
+from dfl_node.wire.codec import Frame, WireLimits, decode
 from dfl_node.wire.tags import Tag
 from topologies.generators import random_geometric
 
@@ -41,7 +42,7 @@ SPEC_LOSS = {(2, 3): 0.5, (3, 2): 0.2, (0, 2): 0.1}
 
 
 @pytest.mark.parametrize("r_i", [0, 1])
-def test_spec_vector_slots_and_frame_length(r_i: float) -> None:
+def test_spec_vector_slots_and_frame_length(r_i: int) -> None:
     schedule = build_schedule(SPEC_EDGES, SPEC_POS, r_i)
     assert [list(slot) for slot in schedule.slots] == SPEC_SLOTS[r_i]
     assert schedule.frame_length == 6
@@ -136,12 +137,19 @@ class Recorder:
     """A transport that keeps what is sent, in order."""
 
     node_id = 2
+    liveness = None
 
     def __init__(self) -> None:
         self.sent: list[tuple[int, int]] = []
 
-    def send(self, dst: int, frames: list) -> None:
+    def send(self, dst: int, frames: Sequence[Frame]) -> None:
         self.sent.append((dst, decode(frames, LIMITS).tag.slot))
+
+    def discard(self, peer: int) -> None:
+        pass
+
+    def drop_peer(self, peer: int) -> None:
+        pass
 
     def recv(self, timeout_s: float) -> None:
         return None

@@ -32,26 +32,26 @@ INVALID: dict[str, tuple[str | bytes | None, tuple[str, ...]]] = {
     "binary": (b"\x7fELF\x02\x01\x01\x00\x00\x00", ("not a text file",)),
     "not-utf8": (b"nodes:\n  - {id: 0, owner: caf\xe9}\n", ("not UTF-8", "0xe9")),
     "top-level-list": ("- {id: 0}\n", ("top level must be a mapping",)),
-    "unknown-top-key": (NODES3 + "edge: [[0, 1]]\n", ("edge: unknown top-level key",)),
+    "unknown-top-key": (NODES3 + "edge: [[0, 1]]\n", ("edge: unknown key (did you mean edges?)",)),
     "unknown-edge-key": (
         NODES3 + "edges: [{u: 0, v: 1, latency: 5}, [1, 2]]\n",
-        ("edges[0] (0, 1): latency: unknown edge key",),
+        ("edges[0].latency: unknown key (did you mean latency_ms?)",),
     ),
     "no-nodes": ("nodes: []\n", ("nodes: no nodes",)),
-    "nodes-missing": ("edges: []\n", ("nodes: no nodes",)),
-    "id-missing": ("nodes: [{id: 0}, {host: a}]\n", ("nodes[1]: id: missing",)),
-    "id-not-integer": ("nodes: [{id: a}]\n", ("nodes[0]: id: must be a non-negative integer",)),
-    "id-negative": ("nodes: [{id: -1}]\n", ("nodes[0]: id: must be a non-negative integer",)),
+    "nodes-missing": ("edges: []\n", ("nodes: field required",)),
+    "id-missing": ("nodes: [{id: 0}, {host: a}]\n", ("nodes[1].id: field required",)),
+    "id-not-integer": ("nodes: [{id: a}]\n", ("nodes[0].id: must be a non-negative integer",)),
+    "id-negative": ("nodes: [{id: -1}]\n", ("nodes[0].id: must be a non-negative integer",)),
     "id-duplicate": (
         "nodes: [{id: 0}, {id: 1}, {id: 1}]\nedges: [[0, 1]]\n",
         ("nodes[2] (id 1): id: duplicate node id (also nodes[1])",),
     ),
     "edge-not-pair": (NODES3 + "edges: [[0, 1, 2]]\n", ("edges[0]: must be a pair",)),
     "edge-scalar": (NODES3 + "edges: [7]\n", ("edges[0]: must be a pair",)),
-    "edge-mapping-no-v": (NODES3 + "edges: [{u: 0}]\n", ("edges[0]: v: missing",)),
+    "edge-mapping-no-v": (NODES3 + "edges: [{u: 0}]\n", ("edges[0].v: field required",)),
     "edge-end-not-int": (
         NODES3 + "edges: [[0, x]]\n",
-        ("edges[0] (0, 'x'): v: must be a node id",),
+        ("edges[0].v: must be a node id (an integer), got 'x'",),
     ),
     "edge-unknown-node": (
         NODES3 + "edges: [[0, 1], [1, 2], [2, 9]]\n",
@@ -69,13 +69,13 @@ INVALID: dict[str, tuple[str | bytes | None, tuple[str, ...]]] = {
     ),
     "port-string": (
         "nodes: [{id: 0}, {id: 5}, {id: 7, port: abc}]\nedges: [[0, 5], [5, 7]]\n",
-        ("nodes[2] (id 7): port: must be an integer in 1..65535, got 'abc'",),
+        ("nodes[2].port: must be an integer in 1..65535, got 'abc'",),
     ),
     "port-out-of-range": (
         "nodes: [{id: 0, port: 70000}]\n",
-        ("nodes[0] (id 0): port: must be an integer in 1..65535, got 70000",),
+        ("nodes[0].port: must be an integer in 1..65535, got 70000",),
     ),
-    "port-zero": ("nodes: [{id: 0, port: 0}]\n", ("nodes[0] (id 0): port: must be an integer",)),
+    "port-zero": ("nodes: [{id: 0, port: 0}]\n", ("nodes[0].port: must be an integer",)),
     "same-default-host-port": (
         "nodes: [{id: 0, port: 9000}, {id: 1, port: 9000}]\nedges: [[0, 1]]\n",
         ("nodes[1] (id 1): port: 127.0.0.1:9000 is already used by nodes[0] (id 0)",),
@@ -87,28 +87,28 @@ INVALID: dict[str, tuple[str | bytes | None, tuple[str, ...]]] = {
     ),
     "device-gpu": (
         "nodes: [{id: 0, device: gpu}]\n",
-        ("nodes[0] (id 0): device: must be cpu, cuda, cuda:K or auto, got 'gpu'",),
+        ("nodes[0].device: must be cpu, cuda, cuda:K or auto, got 'gpu'",),
     ),
-    "device-cuda-x": ("nodes: [{id: 0, device: 'cuda:x'}]\n", ("nodes[0] (id 0): device:",)),
+    "device-cuda-x": ("nodes: [{id: 0, device: 'cuda:x'}]\n", ("nodes[0].device:",)),
     "latency-negative": (
         NODES3 + "edges: [[0, 1], {u: 1, v: 2, latency_ms: -5}]\n",
-        ("edges[1] (1, 2): latency_ms: must be a non-negative number, got -5",),
+        ("edges[1].latency_ms: must be a non-negative number, got -5",),
     ),
     "bandwidth-not-numeric": (
         NODES3 + "edges: [[0, 1], {u: 1, v: 2, bandwidth_mbps: fast}]\n",
-        ("edges[1] (1, 2): bandwidth_mbps: must be a positive number, got 'fast'",),
+        ("edges[1].bandwidth_mbps: must be a positive number, got 'fast'",),
     ),
     "loss-one": (
         NODES3 + "edges: [[0, 1], {u: 2, v: 1, loss: 1.0}]\n",
-        ("edges[1] (2, 1): loss: must be a number in [0, 1), got 1.0",),
+        ("edges[1].loss: must be a number in [0, 1), got 1.0",),
     ),
     "weight-negative": (
         NODES3 + "edges: [{u: 0, v: 1, weight: -0.5}, [1, 2]]\n",
-        ("edges[0] (0, 1): weight: must be a positive number, got -0.5",),
+        ("edges[0].weight: must be a positive number, got -0.5",),
     ),
     "position-1d": (
         "nodes: [{id: 0, position: [0.5]}]\n",
-        ("nodes[0] (id 0): position: must be a list of 2 or 3 finite numbers",),
+        ("nodes[0].position: must be a list of 2 or 3 finite numbers",),
     ),
     "position-mixed-dims": (
         "nodes: [{id: 0, position: [0, 0]}, {id: 1, position: [1, 1, 1]}]\nedges: [[0, 1]]\n",

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jsonschema  # type: ignore[import-untyped]  # no stubs in the dev extras
 import numpy as np
 import pytest
+import yaml
 
+from dfl_config.section import NonNegative, Section
 from topologies import generators as gen
 from topologies.errors import TopologyError
 from topologies.loader import (
@@ -18,6 +21,7 @@ from topologies.loader import (
     shipped_topologies,
 )
 from topologies.model import EdgeSpec, NodeSpec, Topology
+from topologies.schema import topology_json_schema
 from topologies.writer import dump_topology, write_topology
 
 HAND_MADE = """\
@@ -145,3 +149,122 @@ def test_resolve_topology_path(tmp_path: Path) -> None:
     assert {"ring20", "er30", "er20-p05", "rgg20-r04", "rgg10", "complete10"} <= set(
         shipped_topologies()
     )
+
+
+class Attributes(Section):
+    """A caller's declared node attributes (the launcher declares its own)."""
+
+    optimizer: str | None = None
+    compute_ms: NonNegative = 0.0
+
+
+NODES5 = [{"id": i} for i in range(5)]
+PATH5 = [[0, 1], [1, 2], [2, 3], [3, 4]]
+
+
+def problem(data: object, node_attributes: type[Section] | None = None) -> str:
+    with pytest.raises(TopologyError) as info:
+        parse_topology(data, "t.yaml", node_attributes)
+    return str(info.value)
+
+
+def test_misspelt_top_level_key_names_it_and_the_closest_key() -> None:
+    data = {"nodes": NODES5, "egdes": PATH5}
+    assert problem(data) == "t.yaml: egdes: unknown key (did you mean edges?)"
+
+
+def test_misspelt_edge_key_names_the_edge_and_the_closest_key() -> None:
+    edges = [*PATH5, {"u": 4, "v": 0, "latncy_ms": 5}]
+    assert problem({"nodes": NODES5, "edges": edges}) == (
+        "t.yaml: edges[4].latncy_ms: unknown key (did you mean latency_ms?)"
+    )
+
+
+def test_declared_node_attributes_refuse_a_misspelt_one() -> None:
+    nodes = [*NODES5[:3], {"id": 3, "optimzer": "sgd"}, NODES5[4]]
+    data = {"nodes": nodes, "edges": PATH5}
+    assert problem(data, Attributes) == (
+        "t.yaml: nodes[3].optimzer: unknown key (did you mean optimizer?)"
+    )
+    # The suggestion weighs the known node fields as much as the declared attributes.
+    nodes[3] = {"id": 3, "devce": "cpu"}
+    assert problem(data, Attributes) == "t.yaml: nodes[3].devce: unknown key (did you mean device?)"
+    # Without a declaration (dfl-topology) the same key is a free attribute.
+    nodes[3] = {"id": 3, "optimzer": "sgd"}
+    assert parse_topology(data, "t.yaml").node(3).attrs == {"optimzer": "sgd"}
+
+
+def test_declared_node_attributes_are_validated_and_only_the_set_ones_kept() -> None:
+    nodes = [{"id": 0, "compute_ms": 25, "optimizer": "adam"}, {"id": 1, "device": "cpu"}]
+    topology = parse_topology({"nodes": nodes, "edges": [[0, 1]]}, "t.yaml", Attributes)
+    # Unset attributes stay absent, so a reader's own fallback applies to them.
+    assert topology.node(0).attrs == {"compute_ms": 25.0, "optimizer": "adam"}
+    assert topology.node(1).attrs == {} and topology.node(1).device == "cpu"
+    nodes[1] = {"id": 1, "compute_ms": -1}
+    assert problem({"nodes": nodes, "edges": [[0, 1]]}, Attributes) == (
+        "t.yaml: nodes[1].compute_ms: must be >= 0, got -1"
+    )
+
+
+def test_load_topology_takes_the_declared_node_attributes(tmp_path: Path) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text("nodes: [{id: 0, compute_ms: 3}, {id: 1, computems: 4}]\nedges: [[0, 1]]\n")
+    with pytest.raises(TopologyError) as info:
+        load_topology(path, Attributes)
+    assert str(info.value) == f"{path}: nodes[1].computems: unknown key (did you mean compute_ms?)"
+    assert load_topology(path).node(1).attrs == {"computems": 4}
+
+
+def test_an_attribute_model_may_not_redeclare_a_node_field() -> None:
+    class Clash(Section):
+        device: str = "cpu"
+
+    with pytest.raises(TypeError, match="redeclares node fields device"):
+        parse_topology({"nodes": [{"id": 0}]}, "t.yaml", Clash)
+
+
+def test_a_key_that_is_not_a_string_is_named_as_written() -> None:
+    # YAML reads `on:` as true and `1:` as an integer.
+    assert problem({"nodes": [{"id": 0, True: 1}]}) == "t.yaml: nodes[0]: key True is not a string"
+
+
+def test_a_null_link_attribute_is_an_absent_one() -> None:
+    edges = [{"u": 0, "v": 1, "weight": None, "latency_ms": 2}]
+    topology = parse_topology({"nodes": NODES5[:2], "edges": edges}, "t.yaml")
+    assert topology.edge(0, 1).attrs == {"latency_ms": 2.0}
+
+
+def shipped_files() -> list[Path]:
+    return sorted(SHIPPED_DIR.glob("*.yaml"))
+
+
+@pytest.mark.parametrize("node_attributes", [None, Attributes])
+def test_json_schema_accepts_every_shipped_file(node_attributes: type[Section] | None) -> None:
+    schema = topology_json_schema(node_attributes)
+    validator = jsonschema.Draft202012Validator(schema)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert shipped_files()
+    for path in shipped_files():
+        validator.validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+    hand_made = yaml.safe_load(HAND_MADE)
+    if node_attributes is None:  # `tasks` is a free attribute, declared by no model here
+        validator.validate(hand_made)
+
+
+@pytest.mark.parametrize("node_attributes", [None, Attributes])
+def test_json_schema_rejects_a_misspelt_edge_key(node_attributes: type[Section] | None) -> None:
+    validator = jsonschema.Draft202012Validator(topology_json_schema(node_attributes))
+    good = {"nodes": NODES5, "edges": [*PATH5, {"u": 4, "v": 0, "latency_ms": 5}]}
+    validator.validate(good)
+    bad = {"nodes": NODES5, "edges": [*PATH5, {"u": 4, "v": 0, "latncy_ms": 5}]}
+    with pytest.raises(jsonschema.ValidationError):
+        validator.validate(bad)
+
+
+def test_json_schema_admits_extra_node_keys_only_without_a_declaration() -> None:
+    data = {"nodes": [{"id": 0, "optimzer": "sgd"}]}
+    jsonschema.validate(data, topology_json_schema(None))
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(data, topology_json_schema(Attributes))
+    declared = {"nodes": [{"id": 0, "optimizer": "sgd"}]}
+    jsonschema.validate(declared, topology_json_schema(Attributes))

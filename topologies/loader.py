@@ -1,39 +1,41 @@
 """Reading and validating topology files.
 
-A topology file is YAML with top-level keys `name` (optional), `nodes`, `edges` and `generator`
-(optional). Every rule a run depends on is checked here, before any process starts, and the first
-violation becomes a one-line `TopologyError` of the form `<file>: <field>: <reason>`, where the
-field names the node (`nodes[2] (id 7): port`) or edge (`edges[4] (3, 3)`) at fault. Node keys
-other than the known ones are free attributes; keys unknown at the top level or inside an edge
-mapping are errors, because there they can only be typos.
+A topology file is YAML whose keys and values `topologies.schema` declares; the rules that span
+several nodes or edges (unique ids and addresses, one position dimension, known edge ends, no
+self-loops or duplicate edges, a connected graph) are checked here. Every rule a run depends on
+is checked before any process starts, and the first violation becomes a one-line
+`TopologyError`, `<file>: <path>: <reason>`: a dotted path for a single key
+(`edges[4].latncy_ms: unknown key (did you mean latency_ms?)`), the node or edge as written for
+a rule between several (`edges[4] (3, 3): self-loop`).
+
+Node keys beyond the known fields are free attributes unless the caller declares the attributes
+it reads (`node_attributes`); then any other node key is refused like a misspelt edge key.
 """
 
 from __future__ import annotations
 
-import math
-import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import networkx as nx
 import yaml
+from pydantic import ValidationError
 
+from dfl_config.problems import dotted, one_line, walk
+from dfl_config.section import Section
 from topologies.errors import TopologyError
 from topologies.model import EdgeSpec, NodeSpec, Topology
+from topologies.schema import (
+    LINK_ATTRIBUTES,
+    EdgeFields,
+    NodeFields,
+    TopologyFile,
+    file_model,
+    show,
+)
 
 SHIPPED_DIR = Path(__file__).resolve().parent
-TOP_LEVEL_KEYS = ("name", "nodes", "edges", "generator")
-NODE_FIELDS = ("id", "host", "port", "device", "position")
-# Edge attribute -> (check, wording). A zero weight is refused: an edge that exists for
-# communication but not for mixing is a contradiction; leave the edge out instead.
-EDGE_ATTRS = {
-    "weight": (lambda x: x > 0, "a positive number"),
-    "latency_ms": (lambda x: x >= 0, "a non-negative number"),
-    "bandwidth_mbps": (lambda x: x > 0, "a positive number"),
-    "loss": (lambda x: 0 <= x < 1, "a number in [0, 1)"),
-}
-EDGE_KEYS = ("u", "v", *EDGE_ATTRS)
-DEVICE_RE = re.compile(r"cpu|cuda|cuda:\d+|auto")
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -72,8 +74,10 @@ def resolve_topology_path(name_or_path: str | Path) -> Path:
     raise TopologyError(f"{name_or_path}: no such file, and no shipped topology (shipped: {names})")
 
 
-def load_topology(path: str | Path) -> Topology:
-    """Read, parse and validate a topology file; any problem is a one-line `TopologyError`."""
+def load_topology(path: str | Path, node_attributes: type[Section] | None = None) -> Topology:
+    """Read, parse and validate a topology file; any problem is a one-line `TopologyError`.
+
+    `node_attributes` declares the node attributes the caller reads (see `parse_topology`)."""
     source = str(path)
     try:
         raw = Path(path).read_bytes()
@@ -98,30 +102,42 @@ def load_topology(path: str | Path) -> Topology:
         raise TopologyError(f"{source}: malformed YAML: {' '.join(str(exc).split())}") from None
     if data is None:
         raise TopologyError(f"{source}: empty file (no YAML content)")
-    return parse_topology(data, source)
+    return parse_topology(data, source, node_attributes)
 
 
-def parse_topology(data: Any, source: str) -> Topology:
-    """Validate a decoded topology mapping (from YAML, JSON or `Topology.to_dict`)."""
-    return _Parser(source).topology(data)
+def parse_topology(
+    data: Any, source: str, node_attributes: type[Section] | None = None
+) -> Topology:
+    """Validate a decoded topology mapping (from YAML, JSON or `Topology.to_dict`).
+
+    Without `node_attributes`, node keys beyond `NodeFields` are kept as free attributes. With
+    it, they must be fields of that model (whose own checks apply), anything else is an unknown
+    key, and `NodeSpec.attrs` holds the attributes the file sets, as validated (JSON data)."""
+    if not isinstance(data, dict):
+        kind = type(data).__name__
+        raise TopologyError(f"{source}: top level must be a mapping, got a {kind}")
+    model = file_model(node_attributes)
+    try:
+        parsed = model.model_validate(data)
+    except ValidationError as exc:
+        raise TopologyError(f"{source}: {_one_line(exc, model)}") from None
+    return _Checker(source).topology(parsed, Path(source).stem)
 
 
-def _show(value: Any) -> str:
-    """A short one-line rendering of an offending value for messages."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+def _one_line(error: ValidationError, model: type[TopologyFile]) -> str:
+    """`one_line`, and a key that is not a string (YAML reads `1:` or `on:` as one) shown as
+    written, where pydantic would print it as a path."""
+    first = error.errors(include_url=False)[0]
+    if first["type"] == "invalid_key":
+        path, _ = walk(model.model_json_schema(), first["loc"][:-1])
+        return f"{dotted(path) or '(top level)'}: key {show(first['input'])} is not a string"
+    return one_line(error, model)
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-class _Parser:
-    """Walks one decoded file; `fail` prefixes every message with the file name."""
+class _Checker:
+    """The rules between several nodes or edges, over a validated file; `fail` prefixes every
+    message with the file name and names the node (`nodes[2] (id 7)`) or edge (`edges[4] (3, 1)`)
+    as written, so that the message also points at what it clashes with."""
 
     def __init__(self, source: str) -> None:
         self.source = source
@@ -129,36 +145,20 @@ class _Parser:
     def fail(self, where: str, reason: str) -> TopologyError:
         return TopologyError(f"{self.source}: {where}: {reason}")
 
-    def topology(self, data: Any) -> Topology:
-        if not isinstance(data, dict):
-            kind = type(data).__name__
-            raise TopologyError(f"{self.source}: top level must be a mapping, got a {kind}")
-        for key in data:
-            if key not in TOP_LEVEL_KEYS:
-                allowed = ", ".join(sorted(TOP_LEVEL_KEYS))
-                raise self.fail(str(key), f"unknown top-level key (allowed: {allowed})")
-        name = data.get("name", Path(self.source).stem)
-        if not isinstance(name, str) or not name:
-            raise self.fail("name", f"must be a non-empty string, got {_show(name)}")
-        generator = data.get("generator")
-        if generator is not None and not isinstance(generator, dict):
-            raise self.fail("generator", f"must be a mapping, got {_show(generator)}")
-        nodes = self.nodes(data.get("nodes"))
-        edges = self.edges(data.get("edges"), {n.id for n in nodes})
+    def topology(self, parsed: TopologyFile, default_name: str) -> Topology:
+        nodes = self.nodes(parsed.nodes)
+        edges = self.edges(parsed.edges or [], {n.id for n in nodes})
         self.check_connected(nodes, edges)
-        return Topology(nodes=nodes, edges=edges, generator=generator, name=name)
+        name = default_name if parsed.name is None else parsed.name
+        return Topology(nodes=nodes, edges=edges, generator=parsed.generator, name=name)
 
-    def nodes(self, raw: Any) -> tuple[NodeSpec, ...]:
-        if raw is None or raw == []:
-            raise self.fail("nodes", "no nodes (a topology needs at least one)")
-        if not isinstance(raw, list):
-            raise self.fail("nodes", f"must be a list of node mappings, got {_show(raw)}")
+    def nodes(self, parsed: Sequence[NodeFields]) -> tuple[NodeSpec, ...]:
         nodes: list[NodeSpec] = []
         first_index: dict[int, int] = {}
         addresses: dict[tuple[str, int], str] = {}
         dimension: tuple[int, str] | None = None
-        for i, item in enumerate(raw):
-            node = self.node(i, item)
+        for i, item in enumerate(parsed):
+            node = _node_spec(item)
             label = f"nodes[{i}] (id {node.id})"
             if node.id in first_index:
                 raise self.fail(
@@ -185,96 +185,23 @@ class _Parser:
             nodes.append(node)
         return tuple(nodes)
 
-    def node(self, i: int, item: Any) -> NodeSpec:
-        if not isinstance(item, dict):
-            raise self.fail(f"nodes[{i}]", f"must be a mapping with an id, got {_show(item)}")
-        if "id" not in item:
-            raise self.fail(f"nodes[{i}]: id", "missing")
-        node_id = item["id"]
-        if not _is_int(node_id) or node_id < 0:
-            raise self.fail(
-                f"nodes[{i}]: id", f"must be a non-negative integer, got {_show(node_id)}"
-            )
-        label = f"nodes[{i}] (id {node_id})"
-        for key in item:
-            if not isinstance(key, str):
-                raise self.fail(f"{label}: {key!r}", "attribute names must be strings")
-        host = item.get("host")
-        if host is not None and (
-            not isinstance(host, str) or not host or any(c.isspace() for c in host)
-        ):
-            raise self.fail(f"{label}: host", f"must be a host name or address, got {_show(host)}")
-        port = item.get("port")
-        if port is not None and not (_is_int(port) and 1 <= port <= 65535):
-            raise self.fail(f"{label}: port", f"must be an integer in 1..65535, got {_show(port)}")
-        device = item.get("device")
-        if device is not None and not (isinstance(device, str) and DEVICE_RE.fullmatch(device)):
-            raise self.fail(
-                f"{label}: device", f"must be cpu, cuda, cuda:K or auto, got {_show(device)}"
-            )
-        position = item.get("position")
-        if position is not None:
-            if not (
-                isinstance(position, list)
-                and len(position) in (2, 3)
-                and all(_is_number(x) for x in position)
-            ):
-                raise self.fail(
-                    f"{label}: position",
-                    f"must be a list of 2 or 3 finite numbers, got {_show(position)}",
-                )
-            position = tuple(float(x) for x in position)
-        attrs = {k: v for k, v in item.items() if k not in NODE_FIELDS}
-        return NodeSpec(node_id, host, port, device, position, attrs)
-
-    def edges(self, raw: Any, ids: set[int]) -> tuple[EdgeSpec, ...]:
-        if raw is None:
-            return ()
-        if not isinstance(raw, list):
-            raise self.fail("edges", f"must be a list of edges, got {_show(raw)}")
+    def edges(self, parsed: Sequence[EdgeFields], ids: set[int]) -> tuple[EdgeSpec, ...]:
         seen: dict[tuple[int, int], str] = {}
         edges: list[EdgeSpec] = []
-        for i, item in enumerate(raw):
-            edge, label = self.edge(i, item, ids)
+        for i, item in enumerate(parsed):
+            label = f"edges[{i}] ({show(item.u)}, {show(item.v)})"
+            for key, end in (("u", item.u), ("v", item.v)):
+                if end not in ids:
+                    raise self.fail(f"{label}: {key}", f"node {end} is not in nodes")
+            if item.u == item.v:
+                raise self.fail(label, "self-loop")
+            edge = EdgeSpec(item.u, item.v, item.model_dump(include=set(LINK_ATTRIBUTES),
+                                                            exclude_none=True))
             if edge.pair in seen:
                 raise self.fail(label, f"duplicate edge (same as {seen[edge.pair]})")
             seen[edge.pair] = label
             edges.append(edge)
         return tuple(edges)
-
-    def edge(self, i: int, item: Any, ids: set[int]) -> tuple[EdgeSpec, str]:
-        """The validated edge and its label as given (`edges[4] (3, 1)`) for later messages."""
-        if isinstance(item, list) and len(item) == 2:
-            ends, attrs = item, {}
-        elif isinstance(item, dict):
-            for key in ("u", "v"):
-                if key not in item:
-                    raise self.fail(f"edges[{i}]: {key}", "missing")
-            ends = [item["u"], item["v"]]
-            attrs = {k: v for k, v in item.items() if k not in ("u", "v")}
-        else:
-            raise self.fail(
-                f"edges[{i}]",
-                f"must be a pair [u, v] or a mapping {{u, v, ...}}, got {_show(item)}",
-            )
-        label = f"edges[{i}] ({_show(ends[0])}, {_show(ends[1])})"
-        for key, end in zip(("u", "v"), ends, strict=True):
-            if not _is_int(end):
-                raise self.fail(
-                    f"{label}: {key}", f"must be a node id (an integer), got {_show(end)}"
-                )
-            if end not in ids:
-                raise self.fail(f"{label}: {key}", f"node {end} is not in nodes")
-        if ends[0] == ends[1]:
-            raise self.fail(label, "self-loop")
-        for key, value in attrs.items():
-            if key not in EDGE_ATTRS:
-                allowed = ", ".join(EDGE_KEYS)
-                raise self.fail(f"{label}: {key}", f"unknown edge key (allowed: {allowed})")
-            check, wording = EDGE_ATTRS[key]
-            if not (_is_number(value) and check(value)):
-                raise self.fail(f"{label}: {key}", f"must be {wording}, got {_show(value)}")
-        return EdgeSpec(ends[0], ends[1], {k: float(v) for k, v in attrs.items()}), label
 
     def check_connected(self, nodes: tuple[NodeSpec, ...], edges: tuple[EdgeSpec, ...]) -> None:
         g: nx.Graph[int] = nx.Graph()
@@ -286,3 +213,13 @@ class _Parser:
             raise self.fail(
                 "edges", f"graph is disconnected: {len(sizes)} components of sizes {listed}"
             )
+
+
+def _node_spec(node: NodeFields) -> NodeSpec:
+    """The node's spec; its attributes are the declared ones the file sets (validated, as JSON
+    data, so that unset ones fall back to the reader's default) and, for a `FreeNode`, the free
+    ones as written."""
+    declared = set(type(node).model_fields) - set(NodeFields.model_fields)
+    attrs = node.model_dump(mode="json", include=declared, exclude_unset=True) if declared else {}
+    attrs.update(node.model_extra or {})
+    return NodeSpec(node.id, node.host, node.port, node.device, node.position, attrs)

@@ -3,7 +3,8 @@
 Names: `linear`, `mlp` (option `hidden`), `cnn` (the small default for image datasets; options
 `channels`, `kernel`, `padding`, `hidden`), `ssdfl-cnn` (docs/protocols/ssd-fl.md#e10) and
 `dmflsq-cnn` (the DMFL-SQ paper's CNN2+FC2, P = 2,122,186 on CIFAR-10: the size that matches
-its omega = 8.37e-3).
+its omega = 8.37e-3). Each name's options, with their defaults, are its spec model in
+MODEL_SPECS (the `model:` section); the builders take them all, so no default is repeated here.
 
 Initialisation draws from the run's shared `init` stream: every node starts from the same
 parameters (as the papers' experiments do), whichever process, thread or host builds them.
@@ -16,12 +17,17 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal, get_args
 
 import torch
+from pydantic import ValidationError
 from torch import nn
 
+from dfl_config.plugins import discover
+from dfl_config.problems import one_line, suggestion
+from dfl_config.section import Count, NonNegativeInt
 from dfl_node.learning.seeds import torch_stream
+from dfl_node.settings.model import ModelSpec
 
 
 class ModelError(ValueError):
@@ -40,7 +46,7 @@ def linear(input_shape: Sequence[int], classes: int) -> nn.Module:
     return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), classes))
 
 
-def mlp(input_shape: Sequence[int], classes: int, hidden: Sequence[int] = (64,)) -> nn.Module:
+def mlp(input_shape: Sequence[int], classes: int, hidden: Sequence[int]) -> nn.Module:
     widths = [math.prod(input_shape), *hidden]
     layers: list[nn.Module] = [nn.Flatten()]
     for a, b in itertools.pairwise(widths):
@@ -49,12 +55,12 @@ def mlp(input_shape: Sequence[int], classes: int, hidden: Sequence[int] = (64,))
     return nn.Sequential(*layers)
 
 
-def cnn(input_shape: Sequence[int], classes: int, channels: Sequence[int] = (16, 32),
-        kernel: int = 5, padding: int = 0, hidden: int | None = None) -> nn.Module:
+def cnn(input_shape: Sequence[int], classes: int, channels: Sequence[int], kernel: int,
+        padding: int, hidden: int | None) -> nn.Module:
     """[conv(kernel) -> ReLU -> maxpool 2] per entry of `channels`, then [FC(hidden) ->] FC.
 
-    The default (16, 32 channels, 5x5, no padding, no hidden layer) has 18.4k parameters on
-    Fashion-MNIST: small enough for 20 nodes to train on 2 CPU cores in minutes.
+    The default (CnnSpec: 16, 32 channels, 5x5, no padding, no hidden layer) has 18.4k
+    parameters on Fashion-MNIST: small enough for 20 nodes to train on 2 CPU cores in minutes.
     """
     c, h, w = image_shape(input_shape, "cnn")
     layers: list[nn.Module] = []
@@ -95,21 +101,81 @@ BUILDERS: dict[str, Callable[..., nn.Module]] = {
 }
 
 
+class BuiltinSpec(ModelSpec):
+    """A model this module builds: its builder in BUILDERS takes the spec's options."""
+
+    def build(self, input_shape: tuple[int, ...], classes: int) -> nn.Module:
+        return BUILDERS[self.name](input_shape, classes, **self.model_dump(exclude={"name"}))
+
+
+class LinearSpec(BuiltinSpec):
+    name: Literal["linear"]
+
+
+class MlpSpec(BuiltinSpec):
+    name: Literal["mlp"]
+    hidden: tuple[Count, ...] = (64,)
+    """Widths of the hidden layers (ReLU after each); [] is the linear model."""
+
+
+class CnnSpec(BuiltinSpec):
+    name: Literal["cnn"]
+    channels: tuple[Count, ...] = (16, 32)
+    """Output channels of each conv -> ReLU -> maxpool 2 stage."""
+    kernel: Count = 5
+    """Side of every conv kernel."""
+    padding: NonNegativeInt = 0
+    """Zero padding of every conv."""
+    hidden: Count | None = None
+    """Width of a hidden FC layer before the classifier; None: none."""
+
+
+class SsdflCnnSpec(BuiltinSpec):
+    name: Literal["ssdfl-cnn"]
+
+
+class DmflsqCnnSpec(BuiltinSpec):
+    name: Literal["dmflsq-cnn"]
+
+
+# Every model by name: the `dfl_mesh.models` entry points, these included (pyproject.toml), so
+# an installed package adds a model the way this module does. Read at the end of this module:
+# the shipped entry points name the classes above.
+MODELS_GROUP = "dfl_mesh.models"
+_PLUGINS = discover(MODELS_GROUP)
+MODEL_SPECS: dict[str, type[ModelSpec]] = {}
+for _name, _spec in _PLUGINS.found.items():
+    if not (isinstance(_spec, type) and issubclass(_spec, ModelSpec)
+            and get_args(_spec.model_fields["name"].annotation) == (_name,)):
+        raise TypeError(f"{MODELS_GROUP} entry point {_name!r} of {_PLUGINS.packages[_name]} is "
+                        f"not a ModelSpec whose name is Literal[{_name!r}]")
+    MODEL_SPECS[_name] = _spec
+
+
+def model_spec(spec: dict[str, Any]) -> ModelSpec:
+    """`spec` validated by the model its `name` names; ModelError (one line, the option and,
+    for a misspelt one, its closest known name) on an unknown model or a bad option."""
+    name = spec.get("name")
+    if not isinstance(name, str) or name not in MODEL_SPECS:
+        if name in _PLUGINS.clashes:
+            raise ModelError(_PLUGINS.why_not(str(name), "model"))
+        known = ", ".join(sorted(MODEL_SPECS))
+        raise ModelError(f"unknown model {name!r}{suggestion(str(name), MODEL_SPECS)} "
+                         f"(known: {known})")
+    cls = MODEL_SPECS[name]
+    try:
+        return cls.model_validate(spec)
+    except ValidationError as exc:
+        raise ModelError(one_line(exc, cls, ("model",))) from None
+
+
 def build_model(spec: dict[str, Any], input_shape: Sequence[int], classes: int,
                 seed: int) -> nn.Module:
     """Build the named model for `input_shape` (one sample's shape) and initialise it from the
     run's shared `init` stream."""
-    options = {k: v for k, v in spec.items() if k != "name"}
-    try:
-        builder = BUILDERS[spec["name"]]
-    except KeyError:
-        known = ", ".join(sorted(BUILDERS))
-        raise ModelError(f"unknown model {spec.get('name')!r} (known: {known})") from None
-    try:
-        with torch.device("meta"):
-            model = builder(tuple(input_shape), classes, **options)
-    except TypeError as exc:
-        raise ModelError(f"model {spec['name']!r}: bad options {options}: {exc}") from None
+    checked = model_spec(spec)
+    with torch.device("meta"):
+        model = checked.build(tuple(input_shape), classes)
     model.to_empty(device="cpu")
     reset_parameters(model, torch_stream(seed, -1, "init"))
     return model

@@ -10,16 +10,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dfl_node.learning.arrays import DatasetArrays
+from dfl_node.learning.generated import GeneratedDataset
 from dfl_node.learning.seeds import numpy_stream
+from dfl_node.settings.data import SyntheticSettings
+
+_DEFAULT = SyntheticSettings()
 
 
 @dataclass(frozen=True)
 class SyntheticSpec:
-    classes: int = 10
-    features: int = 32
-    train_size: int = 4000
-    test_size: int = 2000
-    noise: float = 2.0
+    """What the generator needs: the `synthetic:` section's keys, whose defaults and checks are
+    SyntheticSettings's (these fields take them over rather than repeat them), and the data
+    seed. A plain dataclass so that an unknown key is a TypeError where it is built."""
+
+    classes: int = _DEFAULT.classes
+    features: int = _DEFAULT.features
+    train_size: int = _DEFAULT.train_size
+    test_size: int = _DEFAULT.test_size
+    noise: float = _DEFAULT.noise
     seed: int = 0
 
 
@@ -34,3 +43,13 @@ def make_synthetic(spec: SyntheticSpec) -> tuple[np.ndarray, np.ndarray, np.ndar
     y = labels.astype(np.int64)
     n = spec.train_size
     return x[:n], y[:n], x[n:], y[n:]
+
+
+class SyntheticDataset(GeneratedDataset):
+    """`--dataset synthetic`: Gaussian blobs, one per class (the `synthetic:` section)."""
+
+    options = SyntheticSettings
+
+    def generate(self, options: SyntheticSettings, seed: int) -> DatasetArrays:
+        spec = SyntheticSpec(**options.model_dump(), seed=seed)
+        return DatasetArrays(*make_synthetic(spec), classes=spec.classes)

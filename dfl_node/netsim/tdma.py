@@ -20,6 +20,11 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from pydantic import ValidationError
+
+from dfl_config.problems import one_line
+from dfl_node.settings.tdma import TdmaSettings
+
 Link = tuple[int, int]  # (transmitter, receiver)
 Positions = Mapping[int, Sequence[float]]
 
@@ -146,31 +151,30 @@ def distance(positions: Positions, a: int, b: int) -> float:
 
 
 MODES = ("sync", "tdma")
-OPTIONS = ("interference_range", "interference_factor")
 
 
 def plan_section(topology: Mapping[str, Any], mode: str,
-                 options: Mapping[str, Any]) -> dict[str, Any]:
+                 options: Mapping[str, Any] | TdmaSettings) -> dict[str, Any]:
     """The plan's `schedule` section: the mode and, for TDMA, R_I and the slot lists.
 
-    R_I defaults to interference_factor x r_c (factor 1, docs/protocols/dsc.md#a11); it is
-    None, and the
-    interference rule skipped, when the topology has no positions. ValueError on bad input.
+    `options` is the user's `tdma` section (TdmaSettings, or its dict). R_I defaults to
+    interference_factor x r_c (docs/protocols/dsc.md#a11); it is None, and the interference
+    rule skipped, when the topology has no positions. ValueError (one line) on bad input.
     """
     if mode not in MODES:
         raise ValueError(f"schedule must be one of {', '.join(MODES)}, got {mode!r}")
     if mode == "sync":
         return {"mode": "sync"}
-    unknown = sorted(set(options) - set(OPTIONS))
-    if unknown:
-        raise ValueError(f"tdma: unknown key(s) {unknown}")
-    r_i = _non_negative(options, "interference_range")
-    factor = _non_negative(options, "interference_factor")
+    try:
+        settings = TdmaSettings.model_validate(options)
+    except ValidationError as exc:
+        raise ValueError(one_line(exc, TdmaSettings, ("tdma",))) from None
+    r_i = settings.interference_range
     positions = node_positions(topology)
     if positions is None:
         r_i = None
     elif r_i is None:
-        r_i = (1.0 if factor is None else factor) * communication_range(topology, positions)
+        r_i = settings.interference_factor * communication_range(topology, positions)
     edges = [edge_pair(e) for e in topology["edges"]]
     schedule = build_schedule(edges, positions, r_i or 0.0)
     return {"mode": "tdma", "interference_range": r_i, "frame_length": schedule.frame_length,
@@ -189,11 +193,3 @@ def schedule_from_plan(topology: Mapping[str, Any],
         raise ValueError("the plan's TDMA slots differ from the ones this node computes")
     return mine
 
-
-def _non_negative(options: Mapping[str, Any], key: str) -> float | None:
-    value = options.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise ValueError(f"tdma.{key} must be a number >= 0, got {value!r}")
-    return float(value)

@@ -21,10 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
+from dfl_config.problems import one_line
 from dfl_node.netsim import radio, tdma
-from dfl_node.netsim.radio import RadioConfig
 from dfl_node.netsim.tdma import Link, TdmaSchedule
+from dfl_node.settings.link import LinkSettings
 
 
 @dataclass(frozen=True)
@@ -59,16 +61,22 @@ class LinkStats:
 
 @dataclass(frozen=True)
 class LinkModel:
-    cfg: RadioConfig
+    cfg: LinkSettings
     links: dict[Link, LinkParams]  # both directions of every edge
     compute_seconds: tuple[float, ...]  # per node, one local step
     seed: int = 0
 
     @classmethod
-    def from_plan(cls, topology: dict[str, Any], link: Mapping[str, Any],
+    def from_plan(cls, topology: dict[str, Any], link: Mapping[str, Any] | LinkSettings,
                   seed: int = 0) -> LinkModel:
-        """ValueError (one line) on bad link options or a distance model without positions."""
-        cfg = RadioConfig.from_dict(link)
+        """ValueError (one line) on bad link options or a distance model without positions.
+
+        `link` is the plan's `link` section (a dict: validating it again costs nothing and
+        gives a hand-made plan the model's defaults) or the launcher's model of it."""
+        try:
+            cfg = LinkSettings.model_validate(link)
+        except ValidationError as exc:
+            raise ValueError(one_line(exc, LinkSettings)) from None
         positions = tdma.node_positions(topology)
         if cfg.needs_positions and positions is None:
             raise ValueError(f"loss_model {cfg.loss_model} needs node positions; "

@@ -7,7 +7,7 @@ imports `protocols` (the layer contract in pyproject.toml).
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import nn
@@ -19,7 +19,9 @@ from dfl_node.state.checkpoint_file import State
 
 
 class NodeAlgorithm(Protocol):
-    """One node's protocol object, as the runtime sees it."""
+    """One node's protocol object, as the runtime sees it. What a protocol may do beyond rounds
+    (a pre-phase, surviving failures, a run-level report) it opts into; the runtime asks with
+    isinstance against the capabilities below before calling one."""
 
     @property
     def needs_prephase(self) -> bool: ...  # read only: protocols declare it per class
@@ -34,17 +36,19 @@ class NodeAlgorithm(Protocol):
 
     def summary(self) -> dict[str, float | dict[str, float]]: ...
 
-    def node_report(self) -> dict[str, Any]: ...
-
-    def on_graph_change(self, graph: SurvivingGraph) -> None: ...
-
     def checkpoint_state(self) -> State: ...
 
     def restore_state(self, state: State) -> None: ...
 
-    def prephase_report(self) -> dict[str, Any]: ...
 
-    def prephase_answer(self, answer: Any) -> None: ...
+@runtime_checkable
+class FailureAware(Protocol):
+    def on_graph_change(self, graph: SurvivingGraph) -> None: ...
+
+
+@runtime_checkable
+class Reporting(Protocol):
+    def node_report(self) -> dict[str, Any]: ...
 
 
 class AlgorithmClass(Protocol):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import queue
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import zmq
@@ -172,20 +172,21 @@ class InprocPrephaseChannel:
         pass
 
 
+@runtime_checkable
 class HasPrephase(Protocol):
-    @property
-    def needs_prephase(self) -> bool: ...
-
     def prephase_report(self) -> dict[str, np.ndarray]: ...
 
     def prephase_answer(self, answer: Mapping[str, np.ndarray]) -> None: ...
 
 
-def run_prephase(plan_section: Mapping[str, Any], node_id: int, proto: HasPrephase,
+def run_prephase(plan_section: Mapping[str, Any], node_id: int, proto: object,
                  channel: PrephaseChannel | None) -> dict[str, int]:
     """The node's whole pre-phase (if its protocol has one); its traffic counters, else {}."""
-    if not proto.needs_prephase:
+    if not getattr(proto, "needs_prephase", False):
         return {}
+    if not isinstance(proto, HasPrephase):
+        raise PrephaseError(f"node {node_id}: the protocol needs a pre-phase but has no "
+                            "prephase_report/prephase_answer")
     if not plan_section:
         raise PrephaseError(f"node {node_id}: the protocol needs a pre-phase but the plan has "
                             "no prephase section")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,9 @@ from dfl_node.netsim.tdma import schedule_from_plan
 from dfl_node.netsim.virtual_clock import LinkModel, VirtualClock
 from dfl_node.plan import PlanError, RunPlan
 from dfl_node.runner import node_state as node_checkpoint
-from dfl_node.runner.algorithm import AlgorithmClass
+from dfl_node.runner.algorithm import AlgorithmClass, FailureAware, NodeAlgorithm, Reporting
 from dfl_node.runner.context import NodeContext
-from dfl_node.runner.membership import FailureHandling
+from dfl_node.runner.membership import FailureHandling, SurvivingGraph
 from dfl_node.runner.node_state import Resumed
 from dfl_node.runner.prephase_client import PrephaseChannel, run_prephase
 from dfl_node.runner.profiling import profiled
@@ -84,7 +85,7 @@ def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: 
     prephase_traffic = (resumed.prephase if resumed
                         else run_prephase(plan.prephase, node_id, proto, prephase))
     last: dict[str, Any] = resumed.last if resumed else {}
-    failures = FailureHandling(comm, transport.liveness, plan.wire.get("on_failure", "stop"),
+    failures = FailureHandling(comm, transport.liveness, plan.wire["on_failure"],
                                plan.ids, plan.edges())
     round_seconds: dict[str, float] = {}  # wall time of each round's own work, for the summary
     first_round_at: float | None = None  # Unix time this node finished its first round
@@ -94,7 +95,7 @@ def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: 
             stall_for_test(node_id, r)
             began = time.perf_counter()
             info = proto.run_round(r)
-            failures.after_round(r, proto.on_graph_change)
+            failures.after_round(r, graph_change(proto))
             round_seconds[str(r)] = time.perf_counter() - began
             first_round_at = first_round_at or time.time()
             if node_id in plan.clients and ((r + 1) % plan.eval_every == 0 or r + 1 == plan.rounds):
@@ -124,7 +125,8 @@ def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: 
                    "formula": ctx.formula.to_json(), "protocol": proto.summary(),
                    "rejected": dict(comm.ledger.rejected),
                    "slot_mismatches": comm.slot_mismatches, "links": clock.link_report(),
-                   "prephase": prephase_traffic, "report": proto.node_report(),
+                   "prephase": prephase_traffic,
+                   "report": proto.node_report() if isinstance(proto, Reporting) else {},
                    "round_seconds": round_seconds, "first_round_at": first_round_at,
                    **survival})
 
@@ -176,3 +178,14 @@ def save_tensors(tensors: dict[str, torch.Tensor], path: Path) -> None:
     the same moment could recurse in it, so the module imports it once at load time."""
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(path))
+
+
+def graph_change(proto: NodeAlgorithm) -> Callable[[SurvivingGraph], None]:
+    """The protocol's rule for a smaller graph; one without rules (the launcher refuses
+    `--on-failure continue` for it) never gets here with a changed graph."""
+    if isinstance(proto, FailureAware):
+        return proto.on_graph_change
+
+    def refuse(graph: SurvivingGraph) -> None:
+        raise RuntimeError(f"{type(proto).__name__} has no rules for losing a node")
+    return refuse

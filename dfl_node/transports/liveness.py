@@ -33,15 +33,17 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import zmq
+from pydantic import ValidationError
 from zmq.utils.monitor import recv_monitor_message
+
+from dfl_config.problems import one_line
+from dfl_node.settings.wire import WireSettings
 
 UP_EVENT = zmq.EVENT_HANDSHAKE_SUCCEEDED
 DOWN_EVENT = zmq.EVENT_DISCONNECTED
 PING_BYTES = 9  # ZMTP 3.1 command frame: flags, size, "\x04PING", 2-byte TTL
 PONG_BYTES = 7  # flags, size, "\x04PONG"
 POLL_MS = 100
-DEFAULT_DEADLINE_S = 10.0
-ON_FAILURE = ("stop", "continue")  # wire.on_failure
 STALL_ENV = "DFL_TEST_STALL"  # fault injection for tests: "node:round:seconds"
 
 
@@ -93,9 +95,13 @@ class Heartbeat:
         return self.deadline_s / 2
 
     @classmethod
-    def of(cls, wire: Mapping[str, Any]) -> Heartbeat:
-        """The plan's heartbeat (`wire.deadline_s`; plans from before it get the default)."""
-        return cls(float(wire.get("deadline_s", DEFAULT_DEADLINE_S)))
+    def of(cls, wire: Mapping[str, Any] | WireSettings) -> Heartbeat:
+        """The plan's heartbeat (`wire.deadline_s`; a plan without it gets WireSettings's
+        default)."""
+        try:
+            return cls(WireSettings.model_validate(wire).deadline_s)
+        except ValidationError as exc:
+            raise ValueError(one_line(exc, WireSettings, ("wire",))) from None
 
     def apply(self, socket: zmq.Socket) -> None:
         """Set before connect: libzmq reads these when it builds a connection."""

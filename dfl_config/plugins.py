@@ -1,0 +1,58 @@
+"""Entry-point discovery, one way for every plugin point (protocols, models, datasets,
+compressors).
+
+What dfl-mesh ships registers exactly as a third-party package does, in pyproject.toml, so an
+installed package adds a protocol, a model, a dataset or a compressor without an edit to this
+repository. A name two packages register is refused rather than resolved by install order: it
+is left out of the table and reported, naming both packages, where a user asks for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+HOME = "dfl-mesh"  # this project's distribution
+
+
+def package_of(ep: EntryPoint) -> str:
+    return ep.dist.name if ep.dist is not None else "(unknown package)"
+
+
+@dataclass(frozen=True)
+class Plugins:
+    """The loaded objects of one entry-point group by name, and the names that clash."""
+
+    group: str
+    found: dict[str, Any] = field(default_factory=dict)
+    clashes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    packages: dict[str, str] = field(default_factory=dict)
+
+    def why_not(self, name: str, what: str) -> str:
+        """One line: why `name` is no `what` here."""
+        if name in self.clashes:
+            return (f"{what} {name!r} is registered by several packages "
+                    f"({' and '.join(self.clashes[name])}); uninstall one of them")
+        return f"unknown {what} {name!r} (known: {', '.join(sorted(self.found))})"
+
+
+def discover(group: str) -> Plugins:
+    """Load every entry point of `group`; TypeError (naming the package) if one fails."""
+    by_name: dict[str, list[EntryPoint]] = {}
+    for ep in entry_points(group=group):
+        by_name.setdefault(ep.name, []).append(ep)
+    plugins = Plugins(group)
+    for name in sorted(by_name):
+        packages = tuple(sorted({package_of(ep) for ep in by_name[name]}))
+        if len(packages) > 1:
+            plugins.clashes[name] = packages
+            continue
+        ep = by_name[name][0]
+        try:
+            plugins.found[name] = ep.load()
+        except Exception as exc:
+            raise TypeError(f"{group} entry point {name!r} of {packages[0]} ({ep.value}) "
+                            f"cannot be loaded: {exc}") from exc
+        plugins.packages[name] = packages[0]
+    return plugins

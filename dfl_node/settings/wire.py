@@ -1,0 +1,39 @@
+"""The `wire:` section: the caps and timeouts every node enforces on its sockets, and what the
+run does when a node dies.
+
+A cap of 0 would refuse every message and a timeout of 0 fail every receive, hence the
+positive types.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+from dfl_config.section import Count, Positive, Section
+
+OnFailure = Literal["stop", "continue"]
+ON_FAILURE: tuple[str, ...] = get_args(OnFailure)
+
+
+class WireSettings(Section):
+    hwm: Count = 1000
+    """ZeroMQ high-water mark: messages queued per socket before sends block."""
+    recv_timeout_s: Positive = 300.0
+    """How long a node waits for a neighbour's message."""
+    max_tensors: Count = 4096
+    """Most tensors one message may carry (dfl_node/wire/codec.py)."""
+    max_message_bytes: Count = 1 << 30
+    """Largest message a node accepts."""
+    rendezvous_s: Positive | None = None
+    """How long a node waits for the rest of the mesh to start; None: recv_timeout_s
+    (dfl_node/comm/rendezvous.py)."""
+    deadline_s: Positive = 10.0
+    """A neighbour silent this long is dead (dfl_node/transports/liveness.py)."""
+    on_failure: OnFailure = "stop"
+    """After a death: stop the run, or (continue) the survivors go on without the dead
+    (dfl_node/runner/membership.py; only for protocols that survive failures)."""
+
+    @property
+    def rendezvous_seconds(self) -> float:
+        """The start-up patience: `rendezvous_s`, or `recv_timeout_s` when unset."""
+        return self.recv_timeout_s if self.rendezvous_s is None else self.rendezvous_s
