@@ -8,42 +8,46 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-import numpy as np
 import torch
 from torch import nn
 
+from dfl_config.section import Section
 from dfl_node.learning.models import build_model
 from dfl_node.learning.shards import load_node_data
 from dfl_node.learning.training import evaluate
 from dfl_node.plan import RunPlan
 from dfl_node.runner.context import NodeContext
-from dfl_node.runner.membership import SurvivingGraph
-from dfl_node.runner.prephase_client import Coordination
 from dfl_node.state.checkpoint_file import State
 from dfl_node.state.codec import capture, capture_fields, restore, restore_fields
 from protocols.describe import ACCURACY, DatasetPreparer, MultiTask, ReportTable, Score
+from protocols.hyper import ProtocolHyper
 
 if TYPE_CHECKING:
     import click
 
 
-class Protocol(ABC):
-    # Server-based protocols (q-FFL) get an aggregator node in the plan beside the clients.
+H = TypeVar("H", bound=ProtocolHyper)
+
+
+class Protocol(ABC, Generic[H]):
+    """One node's algorithm. Capabilities beyond rounds are mix-ins (protocols/capabilities.py);
+    the building blocks of a round are in protocols/sdk."""
+
+    # The protocol's settings: a typed model whose defaults are the protocol's defaults. The
+    # launcher validates `hyper` against it (exit 2 on an unknown key or bad value); the node
+    # gets it, validated, as `self.hyper`.
+    Hyper: ClassVar[type[ProtocolHyper]] = ProtocolHyper
+
+    # Set from the capability mix-ins a class inherits (read by launcher and runtime).
     server_based: ClassVar[bool] = False
-
-    # True: the runtime runs a one-time pre-phase before round 0 (report -> coordinator ->
-    # answer; dfl_node/runner/prephase_client.py), with the three methods below.
     needs_prephase: ClassVar[bool] = False
-
-    # True: the protocol has documented rules for losing a node (docs/failures.md), so a run may use
-    # `--on-failure continue`; the runtime then calls `on_graph_change` when the survivors
-    # agree on a smaller graph. Others refuse `continue` before anything starts.
     survives_failures: ClassVar[bool] = False
 
     # Attributes (dotted paths reach inside) whose state the next round reads beside the model:
-    # samplers, copies, trackers, counters. A checkpoint saves them (dfl_node/state/codec.py).
+    # samplers, copies, trackers, counters. A checkpoint saves them (dfl_node/state/codec.py);
+    # the resume test of every registered protocol fails when one is missing.
     checkpoint_fields: tuple[str, ...] = ()
 
     # What the launcher shows of the protocol (protocols/describe.py), read through the
@@ -63,9 +67,18 @@ class Protocol(ABC):
     launch_commands: ClassVar[tuple[click.Command, ...]] = ()
     # Datasets the protocol brings, by `--dataset` name (DSC's rendered `scenes`).
     datasets: ClassVar[Mapping[str, DatasetPreparer]] = {}
+    # Node attributes of topology files the protocol reads (SSD-FL's `optimizer`): one model
+    # whose fields are the attributes; a topology's node keys are validated against them.
+    node_attributes: ClassVar[type[Section] | None] = None
+    # Models the protocol brings for the `model:` section (DSC's `routed`): spec models with a
+    # `name: Literal[...]` field, validated like the runtime's own models.
+    model_specs: ClassVar[tuple[type[Section], ...]] = ()
+    # The options of the datasets it brings, by config section (DSC's `scenes:`).
+    dataset_options: ClassVar[Mapping[str, type[Section]]] = {}
 
     def __init__(self, ctx: NodeContext) -> None:
         self.ctx = ctx
+        self.hyper: H = type(self).Hyper.model_validate(ctx.hyper)  # type: ignore[assignment]
 
     def checkpoint_state(self) -> State:
         """Everything the next round reads: the model (parameters and buffers) and the
@@ -79,37 +92,12 @@ class Protocol(ABC):
         restore(self.ctx.model, state.part("model"))
         restore_fields(self, state)
 
-    def on_graph_change(self, graph: SurvivingGraph) -> None:
-        """From the next round on, run on `graph` (dead nodes gone; `--on-failure continue`)."""
-        raise NotImplementedError(f"{type(self).__name__} does not survive failures")
-
-    def prephase_report(self) -> dict[str, np.ndarray]:
-        """What this node tells the coordinator (named arrays)."""
-        raise NotImplementedError(f"{type(self).__name__} has no pre-phase")
-
-    def prephase_answer(self, answer: Mapping[str, np.ndarray]) -> None:
-        """Take the coordinator's answer; raise ValueError if it is malformed."""
-        raise NotImplementedError(f"{type(self).__name__} has no pre-phase")
-
-    @staticmethod
-    def coordinate(plan: RunPlan, reports: Mapping[int, Mapping[str, np.ndarray]]) -> Coordination:
-        """The coordinator's side: every node's report in, an answer per node out (runs once,
-        in the coordinator process). Raise ValueError (one line) on reports it cannot use."""
-        raise NotImplementedError("this protocol has no pre-phase")
-
-    @staticmethod
-    def check_hyper(hyper: Mapping[str, Any]) -> None:
-        """Raise ValueError (one line) on a bad `hyper` setting; the launcher calls it so that a
-        bad setting is exit 2 before any node starts."""
-        require_int(hyper, "torch_threads", 1)
-
     @classmethod
     def check_plan(cls, plan: RunPlan) -> None:
         """Raise ValueError (one line) on a plan this protocol cannot run, for checks that need
         the nodes or the data section; the launcher calls it so that this, too, is exit 2
         before any node starts. Default: `build_workload`'s model fits the plan's data."""
         build_model(plan.model, plan.data["shape"], plan.data["num_classes"], plan.seed)
-
 
     @classmethod
     def build_workload(cls, plan: RunPlan, node_id: int) -> tuple[nn.Module, Any]:
@@ -142,26 +130,3 @@ class Protocol(ABC):
     def extra_state(self) -> dict[str, torch.Tensor]:
         """Tensors beside the model worth keeping (e.g. neighbour copies), saved in final/."""
         return {}
-
-    def node_report(self) -> dict[str, Any]:
-        """What this node tells the launcher at the end that is not averaged over nodes (its
-        final per-task metrics, its row of a mixing matrix); goes to `run_keys`."""
-        return {}
-
-    @classmethod
-    def run_keys(cls, plan: RunPlan, reports: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
-        """summary.json keys that need every client's `node_report` at once (e.g. rho of a
-        matrix whose rows live on different nodes); computed by the launcher."""
-        return {}
-
-
-def require_int(hyper: Mapping[str, Any], key: str, default: int, minimum: int = 1) -> None:
-    value = hyper.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{key} must be an integer >= {minimum}, got {value!r}")
-
-
-def require_positive(hyper: Mapping[str, Any], key: str) -> None:
-    value = hyper.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ValueError(f"{key} must be a number > 0, got {value!r}")

@@ -42,6 +42,11 @@ class ReportTable:
     # An overlay of the worst client's accuracy against the round, for a paper whose claims
     # are about the tail.
     worst_plot: bool = False
+    # The member protocols in row order; members not named come after, by name.
+    rows: tuple[str, ...] = ()
+    # Where the table comes in dfl-report (and its members in the protocol table): lower first;
+    # tables of the same position by lead protocol's name.
+    position: int = 100
 
 
 @dataclass(frozen=True)

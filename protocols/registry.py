@@ -1,8 +1,14 @@
-"""CLI protocol names -> classes: a fixed table, never an import chosen by data.
+"""CLI protocol names -> classes, from the `dfl_mesh.protocols` entry points.
 
-The launcher reaches every protocol through this table: what it shows of each (protocols/
-describe.py) is read from the classes here. The order is `dfl-report`'s: families in the order
-of their first member, and within a family, rows in member order.
+The shipped protocols register exactly as a third-party package does (pyproject.toml's
+[project.entry-points."dfl_mesh.protocols"]), so an installed package adds an algorithm with no
+edit to this repository. The launcher reaches every protocol through this table: what it shows
+of each (protocols/describe.py) is read from the classes here. The order is `dfl-report`'s:
+dfl-mesh's own in their declared order (families in the order of their first member), then
+other packages' by name.
+
+A name two packages register is refused, not resolved by install order: it stays out of the
+table and `--protocol` with it names both packages (CLASHES).
 """
 
 from __future__ import annotations
@@ -10,46 +16,52 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dfl_config.plugins import Plugins, discover
 from protocols.base import Protocol
 from protocols.describe import DatasetPreparer, ReportTable, Score
-from protocols.dmflsq.chocosgd import ChocoSGD
-from protocols.dmflsq.dmflsq import DMFLSQ
-from protocols.dsc.dsc import DSC
-from protocols.dsc.dsc_baselines import DSCFedAMP, DSCFedAvg, DSCMax, DSCNoAgg
-from protocols.gossip.dpsgd import DPSGD
-from protocols.gossip.dsgt import DSGT
-from protocols.gossip.qffl import QFFL
-from protocols.ssdfl.ssdfl import SSDFL
-from protocols.ssdfl.ssdfl_baselines import CSTC, PDFL, SDFL, STC
 
 if TYPE_CHECKING:
     import click
 
-PROTOCOLS: dict[str, type[Protocol]] = {
-    "dmfl-sq": DMFLSQ,
-    "choco-sgd": ChocoSGD,
-    "dsgt": DSGT,
-    "qffl": QFFL,
-    "d-psgd": DPSGD,
-    "ssd-fl": SSDFL,
-    "sdfl": SDFL,
-    "pdfl": PDFL,
-    "stc": STC,
-    "cstc": CSTC,
-    "dsc": DSC,
-    "dsc-noagg": DSCNoAgg,
-    "dsc-fedavg": DSCFedAvg,
-    "dsc-max": DSCMax,
-    "dsc-fedamp": DSCFedAMP,
-}
+GROUP = "dfl_mesh.protocols"
+
+
+def _discover() -> tuple[dict[str, type[Protocol]], Plugins]:
+    plugins = discover(GROUP)
+    for name, cls in plugins.found.items():
+        if not (isinstance(cls, type) and issubclass(cls, Protocol)):
+            raise TypeError(f"{GROUP} entry point {name!r} of {plugins.packages[name]} is not "
+                            "a protocols.base.Protocol subclass")
+    table = plugins.found
+    order = sorted(table, key=lambda n: _rank(n, table))
+    return {name: table[name] for name in order}, plugins
+
+
+def _rank(name: str, table: dict[str, type[Protocol]]) -> tuple[int, str, int, str]:
+    """dfl-report's order: by family table (its position), then its rows, then by name."""
+    family = table[name].report_family
+    lead = table.get(family) if family else None
+    report = lead.report_table if lead is not None else None
+    if family is None or report is None:
+        return (1 << 30, name, 0, name)
+    row = report.rows.index(name) if name in report.rows else len(report.rows)
+    return (report.position, family, row, name)
+
+
+PROTOCOLS, _PLUGINS = _discover()
+CLASHES = _PLUGINS.clashes
 
 
 def protocol_class(name: str) -> type[Protocol]:
     try:
         return PROTOCOLS[name]
     except KeyError:
-        raise KeyError(f"unknown protocol {name!r} (known: {', '.join(sorted(PROTOCOLS))})") \
-            from None
+        raise KeyError(unknown_protocol(name)) from None
+
+
+def unknown_protocol(name: str) -> str:
+    """Why `name` is no protocol, in one line."""
+    return _PLUGINS.why_not(name, "protocol")
 
 
 @dataclass(frozen=True)

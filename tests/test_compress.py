@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pytest
@@ -11,17 +17,28 @@ import torch
 from dfl_node.learning.flat import flatten, unflatten_into
 from dfl_node.wire.codec import WireLimits, decode, encode
 from dfl_node.wire.tags import Tag
+from protocols.toolkit.compressor_specs import (
+    QUANTIZER_GROUP,
+    SHIPPED,
+    SPARSIFIER_GROUP,
+    RandKSpec,
+    SparsifierSpec,
+    TopKSpec,
+    UniformSpec,
+    build_compressor,
+    compressor_spec,
+    discover,
+)
 from protocols.toolkit.compressors import (
     Composed,
     Compressed,
     CompressionError,
     Compressor,
     Identity,
+    MessageAccounting,
     RandK,
     TopK,
     Uniform,
-    build_compressor,
-    formula_bits,
 )
 from protocols.toolkit.positions import (
     POSITION_NAMES,
@@ -32,6 +49,7 @@ from protocols.toolkit.positions import (
     position_bytes,
     rice_parameter,
 )
+from tests.harness import ENV_ROOT, ROOT
 
 P = 1000
 CIFAR_P = 2_122_186
@@ -212,31 +230,50 @@ def test_position_coding_never_exceeds_the_formula(size: int) -> None:
 
 def test_the_cifar_cnn_bit_counts() -> None:
     """P = 2,122,186 and ratio 0.01 give k = 21,222 (inferred from the paper's omega)."""
-    compressor = build_compressor({
+    compressor = build_compressor(compressor_spec({
         "sparsifier": {"type": "topk", "ratio": 0.01, "scope": "global"},
         "quantizer": {"type": "uniform", "bits": 8, "rounding": "nearest"},
-    })  # fmt: skip
+    }))  # fmt: skip
     v = torch.randn(CIFAR_P, generator=gen(0))
     c = compressor.compress(v)
     assert (c.k, c.size, c.quantized) == (21_222, CIFAR_P, True)
-    assert formula_bits(c, b_q=8, b_scale=32) == {
-        "values": 169_776, "positions": 21_222 * 22, "scale": 32,
+    assert c.payload(MessageAccounting()).bits == {
+        "values": 169_776, "positions": 21_222 * 22, "scale": 32, "header": 32, "trigger": 0,
     }  # fmt: skip
+    assert compressor.largest_bits(CIFAR_P, MessageAccounting()) == 169_776 + 466_884 + 64
     assert ceil_log2(CIFAR_P) == 22 and 21_222 * 22 == 466_884
     assert c.position_coding == "delta"
     assert 8 * c.position_bytes < 0.4 * 466_884  # about 8 bits per position instead of 22
     assert c.tensors["codes"].nbytes == 21_222 and c.tensors["scale"].nbytes == 4
     dense = Identity().compress(v)
-    assert formula_bits(dense, b_q=32, b_scale=32) == {
-        "values": 32 * CIFAR_P, "positions": 0, "scale": 0,
+    assert dense.payload(MessageAccounting(b_hdr=0)).bits == {
+        "values": 32 * CIFAR_P, "positions": 0, "scale": 0, "header": 0, "trigger": 0,
     }  # fmt: skip
 
 
 def test_formula_charges_an_empty_quantised_message_its_scale() -> None:
     c = Composed(TopK(k=5), Uniform()).compress(torch.zeros(10))
     assert (c.k, c.position_coding) == (0, "none")
-    assert formula_bits(c, 8, 32) == {"values": 0, "positions": 0, "scale": 32}
-    assert formula_bits(TopK(k=5).compress(torch.zeros(10)), 32, 32)["scale"] == 0
+    acc = MessageAccounting(b_hdr=0, b_trig=1)
+    assert c.payload(acc).bits == {"values": 0, "positions": 0, "scale": 32, "header": 0,
+                                   "trigger": 1}
+    assert TopK(k=5).compress(torch.zeros(10)).payload(acc).bits["scale"] == 0
+
+
+def test_a_message_states_its_bits_under_its_accounting() -> None:
+    """b_q follows the compressor unless the accounting sets it; the payload carries the very
+    tensors the wire carries."""
+    v = torch.randn(P, generator=gen(4))
+    c = Composed(TopK(k=100), Uniform(bits=4)).compress(v)
+    payload = c.payload(MessageAccounting())
+    assert payload.bits["values"] == 4 * 100 and payload.bits["positions"] == 100 * 10
+    assert c.payload(MessageAccounting(b_q=8)).bits["values"] == 8 * 100
+    assert sorted(payload.tensors) == sorted(c.tensors)
+    for name, array in c.tensors.items():
+        assert payload.tensors[name].numpy().tobytes() == array.tobytes()
+    full = TopK(k=P).compress(v)
+    assert full.payload(MessageAccounting()).bits["positions"] == P  # the P-bit mask
+    assert full.payload(MessageAccounting(dense_skip_mask=True)).bits["positions"] == 0
 
 
 # Hostile input
@@ -404,8 +441,9 @@ def test_malformed_quantised_payloads_are_refused(changes: dict, match: str) -> 
 
 
 def test_bitmap_padding_bits_must_be_zero() -> None:
-    tensors = {"k": np.array([1], np.int32), "bitmap": np.array([0, 0b10001000], np.uint8),
-               "values": np.ones(1, np.float32)}  # fmt: skip
+    tensors: dict[str, np.ndarray] = {
+        "k": np.array([1], np.int32), "bitmap": np.array([0, 0b10001000], np.uint8),
+        "values": np.ones(1, np.float32)}  # fmt: skip
     with pytest.raises(CompressionError, match="padding"):
         TopK(k=2).validate(tensors, 12)
     TopK(k=2).validate(tensors | {"bitmap": np.array([0, 0b10000000], np.uint8)}, 12)
@@ -483,33 +521,35 @@ def test_identity_is_exact_including_signed_zeros() -> None:
     ],
 )
 def test_build_compressor(spec: dict, expected: Compressor) -> None:
-    assert build_compressor(spec) == expected
+    assert build_compressor(compressor_spec(spec)) == expected
 
 
 @pytest.mark.parametrize(
     ("spec", "match"),
     [
-        ({"type": "topq"}, "type must be one of"),
-        ({"type": "topk"}, "exactly one of ratio and k"),
+        ({"type": "topq"}, r"compressor\.type: unknown 'topq' \(did you mean topk\?\)"),
+        ({"type": "topk"}, "compressor: give exactly one of ratio and k"),
         ({"type": "topk", "ratio": 0.1, "k": 3}, "exactly one"),
-        ({"type": "topk", "ratio": 0}, r"ratio must be a number in \(0, 1\]"),
-        ({"type": "topk", "ratio": True}, "ratio"),
-        ({"type": "randk", "k": 2.5}, "k must be an int"),
-        ({"type": "topk", "ratio": 0.1, "scope": "layer"}, "scope must be 'global'"),
-        ({"type": "uniform", "bits": 0}, "bits"),
-        ({"type": "uniform", "rounding": "up"}, "rounding"),
-        ({"type": "uniform", "scale": "per_layer"}, "per_message"),
-        ({"type": "identity", "ratio": 1}, "unknown keys"),
-        ({"sparsifier": {"type": "uniform"}}, "type must be one of"),
-        ({"quantizer": {"type": "topk", "k": 1}}, "type must be one of"),
-        ({"sparsifier": "topk"}, "expected a mapping"),
-        ({"sparsfier": {"type": "topk", "k": 1}}, "unknown keys"),
-        ([1, 2], "expected a mapping"),
+        ({"type": "topk", "ratio": 0}, r"compressor\.ratio: must be a number in \(0, 1\]"),
+        ({"type": "topk", "ratio": True}, "ratio: must be a number"),
+        ({"type": "randk", "k": 2.5}, r"compressor\.k: input should be a valid integer"),
+        ({"type": "topk", "ratio": 0.1, "scope": "layer"}, "scope: input should be 'global'"),
+        ({"type": "uniform", "bits": 0}, r"compressor\.bits: must be an integer in 1\.\.16"),
+        ({"type": "uniform", "rounding": "up"}, "rounding: input should be 'nearest' or"),
+        ({"type": "uniform", "scale": "per_layer"}, "scale: input should be 'per_message'"),
+        ({"type": "identity", "ratio": 1}, r"compressor\.ratio: unknown key"),
+        ({"sparsifier": {"type": "uniform"}},
+         r"compressor\.sparsifier\.type: unknown 'uniform' \(known: 'topk', 'randk'\)"),
+        ({"quantizer": {"type": "topk", "k": 1}}, r"compressor\.quantizer\.type: input should"),
+        ({"sparsifier": "topk"}, r"compressor\.sparsifier: input should be a valid dictionary"),
+        ({"sparsfier": {"type": "topk", "k": 1}},
+         r"compressor\.sparsfier: unknown key \(did you mean sparsifier\?\)"),
+        ([1, 2], "compressor: input should be a valid dictionary"),
     ],
 )
-def test_build_compressor_rejects_bad_specs_in_one_line(spec: object, match: str) -> None:
+def test_compressor_specs_reject_bad_spellings_in_one_line(spec: object, match: str) -> None:
     with pytest.raises(ValueError, match=match) as info:
-        build_compressor(spec)  # type: ignore[arg-type]
+        compressor_spec(spec)
     assert "\n" not in str(info.value)
 
 
@@ -524,3 +564,105 @@ def test_flatten_and_unflatten_round_trip_in_place() -> None:
     assert [p.data_ptr() for p in params] == storage
     with pytest.raises(ValueError, match="shape"):
         unflatten_into(params, flat[:-1])
+
+
+# Plugins: sparsifier and quantizer specs from entry points
+
+PLUGIN = '''\
+from typing import Literal
+
+from protocols.toolkit.compressor_specs import SparsifierSpec
+from protocols.toolkit.compressors import TopK
+
+
+class HalfSpec(SparsifierSpec):
+    type: Literal["half"] = "half"
+
+    def build(self) -> TopK:
+        return TopK(ratio=0.5)
+
+
+class OtherRandKSpec(SparsifierSpec):
+    type: Literal["randk"] = "randk"
+
+    def build(self) -> TopK:
+        return TopK(k=1)
+'''
+PLUGIN_ENTRY_POINTS = '''\
+[dfl_mesh.sparsifiers]
+half = fakeplugin:HalfSpec
+randk = fakeplugin:OtherRandKSpec
+'''
+PLUGIN_CHECK = '''\
+from protocols.dmflsq.dmflsq import DMFLSQHyper
+from protocols.toolkit.compressor_specs import REGISTERED, compressor_spec
+print(dict(REGISTERED.clashes))
+hyper = DMFLSQHyper.model_validate({"compressor": {"sparsifier": {"type": "half"},
+                                                   "quantizer": {"type": "uniform"}}})
+print(hyper.compressor.build())
+for spec in ({"type": "randk", "k": 3}, {"sparsifier": {"type": "randk", "k": 3}}):
+    try:
+        compressor_spec(spec)
+    except ValueError as exc:
+        print(exc)
+'''
+
+
+def test_an_installed_sparsifier_joins_every_compressor_setting(tmp_path: Path) -> None:
+    """A package registering under `dfl_mesh.sparsifiers` is usable wherever `compressor:` is;
+    a type name it shares with dfl-mesh is refused, naming both packages."""
+    (tmp_path / "fakeplugin.py").write_text(PLUGIN)
+    info = tmp_path / "fakeplugin-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fakeplugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(PLUGIN_ENTRY_POINTS)
+    proc = subprocess.run([sys.executable, "-c", PLUGIN_CHECK], capture_output=True, text=True,
+                          env={**ENV_ROOT, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"},
+                          cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines() == [
+        "{'randk': ('dfl-mesh', 'fakeplugin')}",
+        "Composed(sparsifier=TopK(ratio=0.5, k=None), quantizer=Uniform(bits=8, "
+        "rounding='nearest'))",
+        "compressor: type 'randk' is registered by several packages (dfl-mesh and fakeplugin); "
+        "uninstall one of them",
+        "compressor.sparsifier: type 'randk' is registered by several packages (dfl-mesh and "
+        "fakeplugin); uninstall one of them",
+    ]
+
+
+@dataclass(frozen=True)
+class FakeDist:
+    name: str
+
+
+@dataclass(frozen=True)
+class FakeEntryPoint:
+    name: str
+    value: object
+    dist: FakeDist
+
+    def load(self) -> object:
+        return self.value
+
+
+class HalfSpec(SparsifierSpec):
+    type: Literal["half"] = "half"
+
+    def build(self) -> TopK:
+        return TopK(ratio=0.5)
+
+
+def test_discovery_keeps_distinct_names_and_refuses_shared_ones() -> None:
+    half = FakeEntryPoint("half", HalfSpec, FakeDist("halfpkg"))
+    registered = discover(SHIPPED, {SPARSIFIER_GROUP: [half]})
+    assert registered.sparsifiers == (TopKSpec, RandKSpec, HalfSpec)
+    assert registered.quantizers == (UniformSpec,) and not registered.clashes
+    # The same name from two packages, or in both groups: neither is kept.
+    again = FakeEntryPoint("half", HalfSpec, FakeDist("copypkg"))
+    registered = discover(SHIPPED, {SPARSIFIER_GROUP: [half], QUANTIZER_GROUP: [again]})
+    assert registered.clashes == {"half": ("copypkg", "halfpkg")}
+    assert HalfSpec not in registered.sparsifiers + registered.quantizers
+    bad = FakeEntryPoint("broken", TopK, FakeDist("badpkg"))
+    with pytest.raises(TypeError, match=r"'broken' of badpkg in dfl_mesh\.sparsifiers"):
+        discover(SHIPPED, {SPARSIFIER_GROUP: [bad]})

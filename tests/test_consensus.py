@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from dfl_node.comm.channel import Comm
+from dfl_node.ledgers.formula import FormulaLedger
 from dfl_node.ledgers.traffic import Ledger
 from dfl_node.wire.codec import encode
 from dfl_node.wire.tags import Tag
@@ -122,6 +123,24 @@ def test_consensus_traffic_is_data_on_its_own_kind() -> None:
         )
         assert ledger.rejected == Counter()
     assert Tag("cons", 0).is_control is False
+
+
+def test_every_sub_round_charges_the_pair_it_sent_on_each_link() -> None:
+    """With a formula ledger, K sub-rounds charge K pairs per directed link, in the round given:
+    eq. (19)'s K (b_loss + ceil(log2 n)) per link, charged where the pairs are sent."""
+    topology = GRAPHS["er20"]
+    graph = adjacency(topology)
+    formulas = {i: FormulaLedger(i) for i in graph}
+    rounds = topology.diameter()
+
+    def program(comm: Comm) -> tuple[float, int]:
+        comm.round = 5
+        return max_consensus(comm, 5, float(comm.node_id), rounds,
+                             formula=formulas[comm.node_id], pair_bits={"psi": 37})
+
+    run_mesh(inproc_transports(graph), graph, program)
+    for i, formula in formulas.items():
+        assert formula.state() == [[5, j, "psi", 37 * rounds] for j in sorted(graph[i])]
 
 
 def test_malformed_pairs_are_refused_even_if_buffered_early() -> None:

@@ -136,11 +136,15 @@ def ints(table: dict[str, Any]) -> dict[int, Any]:
 
 
 @pytest.mark.parametrize(("sets", "needle"), [
-    (["hyper.mixing=bogus"], "mixing must be one of"),
-    (["hyper.tau=0"], "tau must be a number > 0"),
-    (["scenes={bogus: 1}"], "scenes: unknown key(s) ['bogus']"),
-    (["scenes={portfolios: bogus}"], "unknown portfolio scheme"),
-    (["hyper.delta_baseline=/nonexistent"], "delta_baseline must be a run directory"),
+    (["hyper.mixing=bogus"], "hyper.mixing: input should be 'column_softmax'"),
+    (["hyper.tau=0"], "hyper.tau: must be > 0"),
+    (["hyper.fedavg=metropolis"], "hyper.fedavg: unknown key"),  # dsc-fedavg's, not dsc's
+    (["scenes={bogus: 1}"], "scenes.bogus: unknown key"),
+    (["scenes={portfolios: bogus}"], "scenes.portfolios: input should be 'nyu' or 'taskonomy'"),
+    (["scenes={train_size: 50}"], "10 nodes x 30 samples exceed the pool of 50"),
+    (["model={name: routed, channel: {kind: awgm}}"],
+     "model.channel.kind: unknown 'awgm' (did you mean awgn?)"),
+    (["hyper.delta_baseline=/nonexistent"], "hyper.delta_baseline: must be a run directory"),
 ])
 def test_bad_dsc_input_is_one_line_and_exit_2(tmp_path: Path, sets: list[str],
                                               needle: str) -> None:
@@ -151,6 +155,17 @@ def test_bad_dsc_input_is_one_line_and_exit_2(tmp_path: Path, sets: list[str],
     assert proc.returncode == 2 and proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], proc.stderr
+
+
+def test_a_bad_tasks_attribute_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    topology = tmp_path / "t.yaml"
+    topology.write_text(SPEC4.replace("tasks: [seg]}", "tasks: [seg, colour]}"))
+    proc = subprocess.run([sys.executable, "-m", "launcher.cli", "--topology", str(topology),
+                           "--protocol", "dsc", "--out", str(tmp_path / "r")],
+                          env=ENV_ROOT, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "tasks[1]: input should be 'seg'" in lines[0], proc.stderr
 
 
 @pytest.mark.slow

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 import numpy as np
 import pytest
 import torch
 
-from protocols.dsc.multitask_training import LocalTrainer, TrainConfig, evaluate, make_optimizers
+from protocols.dsc.multitask_training import (
+    LocalTrainer,
+    MultiTaskTrainingHyper,
+    evaluate,
+    make_optimizers,
+)
 from protocols.dsc.routed_model import (
-    MultiTaskSpec,
+    BACKBONES,
+    Backbone,
     RoutedMultiTaskNet,
+    RoutedSpec,
     build_multitask_model,
 )
 from protocols.dsc.routing_policy import (
@@ -19,17 +28,25 @@ from protocols.dsc.routing_policy import (
     sharing_loss,
     sparsity_loss,
 )
-from protocols.dsc.scenes import SceneSpec, node_scenes
-from protocols.dsc.semantic_channel import ChannelSpec, SemanticChannel
+from protocols.dsc.scenes import CLASSES, SceneOptions, node_scenes
+from protocols.dsc.semantic_channel import AwgnChannel, NoChannel, RayleighChannel, SemanticChannel
 from protocols.dsc.task_metrics import DIRECTIONS
 
 torch.set_num_threads(1)
 NYU_TASKS = ("seg", "sn", "dep")
+MINI = RoutedSpec(name="routed")
+SEG = len(CLASSES)
 
 
-def meta_model(backbone: str, tasks: tuple[str, ...] = NYU_TASKS) -> RoutedMultiTaskNet:
+def meta_model(backbone: Backbone, tasks: tuple[str, ...] = NYU_TASKS) -> RoutedMultiTaskNet:
     with torch.device("meta"):
-        return RoutedMultiTaskNet(MultiTaskSpec(backbone=backbone, seg_classes=40), tasks)
+        return RoutedMultiTaskNet(RoutedSpec(name="routed", backbone=backbone), tasks, 40)
+
+
+def test_the_spec_names_every_backbone_and_its_defaults_are_the_mini_run() -> None:
+    assert tuple(BACKBONES) == get_args(Backbone)
+    assert MINI.backbone == "mini"
+    assert MINI.channel == AwgnChannel(kind="awgn", snr_db=20.0)
 
 
 def test_resnet18_shared_group_is_the_papers_44_71_mb() -> None:
@@ -51,14 +68,14 @@ def test_resnet18_shared_group_matches_torchvision_without_fc() -> None:
 
 
 def test_policy_payload_is_k_float32_per_task() -> None:
-    model = build_multitask_model(MultiTaskSpec(), NYU_TASKS, seed=0, node=0)
+    model = build_multitask_model(MINI, NYU_TASKS, SEG, seed=0, node=0)
     policies = model.policies()
     assert sum(u.numel() * u.element_size() for u in policies.values()) == 96
     assert all(u.dtype == torch.float32 and u.tolist() == [1.0] * 8 for u in policies.values())
 
 
 def test_groups_split_every_parameter_and_only_shared_is_exchanged() -> None:
-    model = build_multitask_model(MultiTaskSpec(), NYU_TASKS, seed=0, node=0)
+    model = build_multitask_model(MINI, NYU_TASKS, SEG, seed=0, node=0)
     groups = {g: model.named_group(g) for g in ("shared", "decoders", "policy")}
     names = [n for g in groups.values() for n in g]
     assert sorted(names) == sorted(n for n, _ in model.named_parameters())
@@ -68,14 +85,14 @@ def test_groups_split_every_parameter_and_only_shared_is_exchanged() -> None:
     assert any(n.endswith("bn1.weight") for n in shared)  # BN gamma/beta travel
     assert any("downsample" in n for n in shared)
     assert model.shared_bytes() == 4 * sum(t.numel() for t in shared.values()) == 264_928
-    sgd, adam = make_optimizers(model, TrainConfig())
+    sgd, adam = make_optimizers(model, MultiTaskTrainingHyper())
     assert [g["name"] for g in sgd.param_groups] == ["shared", "decoders"]
     assert [g["name"] for g in adam.param_groups] == ["policy"]
 
 
 def test_common_init_and_load_shared() -> None:
-    a = build_multitask_model(MultiTaskSpec(), ("seg", "dep"), seed=3, node=0)
-    b = build_multitask_model(MultiTaskSpec(), ("sn", "dep"), seed=3, node=1)
+    a = build_multitask_model(MINI, ("seg", "dep"), SEG, seed=3, node=0)
+    b = build_multitask_model(MINI, ("sn", "dep"), SEG, seed=3, node=1)
     for (na, ta), (nb, tb) in zip(a.shared_state().items(), b.shared_state().items(),
                                   strict=True):
         assert na == nb and torch.equal(ta, tb)  # common theta_0
@@ -89,7 +106,7 @@ def test_common_init_and_load_shared() -> None:
 
 
 def test_skip_runs_only_the_shortcut_and_execute_runs_the_block() -> None:
-    model = build_multitask_model(MultiTaskSpec(), ("dep",), seed=1, node=0).eval()
+    model = build_multitask_model(MINI, ("dep",), SEG, seed=1, node=0).eval()
     h = torch.randn(2, 8, 8, 8)
     skip = hard_gates(torch.tensor([[0.0, 1.0]] * 8))
     for training in (False, True):  # eval skips the block; training weighs it by 0
@@ -107,13 +124,17 @@ def test_skip_runs_only_the_shortcut_and_execute_runs_the_block() -> None:
     assert torch.allclose(model.backbone.route(h, run_first), expected, atol=1e-6)
 
 
-@pytest.mark.parametrize(("kind", "noise_power"), [("awgn", 0.01), ("rayleigh_diag", None)])
-def test_channel_normalises_power_and_adds_noise_at_the_snr(kind: str,
-                                                            noise_power: float | None) -> None:
+@pytest.mark.parametrize(("spec", "noise_power"), [
+    (AwgnChannel(kind="awgn", snr_db=20.0), 0.01),
+    (RayleighChannel(kind="rayleigh_diag", snr_db=20.0), None),
+])
+def test_channel_normalises_power_and_adds_noise_at_the_snr(
+    spec: AwgnChannel | RayleighChannel, noise_power: float | None
+) -> None:
     latent = (torch.randn(4, 32, 8, 8) * 3).requires_grad_()
-    channel = SemanticChannel(ChannelSpec(kind, snr_db=20.0), torch.Generator().manual_seed(0))
+    channel = SemanticChannel(spec, torch.Generator().manual_seed(0))
     out = channel(latent)
-    clean = SemanticChannel(ChannelSpec("none"), torch.Generator())(latent)
+    clean = SemanticChannel(NoChannel(kind="none"), torch.Generator())(latent)
     assert clean is latent
     symbols = 32 * 8 * 8 // 2
     scaled = latent.reshape(4, -1) * (symbols**0.5 / latent.reshape(4, -1).norm(dim=1,
@@ -147,11 +168,11 @@ def test_gumbel_gates_and_regularisers() -> None:
 
 
 def test_trained_alone_policies_differ_and_every_metric_improves() -> None:
-    spec = SceneSpec(size=16, train_size=200, test_size=100, min_size=10, seed=1)
-    train, test = node_scenes(spec, [0], 0, NYU_TASKS)
-    model = build_multitask_model(MultiTaskSpec(), NYU_TASKS, seed=1, node=0)
+    opts = SceneOptions(size=16, train_size=200, test_size=100, min_size=10)
+    train, test = node_scenes(opts, 1, [0], 0, NYU_TASKS)
+    model = build_multitask_model(MINI, NYU_TASKS, SEG, seed=1, node=0)
     before = evaluate(model, test)
-    trainer = LocalTrainer(model, train, TrainConfig(), seed=1, node=0)
+    trainer = LocalTrainer(model, train, MultiTaskTrainingHyper(), seed=1, node=0)
     loss = trainer.run_epochs(10)
     after = evaluate(model, test)
     assert np.isfinite(loss)

@@ -12,15 +12,17 @@ import numpy as np
 import pytest
 
 from protocols.dsc.portfolios import draw_portfolios, node_portfolios
-from protocols.dsc.scenes import SceneSpec, eval_pool, node_scenes, normals_from_depth
+from protocols.dsc.scenes import SceneOptions, eval_pool, node_scenes, normals_from_depth
 from protocols.dsc.taskdata import TASKS, TaskSet, dirichlet_sizes, node_share
+from protocols.dsc.workload import scene_options
 
-SPEC = SceneSpec(size=16, train_size=120, test_size=20, min_size=10, seed=7)
+SPEC = SceneOptions(size=16, train_size=120, test_size=20, min_size=10)
+SEED = 7
 IDS = [0, 3, 5]
 
 
-def digest(spec: SceneSpec, node: int) -> str:
-    train, test = node_scenes(spec, IDS, node, TASKS)
+def digest(spec: SceneOptions, node: int, seed: int = SEED) -> str:
+    train, test = node_scenes(spec, seed, IDS, node, TASKS)
     h = hashlib.sha256()
     for part in (train, test):
         h.update(part.images.tobytes())
@@ -36,12 +38,11 @@ def test_scenes_identical_across_processes() -> None:
                          check=True).stdout.split()
     assert out == [digest(SPEC, 3), digest(SPEC, 5)]
     assert out[0] != out[1]  # nodes render their own scenes
-    assert digest(SceneSpec(size=16, train_size=120, test_size=20, min_size=10, seed=8),
-                  3) != out[0]
+    assert digest(SPEC, 3, seed=8) != out[0]
 
 
 def test_scene_labels_are_consistent() -> None:
-    pool = eval_pool(SPEC)
+    pool = eval_pool(SPEC, SEED)
     t = pool.targets
     assert pool.images.shape == (20, 3, 16, 16) and pool.images.dtype == np.float32
     assert set(np.unique(t["seg"])) <= set(range(5)) and len(np.unique(t["seg"])) > 2
@@ -64,7 +65,7 @@ def test_normals_of_a_tilted_plane() -> None:
 
 def test_pool_generation_is_fast() -> None:
     start = time.process_time()
-    pool = eval_pool(SceneSpec(test_size=650))
+    pool = eval_pool(SceneOptions(test_size=650), 0)
     assert len(pool) == 650 and pool.images.shape[2:] == (32, 32)
     assert time.process_time() - start < 5.0  # docs/protocols/dsc.md#mini-run
 
@@ -82,11 +83,11 @@ def test_quantity_skew_and_disjoint_shares() -> None:
 
 
 def test_nyu_portfolios_follow_the_spec_multiset() -> None:
-    drawn = draw_portfolios(list(range(10)), seed=4)
+    drawn = draw_portfolios(list(range(10)), seed=4, scheme="nyu")
     holders = Counter(t for tasks in drawn.values() for t in tasks)
     assert holders == {"seg": 7, "sn": 7, "dep": 8}
-    assert drawn == draw_portfolios(list(range(10)), seed=4)
-    assert drawn != draw_portfolios(list(range(10)), seed=5)
+    assert drawn == draw_portfolios(list(range(10)), seed=4, scheme="nyu")
+    assert drawn != draw_portfolios(list(range(10)), seed=5, scheme="nyu")
 
 
 def test_portfolios_from_node_attributes_and_taskonomy_draws() -> None:
@@ -95,7 +96,22 @@ def test_portfolios_from_node_attributes_and_taskonomy_draws() -> None:
     assert got[0] == ("seg", "dep")
     assert all(2 <= len(got[n]) <= 3 and set(got[n]) <= {"seg", "sn", "kp", "edge"}
                for n in (1, 2))
-    with pytest.raises(ValueError, match="node 0"):
-        node_portfolios({0: {"tasks": ["seg", "colour"]}}, seed=0)
+    with pytest.raises(ValueError, match=r"node 0: tasks\[1\]: input should be 'seg'"):
+        node_portfolios({0: {"tasks": ["seg", "colour"]}}, seed=0, scheme="nyu")
+    with pytest.raises(ValueError, match="node 1: tasks: must be distinct"):
+        node_portfolios({0: {}, 1: {"tasks": ["seg", "seg"]}}, seed=0, scheme="nyu")
     with pytest.raises(ValueError, match="scheme"):
-        draw_portfolios([0], seed=0, scheme="pascal")
+        draw_portfolios([0], seed=0, scheme="pascal")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("given", "says"), [
+    ({"sise": 16}, "scenes.sise: unknown key (did you mean size?)"),
+    ({"size": True}, "scenes.size: input should be a valid integer"),
+    ({"train_size": 0}, "scenes.train_size: must be a positive integer"),
+    ({"alpha": 0}, "scenes.alpha: must be > 0"),
+    ({"portfolios": "pascal"}, "scenes.portfolios: input should be 'nyu' or 'taskonomy'"),
+])
+def test_scene_options_refuse_bad_keys_and_values(given: dict[str, object], says: str) -> None:
+    with pytest.raises(ValueError) as info:
+        scene_options({"scenes": given})
+    assert str(info.value).startswith(says), info.value

@@ -203,3 +203,13 @@ def test_bad_settings_exit_2(tmp_path: Path) -> None:
         proc = launch(tmp_path / "bad", "complete10", "ssd-fl", *FAST, "--set", bad)
         assert proc.returncode == 2 and proc.stdout == ""
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_topology_optimizer_attribute_is_validated_at_launch(tmp_path: Path) -> None:
+    for node, expect in (("{id: 5, optimzer: sgd}", "nodes[5].optimzer: unknown key (did you "
+                                                    "mean optimizer?)"),
+                         ("{id: 5, optimizer: {type: sgd, rho: 0.5}}", "nodes[5].optimizer")):
+        topo = topology(tmp_path, LINE6.replace("{id: 5}", node), "typo")
+        proc = launch(tmp_path / "bad", topo, "ssd-fl", *FAST, "--set", "optimizers=topology")
+        assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and expect in proc.stderr, proc.stderr

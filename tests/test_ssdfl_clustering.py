@@ -11,6 +11,7 @@ import pytest
 
 from protocols.ssdfl.clustering import (
     ClusteringConfig,
+    ClusteringSettings,
     Conductances,
     NodeInputs,
     candidate_partitions,
@@ -70,7 +71,7 @@ def test_exact_conductance_matches_brute_force_on_mh_and_unweighted(adj: np.ndar
 
 def test_table_conductances_match_brute_force_for_every_cluster() -> None:
     adj = graphs()[-1]
-    cfg = ClusteringConfig(eta=0.01)
+    cfg = ClusteringConfig(eta=0.01, tau_a=3)
     phi = Conductances(adj, cfg)
     result = form_clusters(adj, inputs_for(10), cfg)
     for cand in result.candidates:
@@ -91,7 +92,7 @@ def test_known_conductances() -> None:
 @pytest.mark.parametrize("adj", graphs())
 def test_one_nested_partition_per_s_and_deterministic(adj: np.ndarray) -> None:
     n = len(adj)
-    cfg = ClusteringConfig(eta=0.01)
+    cfg = ClusteringConfig(eta=0.01, tau_a=3)
     parts = candidate_partitions(adj, cfg)
     assert [len(p) for p in parts] == list(range(1, n + 1))
     for p in parts:
@@ -104,12 +105,12 @@ def test_one_nested_partition_per_s_and_deterministic(adj: np.ndarray) -> None:
 
 def test_barbell_splits_at_the_bridge_first() -> None:
     adj = nx.to_numpy_array(nx.barbell_graph(5, 0))  # two K5 joined by one edge
-    parts = candidate_partitions(adj, ClusteringConfig(eta=0.01))
+    parts = candidate_partitions(adj, ClusteringConfig(eta=0.01, tau_a=3))
     assert parts[1] == ((0, 1, 2, 3, 4), (5, 6, 7, 8, 9))
 
 
 def test_phi_min_is_eq_37_and_falls_with_s() -> None:
-    cfg = ClusteringConfig(eta=0.01, B=1.0, delta_tol=10.0)
+    cfg = ClusteringConfig(eta=0.01, tau_a=3, B=1.0, delta_tol=10.0)
     assert phi_min(1, 30, cfg) == pytest.approx(math.sqrt(0.02 + 0.04 * math.sqrt(30) / 10))
     assert phi_min(4, 30, cfg) == pytest.approx(math.sqrt(0.02 + 0.04 * math.sqrt(7) / 10))
     values = [phi_min(s, 30, cfg) for s in range(1, 31)]
@@ -126,7 +127,7 @@ def test_cluster_score_is_the_theorem_1_bound() -> None:
     big_gamma = 1 + 1 + (1 - lam_min) / 0.01 + 3 * math.sqrt(3)
     expected = (3 * 2.0 + 0.1 * 3 * 0.01**2 / 2 * big_gamma) / (0.01 - 0.01**2 / 2 * big_gamma)
     assert cluster_score(adj, (0, 1, 2), [2.0] * 3, het, cfg) == pytest.approx(expected)
-    greedy = ClusteringConfig(eta=0.01, B=100.0)
+    greedy = ClusteringConfig(eta=0.01, tau_a=3, B=100.0)
     # docs/protocols/ssd-fl.md#c10
     assert cluster_score(adj, (0, 1, 2), [2.0] * 3, het, greedy) == math.inf
 
@@ -137,7 +138,8 @@ def test_heterogeneity_terms() -> None:
     x, y = np.array([[0.0], [2.0]]), np.array([[1.0]])
     # V-statistic: 2 * mean|x-y| - mean|x-x'| - mean|y-y'| = 2 * 1 - 1 - 0
     assert energy_distance(x, y) == pytest.approx(1.0)
-    opts = [OptimizerSpec(), OptimizerSpec("prox", mu=1e-4), OptimizerSpec("momentum", rho=0.8)]
+    opts = [OptimizerSpec(), OptimizerSpec(type="prox", mu=1e-4),
+            OptimizerSpec(type="momentum", rho=0.8)]
     het = cluster_heterogeneity((0, 1, 2), opts, {(0, 1): 0.5, (1, 2): 0.25, (0, 5): 9.0},
                                 HeterogeneityConfig())
     pairs = 6 + 2 * 1e-4 + 2 * 0.8 + 2 * 0.8 + 2 * 1e-4  # ordered pairs, i = j included
@@ -149,24 +151,28 @@ def test_heterogeneity_terms() -> None:
 
 def test_choice_overrides_and_fallback() -> None:
     adj = nx.to_numpy_array(nx.complete_graph(10))
-    cfg = ClusteringConfig(eta=0.01)
+    cfg = ClusteringConfig(eta=0.01, tau_a=3)
     result = form_clusters(adj, inputs_for(10), cfg)
     best = choose(result.candidates)
     assert best is not None and result.s_star == best.S and result.source == "score"
     assert result.s_star != 1  # docs/protocols/ssd-fl.md#c9: the literal rule splits K10
-    forced = form_clusters(adj, inputs_for(10), ClusteringConfig(eta=0.01, override_S=1))
+    forced = form_clusters(adj, inputs_for(10),
+                           ClusteringConfig(eta=0.01, tau_a=3, override_S=1))
     assert forced.partition == (tuple(range(10)),) and forced.source == "override_S"
-    strict = ClusteringConfig(eta=0.01, delta_tol=1e-6)  # no partition passes the threshold
+    strict = ClusteringConfig(eta=0.01, tau_a=3, delta_tol=1e-6)  # no partition passes it
     fallback = form_clusters(adj, inputs_for(10), strict)
     assert fallback.fallback and fallback.s_star == 1
-    given = ClusteringConfig(eta=0.01, override_partition=((0, 1, 2), (3, 4, 5, 6, 7, 8, 9)))
+    given = ClusteringConfig(eta=0.01, tau_a=3,
+                             override_partition=((0, 1, 2), (3, 4, 5, 6, 7, 8, 9)))
     assert form_clusters(adj, inputs_for(10), given).s_star == 2
 
 
 def test_config_validation() -> None:
     with pytest.raises(ValueError, match="conductance"):
-        ClusteringConfig.from_hyper({"conductance": "fast"}, 0.01, 3)
-    with pytest.raises(ValueError, match="unknown keys"):
-        ClusteringConfig.from_hyper({"delta": 1}, 0.01, 3)
-    cfg = ClusteringConfig.from_hyper({"eta": None, "zeta": [1, 2, 3]}, 0.05, 2)
-    assert cfg.eta == 0.05 and cfg.heterogeneity.zeta == (1.0, 2.0, 3.0) and cfg.tau_a == 2
+        ClusteringSettings.model_validate({"conductance": "fast"})
+    with pytest.raises(ValueError, match="delta"):
+        ClusteringSettings.model_validate({"delta": 1})
+    settings = ClusteringSettings.model_validate({"eta": None, "zeta": [1, 2, 3]})
+    cfg = ClusteringConfig.resolve(settings, 0.05, 2)
+    assert cfg.eta == 0.05 and cfg.zeta == (1.0, 2.0, 3.0) and cfg.tau_a == 2
+    assert ClusteringConfig.resolve(ClusteringSettings(eta=0.2), 0.05, 2).eta == 0.2

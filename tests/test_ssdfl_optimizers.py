@@ -5,12 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from pydantic import ValidationError
 
+from dfl_config.problems import one_line
 from protocols.ssdfl.optimizers import (
     OptimizerSpec,
+    SSDFLNodeAttributes,
     UnifiedDirection,
     draw_optimizer,
 )
+from protocols.ssdfl.ssdfl import CycleHyper
 
 Q = np.diag([1.0, 3.0, 0.5])
 B = np.array([1.0, -2.0, 0.5])
@@ -48,43 +52,58 @@ def closed_form(mu: float, rho: float, theta0: np.ndarray, steps: int) -> np.nda
 THETA0 = np.array([0.3, -0.7, 2.0])
 
 
-@pytest.mark.parametrize("spec", [OptimizerSpec(), OptimizerSpec("prox", mu=0.5),
-                                  OptimizerSpec("momentum", rho=0.85)])
+@pytest.mark.parametrize("spec", [OptimizerSpec(), OptimizerSpec(type="prox", mu=0.5),
+                                  OptimizerSpec(type="momentum", rho=0.85)])
 def test_recursions_match_eqs_8_and_9(spec: OptimizerSpec) -> None:
     got = run(spec, THETA0, 12)
     want = closed_form(spec.mu, spec.rho, THETA0, 12)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
-    if spec.kind != "sgd":  # the extra term really changed the trajectory
+    if spec.type != "sgd":  # the extra term really changed the trajectory
         assert np.abs(got - closed_form(0.0, 0.0, THETA0, 12)).max() > 1e-3
 
 
 def test_state_resets_at_every_regime() -> None:
-    spec = OptimizerSpec("momentum", rho=0.8)
+    spec = OptimizerSpec(type="momentum", rho=0.8)
     middle = closed_form(0.0, 0.8, THETA0, 4)
     np.testing.assert_allclose(run(spec, THETA0, 4, regimes=2),
                                closed_form(0.0, 0.8, middle, 4), rtol=0, atol=1e-12)
-    prox = OptimizerSpec("prox", mu=0.5)
+    prox = OptimizerSpec(type="prox", mu=0.5)
     middle = closed_form(0.5, 0.0, THETA0, 4)  # the anchor moves to the regime's start
     np.testing.assert_allclose(run(prox, THETA0, 4, regimes=2),
                                closed_form(0.5, 0.0, middle, 4), rtol=0, atol=1e-12)
 
 
 def test_specs_validate_and_round_trip() -> None:
-    specs = (OptimizerSpec(), OptimizerSpec("prox", mu=1e-4), OptimizerSpec("momentum", rho=0.8))
+    specs = (OptimizerSpec(), OptimizerSpec(type="prox", mu=1e-4),
+             OptimizerSpec(type="momentum", rho=0.8))
     for spec in specs:
         assert OptimizerSpec.from_array(spec.to_array()) == spec
     with pytest.raises(ValueError):
-        OptimizerSpec("momentum", rho=1.0)
+        OptimizerSpec(type="momentum", rho=1.0)
     with pytest.raises(ValueError):
-        OptimizerSpec("sgd", mu=0.1)
+        OptimizerSpec(type="sgd", mu=0.1)
     with pytest.raises(ValueError):
         OptimizerSpec.from_array(np.array([7.0, 0.0, 0.0]))
     assert OptimizerSpec.from_attrs({"optimizer": {"type": "prox", "mu": 0.2}}).mu == 0.2
     assert OptimizerSpec.from_attrs({}) == OptimizerSpec()
+    assert OptimizerSpec.from_attrs({"optimizer": "prox"}) == OptimizerSpec(type="prox")
+
+
+def test_node_attribute_refuses_what_the_optimizer_cannot_be() -> None:
+    for bad, where in (({"type": "adam"}, "type"), ({"type": "prox", "rho": 0.5}, "optimizer"),
+                       ({"type": "momentum", "rh": 0.5}, "rh")):
+        with pytest.raises(ValidationError) as info:
+            SSDFLNodeAttributes.model_validate({"optimizer": bad})
+        assert where in one_line(info.value, SSDFLNodeAttributes)
+    with pytest.raises(ValidationError) as info:
+        SSDFLNodeAttributes.model_validate({"optimizer": {"type": "momentum", "rh": 0.5}})
+    assert one_line(info.value, SSDFLNodeAttributes).endswith("(did you mean rho?)")
 
 
 def test_paper_draw_covers_all_types_with_paper_values() -> None:
-    draws = [draw_optimizer(np.random.default_rng(s)) for s in range(60)]
-    assert {d.kind for d in draws} == {"sgd", "prox", "momentum"}
-    assert {d.mu for d in draws if d.kind == "prox"} == {5e-5, 1e-4}
-    assert {d.rho for d in draws if d.kind == "momentum"} == {0.8, 0.85}
+    hyper = CycleHyper()  # the defaults are the paper's values (Sec. VI-A)
+    draws = [draw_optimizer(np.random.default_rng(s), hyper.prox_mu, hyper.momentum_rho)
+             for s in range(60)]
+    assert {d.type for d in draws} == {"sgd", "prox", "momentum"}
+    assert {d.mu for d in draws if d.type == "prox"} == {5e-5, 1e-4}
+    assert {d.rho for d in draws if d.type == "momentum"} == {0.8, 0.85}

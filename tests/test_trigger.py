@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from protocols.toolkit.trigger import fires, threshold
+from protocols.toolkit.compressors import MessageAccounting
+from protocols.toolkit.trigger import fires, silence, threshold
 
 
 def test_schedules() -> None:
@@ -37,3 +38,9 @@ def test_firing_is_non_strict() -> None:
 def test_bad_arguments(args: tuple, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         threshold(*args)
+
+
+def test_silence_sends_nothing_and_costs_the_trigger_term() -> None:
+    quiet = silence(MessageAccounting(b_trig=1))
+    assert (dict(quiet.tensors), dict(quiet.bits)) == ({}, {"trigger": 1})
+    assert silence(MessageAccounting()).total_bits == 0  # b_trig = 0: silence is free (A13)

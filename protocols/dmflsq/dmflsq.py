@@ -24,7 +24,9 @@ that started from the same w^0 (every node builds w^0 from the run's shared init
 initial exchange is needed and none is charged: docs/protocols/dmfl-sq.md#a4).
 
 Bits are charged to `ctx.formula` per directed link and round exactly as eqs. (18)-(19) count
-them (`protocols/dmflsq/dmflsq_bits.py`); the wire ledger counts what the sockets carried beside it.
+them (`protocols/dmflsq/dmflsq_bits.py`), where the messages are sent: the model message states
+its own bits (`Compressed.payload`), each consensus sub-round charges the pair it carried; the
+wire ledger counts what the sockets carried beside it.
 
 The code follows the paper's text directly: Algorithm 1 and eqs. (9)-(20), equation numbers in
 the comments being the paper's. What the paper leaves open is resolved as the decisions of
@@ -55,90 +57,73 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import torch
+from pydantic import BeforeValidator
 from torch.nn import functional as F
 from torch.nn.utils import parameters_to_vector
 
-from dfl_node.learning.training import BatchSampler, compute_gradients, grad_of
+from dfl_config.section import Count, Flag, NonNegative, Positive
+from dfl_node.comm.channel import Received
+from dfl_node.learning.training import BatchSampler, grad_of
 from dfl_node.runner.context import NodeContext
 from dfl_node.runner.membership import SurvivingGraph
 from dfl_node.wire.tags import Tag
-from protocols.base import Protocol
 from protocols.dmflsq import dmflsq_report
-from protocols.dmflsq.dmflsq_bits import (
-    Accounting,
-    ceil_log2,
-    model_link_bits,
-    psi_link_bits,
-)
-from protocols.hyper import HyperConfig
-from protocols.toolkit.compressors import (
-    Composed,
-    Compressor,
-    SparseCompressor,
-    Uniform,
-    build_compressor,
-)
+from protocols.dmflsq.dmflsq_bits import Accounting, ceil_log2, psi_pair_bits
+from protocols.sdk import LocalSGD, Payload, Protocol, ProtocolHyper, SurvivesFailures
+from protocols.toolkit.compressor_specs import CompositeSpec, CompressorSpec, TopKSpec, UniformSpec
 from protocols.toolkit.copies import PublicCopies
-from protocols.toolkit.max_consensus import max_consensus
-from protocols.toolkit.trigger import fires, threshold
+from protocols.toolkit.max_consensus import TieBreak, max_consensus
+from protocols.toolkit.trigger import Schedule, fires, silence, threshold
 
 MODEL_PHASE = "dmflsq-model"
 PSI_PHASE = "psi"
 
-# The paper's experimental compressor: C = Q8 o Top_k, k/P = 0.01 (Sec. VI).
-DEFAULT_COMPRESSOR: dict[str, Any] = {
-    "sparsifier": {"type": "topk", "ratio": 0.01},
-    "quantizer": {"type": "uniform", "bits": 8, "rounding": "nearest"},
-}
-LR_SCHEDULES = ("constant", "inv_sqrt_T")
-TRIGGERS = ("constant", "inv_sqrt_t", "zero")
-TIE_BREAKS = ("larger_id", "smaller_id")
-A_IJ = ("unit", "from_topology")
-@dataclass(frozen=True)
-class DMFLSQConfig(HyperConfig):
-    """`hyper:` of a dmfl-sq run, checked. Defaults are the paper's (Sec. VI)."""
 
-    protocol_name = "dmfl-sq"
-    lr: float = 0.1
-    lr_schedule: str = "constant"
-    alpha: float = 0.4
-    rho: float = 0.5
-    a_ij: str = "unit"
-    k_psi: int | None = None  # None / "auto": diam(G)
-    tie_break: str = "larger_id"
-    skip_consensus_when_rho0: bool = True
-    batch_sel: int = 32
-    batch_grad: int = 32
-    trigger: str = "inv_sqrt_t"
-    theta0: float = 0.5
-    compressor: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_COMPRESSOR))
-    accounting: dict[str, Any] = field(default_factory=dict)
+def _auto(value: Any) -> Any:
+    """`k_psi: null` is the older spelling of `auto`."""
+    if value is None:
+        return "auto"
+    if value != "auto" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError("must be an integer >= 1 or auto")
+    return value
 
-    @classmethod
-    def normalise(cls, given: dict[str, Any]) -> dict[str, Any]:
-        return {**given, "k_psi": None} if given.get("k_psi") == "auto" else given
 
-    def check(self) -> None:
-        self.number("lr", 0.0, strict=True)
-        self.number("alpha", 0.0, strict=False)
-        self.number("rho", 0.0, strict=False)
-        self.number("theta0", 0.0, strict=False)
-        self.choice("lr_schedule", LR_SCHEDULES)
-        self.choice("trigger", TRIGGERS)
-        self.choice("tie_break", TIE_BREAKS)
-        self.choice("a_ij", A_IJ)
-        self.count("batch_sel")
-        self.count("batch_grad")
-        if self.k_psi is not None:
-            self.count("k_psi")
-        self.flag("skip_consensus_when_rho0")
-        self.mapping("compressor")
-        self.mapping("accounting")
+class DMFLSQHyper(ProtocolHyper):
+    """`hyper:` of a dmfl-sq run; the defaults are the paper's (Sec. VI)."""
+
+    lr: Positive = 0.1
+    """gamma, constant (docs/protocols/dmfl-sq.md#a3)."""
+    lr_schedule: Literal["constant", "inv_sqrt_T"] = "constant"
+    """constant, or inv_sqrt_T: gamma / sqrt(T), the theory's schedule."""
+    alpha: NonNegative = 0.4
+    """Graph coupling weight (eq. 2)."""
+    rho: NonNegative = 0.5
+    """Fairness weight (eq. 4)."""
+    a_ij: Literal["unit", "from_topology"] = "unit"
+    """a_ij = 1, or the topology edge's `weight` (A2)."""
+    k_psi: Annotated[Count | Literal["auto"], BeforeValidator(_auto)] = "auto"
+    """Max-consensus sub-rounds; auto: diam(G) of the topology (A23)."""
+    tie_break: TieBreak = "larger_id"
+    """On an exact float32 loss tie the larger id wins, or the smaller (A5)."""
+    skip_consensus_when_rho0: Flag = True
+    """With rho = 0 no consensus runs and none is charged (A14)."""
+    batch_sel: Count = 32
+    """Selection mini-batch (f_hat, eq. 9)."""
+    batch_grad: Count = 32
+    """Gradient mini-batch (g, eq. 10)."""
+    trigger: Schedule = "inv_sqrt_t"
+    """theta_t = theta0 / sqrt(t + 1), constant, or zero (always send)."""
+    theta0: NonNegative = 0.5
+    """theta_0."""
+    compressor: CompressorSpec = CompositeSpec(sparsifier=TopKSpec(ratio=0.01),
+                                               quantizer=UniformSpec(bits=8))
+    """C = Q8 o Top_k, k = max(1, ceil(0.01 P)), global over the model (A7, A8)."""
+    accounting: Accounting = Accounting()
+    """Eqs. (18)-(19); b_q and b_scale follow the quantiser (8, 32)."""
 
 
 def coupling_weights(plan_edges: list[Any], node_id: int, mode: str) -> dict[int, float]:
@@ -159,67 +144,43 @@ def coupling_weights(plan_edges: list[Any], node_id: int, mode: str) -> dict[int
     return dict(sorted(out.items()))
 
 
-def value_bits(compressor: Compressor) -> int:
-    """b_q: the quantiser's bits, or 32 when values travel as float32 (no quantiser)."""
-    if isinstance(compressor, Composed):
-        return compressor.quantizer.bits
-    if isinstance(compressor, Uniform):
-        return compressor.bits
-    return 32
-
-
-class DMFLSQ(Protocol):
+class DMFLSQ(SurvivesFailures, Protocol[DMFLSQHyper]):
     """One client of DMFL-SQ. State: w_i (the model's parameters), w_hat_i (the copy every
     neighbour holds of w_i) and w_hat_{j->i} per neighbour j: (2 + deg_i) P float32."""
 
-    survives_failures = True
+    Hyper = DMFLSQHyper
     report_family = "dmfl-sq"
     report_table = dmflsq_report.TABLE
 
-    checkpoint_fields = ("sel_batches", "grad_batches", "copies", "rounds_run", "triggers",
-                         "k_sum", "bits_sent", "selected")
-
-    @staticmethod
-    def check_hyper(hyper: Mapping[str, Any]) -> None:
-        """Raise ValueError (one line) unless `hyper` is a valid dmfl-sq configuration; for the
-        launcher, so a bad setting is exit 2 before any node starts."""
-        cfg = DMFLSQConfig.from_hyper(hyper)
-        compressor = build_compressor(dict(cfg.compressor))
-        Accounting.from_mapping(cfg.accounting, b_q=value_bits(compressor))
+    checkpoint_fields = ("sel_batches", "sgd", "copies", "rounds_run", "triggers", "k_sum",
+                         "bits_sent", "selected")
 
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
-        self.cfg = cfg = DMFLSQConfig.from_hyper(ctx.hyper)
+        hyper = self.hyper
         plan, me = ctx.plan, ctx.node_id
         self.n = len(plan.ids)
         self.neighbors = plan.neighbors(me)
-        self.a = coupling_weights(plan.topology["edges"], me, cfg.a_ij)
+        self.a = coupling_weights(plan.topology["edges"], me, hyper.a_ij)
         self.params = list(ctx.model.parameters())
         with torch.no_grad():
             w0 = parameters_to_vector(self.params).detach().to(torch.float32).clone()
         self.size = int(w0.numel())
-        self.compressor = build_compressor(dict(cfg.compressor))
+        compressor = hyper.compressor.build()
         # Alg. 1 line 3: w_hat_i^0 = w_i^0 and w_hat_{j->i}^0 = w_j^0 = w^0 (shared init).
-        self.copies = PublicCopies(self.compressor, self.neighbors, w0,
-                                   ctx.torch_rng("compressor"))
-        self.acc = Accounting.from_mapping(cfg.accounting, b_q=value_bits(self.compressor))
-        sparse = isinstance(self.compressor, SparseCompressor)
-        k_bound = (self.compressor.max_k(self.size)
-                   if isinstance(self.compressor, SparseCompressor) else self.size)
+        self.copies = PublicCopies(compressor, self.neighbors, w0, ctx.torch_rng("compressor"))
         # The virtual clock's model step: the largest message C can produce, as eq. (18) counts
         # it (the wire never exceeds that, up to byte rounding).
-        largest = model_link_bits(True, k_bound, self.size, self.acc, sparse=sparse,
-                                  quantized=value_bits(self.compressor) < 32)
-        self.model_bytes = -(-sum(largest.values()) // 8)
+        self.model_bytes = -(-compressor.largest_bits(self.size, hyper.accounting) // 8)
 
-        self.consensus = not (cfg.rho == 0 and cfg.skip_consensus_when_rho0)
+        self.consensus = not (hyper.rho == 0 and hyper.skip_consensus_when_rho0)
+        self.pair_bits = {"psi": psi_pair_bits(self.n, hyper.accounting)}
         self.use_diameter(plan.diameter())
-        self.psi_bytes = -(-(self.acc.b_loss + ceil_log2(self.n)) // 8)
+        self.psi_bytes = -(-(hyper.accounting.b_loss + ceil_log2(self.n)) // 8)
 
-        self.sel_batches = BatchSampler(ctx.data.x_train, ctx.data.y_train, cfg.batch_sel,
+        self.sel_batches = BatchSampler(ctx.data.x_train, ctx.data.y_train, hyper.batch_sel,
                                         ctx.rng("sel-batch"), ctx.device)
-        self.grad_batches = BatchSampler(ctx.data.x_train, ctx.data.y_train, cfg.batch_grad,
-                                         ctx.rng("grad-batch"), ctx.device)
+        self.sgd = LocalSGD(ctx, hyper.batch_grad, stream="grad-batch")
         ctx.comm.set_validator(MODEL_PHASE, self.copies.validator())
 
         self.rounds_run = 0
@@ -229,13 +190,12 @@ class DMFLSQ(Protocol):
         self.selected = Counter[int]()
 
     def use_diameter(self, diam: int) -> None:
-        """K_Psi = diam(G) unless `k_psi` is set (a warning if that is below the diameter),
-        and the psi bits one link carries per round with it."""
-        self.k_psi = diam if self.cfg.k_psi is None else self.cfg.k_psi
+        """K_Psi = diam(G) unless `k_psi` is set (a warning if that is below the diameter)."""
+        k_psi = self.hyper.k_psi
+        self.k_psi = k_psi if isinstance(k_psi, int) else diam
         if self.k_psi < diam:
             self.ctx.log.warning("dmfl-sq: k_psi = %d < diam(G) = %d: clients may disagree on "
                                  "the selected client", self.k_psi, diam)
-        self.psi_link = psi_link_bits(self.k_psi, self.n, self.acc) if self.consensus else 0
 
     def on_graph_change(self, graph: SurvivingGraph) -> None:
         self.neighbors = graph.neighbors(self.ctx.node_id)
@@ -245,19 +205,27 @@ class DMFLSQ(Protocol):
         self.use_diameter(graph.diameter())
 
     def lr_at(self, r: int) -> float:
-        if self.cfg.lr_schedule == "inv_sqrt_T":
-            return self.cfg.lr / math.sqrt(self.ctx.plan.rounds)
-        return self.cfg.lr
+        if self.hyper.lr_schedule == "inv_sqrt_T":
+            return self.hyper.lr / math.sqrt(self.ctx.plan.rounds)
+        return self.hyper.lr
+
+    def send_innovation(self, r: int, payload: Payload) -> dict[int, Received | None]:
+        """The one place a model message leaves (or its silence): sent to every neighbour and
+        charged on every link what it states, eq. (18)'s bracket, or b_trig alone when silent."""
+        received = self.ctx.comm.exchange_optional(Tag("data", r, MODEL_PHASE),
+                                                   payload.tensors or None)
+        for j in self.neighbors:
+            self.ctx.formula.charge_all(r, j, payload.bits)
+        return received
 
     def run_round(self, r: int) -> dict[str, float]:
-        ctx, cfg, me = self.ctx, self.cfg, self.ctx.node_id
+        ctx, hyper, me = self.ctx, self.hyper, self.ctx.node_id
         model = ctx.model
         # Phase A: both mini-batches at the same pre-update parameters w_i^t.
         x_sel, y_sel = self.sel_batches.next()
-        x_grad, y_grad = self.grad_batches.next()
         with torch.no_grad():
             f_hat = np.float32(F.cross_entropy(model(x_sel), y_sel).to(torch.float32).item())
-        train_loss = compute_gradients(model, x_grad, y_grad)
+        train_loss = self.sgd.gradient()
         with torch.no_grad():
             w = parameters_to_vector(self.params).to(torch.float32)
             g = parameters_to_vector([grad_of(p) for p in self.params]).to(torch.float32)
@@ -265,13 +233,12 @@ class DMFLSQ(Protocol):
         # Phase B: fairness selection by scalar max-consensus on (f_hat, id).
         psi_bits = 0
         if self.consensus:
-            _, winner = max_consensus(ctx.comm, r, f_hat, self.k_psi, tie_break=cfg.tie_break,
-                                      phase=PSI_PHASE)
+            _, winner = max_consensus(ctx.comm, r, f_hat, self.k_psi, tie_break=hyper.tie_break,
+                                      phase=PSI_PHASE, formula=ctx.formula,
+                                      pair_bits=self.pair_bits)
             winner = int(winner)
             self.selected[winner] += 1
-            for j in self.neighbors:
-                ctx.formula.charge(r, j, "psi", self.psi_link)
-            psi_bits = self.psi_link * len(self.neighbors)
+            psi_bits = self.k_psi * sum(self.pair_bits.values()) * len(self.neighbors)
         else:
             winner = -1
         lam = 1.0 if winner == me else 0.0
@@ -282,7 +249,7 @@ class DMFLSQ(Protocol):
             coupling = torch.zeros_like(w)
             for j, a_ij in self.a.items():
                 coupling.add_(w - self.copies.of[j].to(w.device), alpha=a_ij)
-            h = g * (1.0 + cfg.rho * lam) + coupling * cfg.alpha
+            h = g * (1.0 + hyper.rho * lam) + coupling * hyper.alpha
             w_new = w - gamma * h
             offset = 0
             for p in self.params:
@@ -295,33 +262,26 @@ class DMFLSQ(Protocol):
             if not math.isfinite(s_norm):
                 raise FloatingPointError(f"dmfl-sq: client {me} diverged at round {r} "
                                          f"(non-finite model); lower lr (now {gamma})")
-            theta = threshold(cfg.trigger, cfg.theta0, r)
+            theta = threshold(hyper.trigger, hyper.theta0, r)
             fired = bool(fires(s_norm, theta))
-            tensors = None
-            k, sparse, quantized = 0, True, True
+            k = 0
+            payload = silence(hyper.accounting)
             if fired:
                 compressed = self.copies.publish(s)
-                tensors = compressed.tensors
                 k = compressed.k
-                sparse = compressed.position_coding != "dense"
-                quantized = compressed.quantized
+                payload = compressed.payload(hyper.accounting)
 
-        received = ctx.comm.exchange_optional(Tag("data", r, MODEL_PHASE), tensors)
+        received = self.send_innovation(r, payload)
 
         # Phase E: neighbour copies.
         with torch.no_grad():
             self.copies.absorb(received)
             residual = float(torch.linalg.vector_norm(self.copies.innovation(w_new))) ** 2
-
-        link = model_link_bits(fired, k, self.size, self.acc, sparse=sparse,
-                               quantized=quantized)
-        for j in self.neighbors:
-            ctx.formula.charge_all(r, j, link)
-        model_bits = sum(link.values()) * len(self.neighbors)
+        model_bits = payload.total_bits * len(self.neighbors)
 
         # Virtual time: one compute step, K_Psi tiny consensus steps, one model step costed at
         # the largest message the compressor can produce (the same at every node).
-        ctx.clock.sync_step(0, 1)
+        ctx.clock.sync_step(0, self.sgd.take_steps())
         if self.consensus:
             for _ in range(self.k_psi):
                 ctx.clock.sync_step(self.psi_bytes, 0)

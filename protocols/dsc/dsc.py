@@ -32,27 +32,29 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
+from dfl_config.section import Section
 from dfl_node.comm.channel import Received
 from dfl_node.learning.flat import flatten, unflatten_into
 from dfl_node.plan import RunPlan
 from dfl_node.runner.context import NodeContext
 from dfl_node.wire.tags import Tag
-from protocols.base import Protocol
 from protocols.describe import DatasetPreparer
 from protocols.dsc import dsc_report
-from protocols.dsc.dsc_mixing import FEDAVG_VARIANTS, Policies, Weights, affinity, softmax_weights
+from protocols.dsc.dsc_mixing import Affinity, Policies, Weights, affinity, softmax_weights
 from protocols.dsc.dsc_summary import run_summary
+from protocols.dsc.hyper import DSCHyper
 from protocols.dsc.jstar import jstar_cmd
-from protocols.dsc.multitask_training import LocalTrainer, TrainConfig
+from protocols.dsc.multitask_training import LocalTrainer
 from protocols.dsc.multitask_training import evaluate as evaluate_tasks
-from protocols.dsc.routed_model import RoutedMultiTaskNet
+from protocols.dsc.portfolios import DSCNodeAttributes
+from protocols.dsc.routed_model import RoutedMultiTaskNet, RoutedSpec
+from protocols.dsc.scenes import SceneOptions
 from protocols.dsc.taskdata import TASKS
 from protocols.dsc.workload import (
     SceneData,
@@ -62,76 +64,20 @@ from protocols.dsc.workload import (
     prepare_scenes,
     task_score,
 )
-from protocols.hyper import HyperConfig
+from protocols.sdk import Exchange, Payload, Protocol, RunReport
 
 PHASE_POLICY = "dsc/policy"
 PHASE_PARAMS = "dsc/params"
-MIXING_MODES = ("column_softmax", "push_sum", "row_softmax")
 FP32_BITS = 32
+# The formula component of each tensor of a PARAMS message.
+COMPONENTS = {"psi": "params", "y": "push_sum", "w": "weight"}
 
 
-@dataclass(frozen=True)
-class DSCConfig(HyperConfig):
-    """The `hyper:` block shared by dsc and its four baselines (each ignores what it does not
-    use: tau and mixing belong to Eq. 18, fedavg and fedamp_* to those baselines)."""
-
-    protocol_name: ClassVar[str] = "dsc"
-
-    epochs: int = 2  # E
-    depth: int = 5  # J
-    tau: float = 0.1
-    mixing: str = "column_softmax"
-    fedavg: str = "column_uniform"
-    fedamp_sigma: float = 25.0
-    fedamp_xi_self: float | None = None  # None: 1 / (d_i + 1)
-    batch_size: int = 16
-    lr: float = 0.05
-    momentum: float = 0.9
-    weight_decay: float = 1e-4
-    policy_lr: float = 1e-2
-    sparsity: float = 1e-3
-    sharing: float = 0.05
-    gumbel_t0: float = 5.0
-    gumbel_decay: float = 0.9
-    warmup_epochs: int = 0
-    straight_through: bool = True
-    task_weights: Mapping[str, float] = field(default_factory=dict)
-    delta_baseline: str | None = None  # a dsc-noagg run directory: Delta_all against it
-
-    def check(self) -> None:
-        for name in ("epochs", "depth", "batch_size"):
-            self.count(name)
-        for name in ("tau", "fedamp_sigma", "lr", "policy_lr", "gumbel_t0", "gumbel_decay"):
-            self.number(name, 0.0, strict=True)
-        for name in ("momentum", "weight_decay", "sparsity", "sharing"):
-            self.number(name, 0.0, strict=False)
-        if isinstance(self.warmup_epochs, bool) or not isinstance(self.warmup_epochs, int) \
-                or self.warmup_epochs < 0:
-            self.fail("warmup_epochs", "an integer >= 0")
-        self.choice("mixing", MIXING_MODES)
-        self.choice("fedavg", FEDAVG_VARIANTS)
-        self.flag("straight_through")
-        self.mapping("task_weights")
-        if set(self.task_weights) - set(TASKS):
-            self.fail("task_weights", f"a mapping over {list(TASKS)}")
-        xi = self.fedamp_xi_self
-        if xi is not None and (isinstance(xi, bool) or not isinstance(xi, int | float)
-                               or not 0 < xi < 1):
-            self.fail("fedamp_xi_self", "null or a number in (0, 1)")
-        if self.delta_baseline is not None and not isinstance(self.delta_baseline, str):
-            self.fail("delta_baseline", "null or a run directory")
-
-    def train_config(self) -> TrainConfig:
-        return TrainConfig(self.batch_size, self.lr, self.momentum, self.weight_decay,
-                           self.policy_lr, self.sparsity, self.sharing, self.gumbel_t0,
-                           self.gumbel_decay, self.warmup_epochs, self.straight_through,
-                           dict(self.task_weights))
-
-
-class DSC(Protocol):
+class DSC(RunReport, Protocol[DSCHyper]):
     """The proposed method: Eq. 7 -> Eq. 8 -> Eq. 18, sender-side columns."""
 
-    affinity_kind: ClassVar[str] = "similarity"
+    Hyper = DSCHyper
+    affinity_kind: ClassVar[Affinity] = "similarity"
     uses_eq18: ClassVar[bool] = True  # the weights come from Eq. 18 after a policy frame
     is_reference: ClassVar[bool] = False  # the no-aggregation run Delta is measured against
 
@@ -141,35 +87,33 @@ class DSC(Protocol):
     multitask = dsc_report.MULTITASK
     launch_commands = (jstar_cmd,)
     datasets: ClassVar[Mapping[str, DatasetPreparer]] = {"scenes": prepare_scenes}
+    dataset_options: ClassVar[Mapping[str, type[Section]]] = {"scenes": SceneOptions}
+    model_specs = (RoutedSpec,)
+    node_attributes = DSCNodeAttributes
 
     # the channel's noise stream is not in the model's state_dict
     checkpoint_fields = ("trainer", "model.channel.gen", "rows", "loss", "last_eval")
 
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
-        self.cfg = DSCConfig.from_hyper(ctx.hyper)
         model, data = ctx.model, ctx.data
         if not (isinstance(model, RoutedMultiTaskNet) and isinstance(data, SceneData)):
             raise TypeError(f"{type(self).__name__}: the node's workload is not build_workload's")
         self.model, self.data = model, data
         self.me = ctx.node_id
-        self.trainer = LocalTrainer(self.model, self.data.train, self.cfg.train_config(),
-                                    ctx.plan.seed, self.me, ctx.device)
-        self.steps_per_epoch = math.ceil(len(self.data.train) / self.cfg.batch_size)
+        self.trainer = LocalTrainer(self.model, self.data.train, self.hyper, ctx.plan.seed,
+                                    self.me, ctx.device)
+        self.steps_per_epoch = math.ceil(len(self.data.train) / self.hyper.batch_size)
         self.shared = list(self.model.named_group("shared").values())
         self.portfolios = plan_portfolios(ctx.plan)
-        self.push_sum = self.uses_eq18 and self.cfg.mixing == "push_sum"
-        self.attach_weight = self.uses_eq18 and self.cfg.mixing != "row_softmax"
+        self.push_sum = self.uses_eq18 and self.hyper.mixing == "push_sum"
+        self.attach_weight = self.uses_eq18 and self.hyper.mixing != "row_softmax"
         size = sum(p.numel() for p in self.shared)
         schema = {"psi": ("float32", (size,))}
         schema |= {"w": ("float32", (1,))} if self.attach_weight else {}
         schema |= {"y": ("float32", (1,))} if self.push_sum else {}
         ctx.comm.set_schema(PHASE_PARAMS, schema)
-        ctx.comm.set_validator(PHASE_POLICY, self.check_policies)
-        self.params_bits = {"params": FP32_BITS * size,
-                            "weight": FP32_BITS if self.attach_weight else 0,
-                            "push_sum": FP32_BITS if self.push_sum else 0}
-        self.message_bytes = sum(self.params_bits.values()) // 8
+        self.policy_frame = Exchange(ctx, PHASE_POLICY, validator=self.check_policies)
         self.column: Weights | None = None  # sender-side weights w_{n,i}, attached per message
         self.row: Weights | None = None  # receiver-side weights w_{i,n}, known before mixing
         self.rows: list[Weights] = []  # the row of W actually used, per round
@@ -182,22 +126,24 @@ class DSC(Protocol):
 
     @classmethod
     def check_plan(cls, plan: RunPlan) -> None:
-        check_scene_plan(plan)
-
-    @staticmethod
-    def check_hyper(hyper: Mapping[str, Any]) -> None:
         """Also that `delta_baseline` is a finished run here, where the launcher reads it
         (nodes on other hosts never do)."""
-        Protocol.check_hyper(hyper)
-        cfg = DSCConfig.from_hyper(hyper)
-        if cfg.delta_baseline is not None \
-                and not (Path(cfg.delta_baseline) / "summary.json").is_file():
-            raise ValueError(f"dsc: delta_baseline must be a run directory with a "
-                             f"summary.json, got {cfg.delta_baseline!r}")
+        check_scene_plan(plan)
+        baseline = cls.settings(plan.hyper).delta_baseline
+        if baseline is not None and not (Path(baseline) / "summary.json").is_file():
+            raise ValueError(f"hyper.delta_baseline: must be a run directory with a "
+                             f"summary.json, got {baseline!r}")
+
+    @classmethod
+    def settings(cls, hyper: Mapping[str, Any]) -> DSCHyper:
+        """The plan's `hyper` as this protocol's model (outside a node, which has `self.hyper`)."""
+        checked = cls.Hyper.model_validate(hyper)
+        assert isinstance(checked, DSCHyper)
+        return checked
 
     @property
     def depth(self) -> int:
-        return self.cfg.depth
+        return self.hyper.depth
 
     def check_policies(self, tensors: Mapping[str, np.ndarray]) -> None:
         """A POLICY message: U of shape (|T_n|, K), float32 zeros and ones."""
@@ -208,8 +154,8 @@ class DSC(Protocol):
             raise ValueError("expected U: (tasks, K) float32 zeros and ones")
 
     def run_round(self, r: int) -> dict[str, float]:
-        self.loss = self.trainer.run_epochs(self.cfg.epochs)
-        self.ctx.clock.sync_step(0, self.cfg.epochs * self.steps_per_epoch)
+        self.loss = self.trainer.run_epochs(self.hyper.epochs)
+        self.ctx.clock.sync_step(0, self.hyper.epochs * self.steps_per_epoch)
         self.prepare_round(r)
         row = self.mix(r) if self.depth else {self.me: 1.0}
         self.rows.append(row)
@@ -224,8 +170,8 @@ class DSC(Protocol):
         scores = {m: 1.0 if m == self.me else affinity(self.affinity_kind, policies[m],
                                                        policies[self.me])
                   for m in sorted(policies)}
-        weights = {m: float(np.float32(w)) for m, w in softmax_weights(scores,
-                                                                       self.cfg.tau).items()}
+        weights = {m: float(np.float32(w))
+                   for m, w in softmax_weights(scores, self.hyper.tau).items()}
         # S is symmetric, so the receiver's row softmax has the same numbers as its column.
         self.column, self.row = (weights, None) if self.attach_weight else (None, weights)
 
@@ -233,11 +179,10 @@ class DSC(Protocol):
         """POLICY{U} to and from every neighbour: one frame whose senders differ in size."""
         mine = self.model.policies()
         u = torch.stack([mine[t] for t in self.model.tasks])
+        # Under TDMA the frame's other senders put their own policy sizes on their links.
         self.ctx.clock.expect({n: self.policy_bytes(n) for n in self.ctx.plan.clients})
-        theirs = self.ctx.comm.exchange(Tag("data", r, PHASE_POLICY), {"U": u})
-        self.ctx.clock.sync_step(self.policy_bytes(self.me), 0)
-        for n in theirs:
-            self.ctx.formula.charge(r, n, "policy", FP32_BITS * u.numel())
+        theirs = self.policy_frame(r, Payload({"U": u}, {"policy": FP32_BITS * u.numel()}),
+                                   compute_steps=0)
         policies: dict[int, Policies] = {self.me: {t: v.numpy() for t, v in mine.items()}}
         for n, msg in theirs.items():
             tasks = self.portfolios[n]
@@ -276,18 +221,21 @@ class DSC(Protocol):
         return row
 
     def send_step(self, tag: Tag, psi: torch.Tensor, y: torch.Tensor) -> dict[int, Received]:
-        """One frame: PARAMS{psi (, w) (, y)} to every neighbour, theirs back."""
+        """One frame: PARAMS{psi (, y) (, w)} to every neighbour, theirs back; each message
+        charged (formula and clock) what it carries, 32 bits a value."""
         base = {"psi": psi, **({"y": y} if self.push_sum else {})}
         comm = self.ctx.comm
         if self.column is not None:
             column = self.column
-            theirs = comm.exchange_each(tag, {n: {**base, "w": torch.tensor([column[n]])}
-                                              for n in comm.neighbors})
+            sent = {n: params({**base, "w": torch.tensor([column[n]])}) for n in comm.neighbors}
+            theirs = comm.exchange_each(tag, {n: msg.tensors for n, msg in sent.items()})
         else:
+            sent = dict.fromkeys(comm.neighbors, params(base))
             theirs = comm.exchange(tag, base)
-        self.ctx.clock.sync_step(self.message_bytes, 0)
         for n in theirs:
-            self.ctx.formula.charge_all(tag.round, n, self.params_bits)
+            self.ctx.formula.charge_all(tag.round, n, sent[n].bits)
+        self.ctx.clock.sync_step(max((msg.total_bits // 8 for msg in sent.values()), default=0),
+                                 0)
         return theirs
 
     # Reporting.
@@ -307,7 +255,14 @@ class DSC(Protocol):
 
     @classmethod
     def run_keys(cls, plan: RunPlan, reports: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
-        return run_summary(plan, reports, cls.is_reference)
+        baseline = cls.settings(plan.hyper).delta_baseline
+        return run_summary(plan, reports, cls.is_reference, baseline)
+
+
+def params(tensors: Mapping[str, torch.Tensor]) -> Payload:
+    """A PARAMS message with its formula bits by component (`COMPONENTS`)."""
+    return Payload(tensors, {COMPONENTS[name]: FP32_BITS * t.numel()
+                             for name, t in tensors.items()})
 
 
 def combine(row: Weights, me: int, mine: torch.Tensor, theirs: Mapping[int, Received],

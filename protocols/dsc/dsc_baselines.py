@@ -25,6 +25,7 @@ import torch
 from dfl_node.comm.channel import Received
 from protocols.dsc.dsc import DSC
 from protocols.dsc.dsc_mixing import Weights, fedamp_row, fedavg_row, model_cosine
+from protocols.dsc.hyper import DSCFedAMPHyper, DSCFedAvgHyper
 
 
 class DSCNoAgg(DSC):
@@ -50,18 +51,22 @@ class DSCMax(DSC):
 class DSCFedAvg(DSC):
     """Decentralized FedAvg: uniform weights that ignore tasks; no policy frame."""
 
+    Hyper = DSCFedAvgHyper
+    hyper: DSCFedAvgHyper
     uses_eq18 = False
 
     def prepare_round(self, r: int) -> None:
         plan = self.ctx.plan
         degrees = {n: len(plan.neighbors(n)) for n in self.ctx.comm.neighbors}
         self.column = None
-        self.row = fedavg_row(self.cfg.fedavg, self.me, degrees, len(self.ctx.comm.neighbors))
+        self.row = fedavg_row(self.hyper.fedavg, self.me, degrees, len(self.ctx.comm.neighbors))
 
 
 class DSCFedAMP(DSC):
     """HeurFedAMP on one hop: attention over the cosine of the models received at step 1."""
 
+    Hyper = DSCFedAMPHyper
+    hyper: DSCFedAMPHyper
     uses_eq18 = False
 
     def prepare_round(self, r: int) -> None:
@@ -73,7 +78,7 @@ class DSCFedAMP(DSC):
             return row
         cosines = {n: model_cosine(psi.numpy(), msg["psi"].numpy())
                    for n, msg in theirs.items()}
-        xi_self = self.cfg.fedamp_xi_self
+        xi_self = self.hyper.fedamp_xi_self
         if xi_self is None:
             xi_self = 1.0 / (len(theirs) + 1)
-        return fedamp_row(self.me, cosines, xi_self, self.cfg.fedamp_sigma)
+        return fedamp_row(self.me, cosines, xi_self, self.hyper.fedamp_sigma)

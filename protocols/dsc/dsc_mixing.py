@@ -23,14 +23,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Literal, get_args
 
 import numpy as np
 
 Policies = Mapping[str, np.ndarray]  # task -> binary policy u_{i,t} (K floats)
 Weights = dict[int, float]  # node id -> weight, ascending ids
 
-AFFINITIES = ("similarity", "max")
-FEDAVG_VARIANTS = ("column_uniform", "row_uniform", "metropolis")
+Affinity = Literal["similarity", "max"]
+FedAvgVariant = Literal["column_uniform", "row_uniform", "metropolis"]
+AFFINITIES: tuple[str, ...] = get_args(Affinity)
+FEDAVG_VARIANTS: tuple[str, ...] = get_args(FedAvgVariant)
 
 
 def task_affinity(u: np.ndarray, v: np.ndarray) -> float:
@@ -59,7 +62,7 @@ def max_affinity(mine: Policies, theirs: Policies) -> float:
     return float(pair_table(mine, theirs).max())
 
 
-def affinity(kind: str, mine: Policies, theirs: Policies) -> float:
+def affinity(kind: Affinity, mine: Policies, theirs: Policies) -> float:
     if kind == "similarity":
         return client_affinity(mine, theirs)
     if kind == "max":
@@ -76,7 +79,7 @@ def softmax_weights(scores: Mapping[int, float], tau: float) -> Weights:
     return {m: v / z for m, v in e.items()}
 
 
-def fedavg_weight(variant: str, receiver_degree: int, sender_degree: int) -> float:
+def fedavg_weight(variant: FedAvgVariant, receiver_degree: int, sender_degree: int) -> float:
     """w_{i,n} of decentralized FedAvg for d_i = receiver_degree, d_n = sender_degree (§6)."""
     if variant == "column_uniform":
         return 1.0 / (sender_degree + 1)
@@ -87,7 +90,8 @@ def fedavg_weight(variant: str, receiver_degree: int, sender_degree: int) -> flo
     raise ValueError(f"fedavg variant must be one of {list(FEDAVG_VARIANTS)}, got {variant!r}")
 
 
-def fedavg_row(variant: str, node: int, neighbors: Mapping[int, int], degree: int) -> Weights:
+def fedavg_row(variant: FedAvgVariant, node: int, neighbors: Mapping[int, int],
+               degree: int) -> Weights:
     """Row i of FedAvg's W: `neighbors` maps each n in N_i to d_n. Metropolis puts the rest of
     the row on the diagonal (doubly stochastic); the uniform variants are uniform on N_i + i
     seen from the normalising side."""
@@ -130,7 +134,7 @@ def adjacency(n: int, edges: Sequence[tuple[int, int]]) -> np.ndarray:
 
 
 def affinity_matrix(policies: Sequence[Policies], adj: np.ndarray,
-                    kind: str = "similarity") -> np.ndarray:
+                    kind: Affinity = "similarity") -> np.ndarray:
     """S on the graph's edges and the diagonal (1); 0 elsewhere, where it is never used."""
     n = len(policies)
     s = np.eye(n)

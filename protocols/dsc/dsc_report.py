@@ -31,7 +31,8 @@ def columns(summaries: Sequence[Summary]) -> list[Column]:
             Column("delta_all", "Δ_all (%)", "percent", summary_key("delta_all"))]
 
 
-TABLE = ReportTable("DSC family (relative improvement over no aggregation)", columns)
+TABLE = ReportTable("DSC family (relative improvement over no aggregation)", columns,
+                    rows=("dsc", "dsc-noagg", "dsc-fedavg", "dsc-max", "dsc-fedamp"), position=3)
 
 # The metrics' `accuracy`: the mean over the node's tasks of each task's headline number.
 SCORE = Score("task score", "score")

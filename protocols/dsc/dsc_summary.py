@@ -69,8 +69,8 @@ def delta_keys(results: TaskMetrics, baseline: TaskMetrics) -> dict[str, Any]:
             "delta_clients": {str(n): d for n, d in rep.per_client.items()}}
 
 
-def run_summary(plan: RunPlan, reports: Mapping[int, Mapping[str, Any]],
-                is_reference: bool) -> dict[str, Any]:
+def run_summary(plan: RunPlan, reports: Mapping[int, Mapping[str, Any]], is_reference: bool,
+                baseline: str | None) -> dict[str, Any]:
     results = {n: dict(rep["task_metrics"]) for n, rep in sorted(reports.items())
                if rep.get("task_metrics")}
     policies = {n: rep.get("policies", {}) for n, rep in sorted(reports.items())}
@@ -82,7 +82,6 @@ def run_summary(plan: RunPlan, reports: Mapping[int, Mapping[str, Any]],
         "distinct_policies": len(distinct),
         **matrix_keys(mixing_matrices(plan, reports)),
     }
-    baseline = plan.hyper.get("delta_baseline")
     if results and (is_reference or baseline):
         out |= delta_keys(results, results if is_reference else load_task_metrics(str(baseline)))
     return out

@@ -24,6 +24,7 @@ from typing import Any
 import click
 
 from protocols.dsc.depth import bound, continuous_depth, deployed_depth, fit_constants
+from protocols.dsc.hyper import DSCHyper
 
 METRICS = ("delta_all", "loss")
 
@@ -46,9 +47,11 @@ def run_rho(summary: dict[str, Any], where: Path) -> float:
 def sweep_point(run_dir: Path, metric: str) -> tuple[int, float, float]:
     """(J, error, rho) of one run of a sweep."""
     summary = read_summary(run_dir)
-    depth = summary.get("config", {}).get("hyper", {}).get("depth")
-    if not isinstance(depth, int):
-        raise click.ClickException(f"{run_dir}: config has no hyper.depth")
+    # A run at the default J has none in its config.
+    depth = summary.get("config", {}).get("hyper", {}).get("depth",
+                                                         DSCHyper.model_fields["depth"].default)
+    if isinstance(depth, bool) or not isinstance(depth, int):
+        raise click.ClickException(f"{run_dir}: config's hyper.depth is not an integer")
     if metric == "delta_all":
         value = summary.get("delta_all")
         if not isinstance(value, int | float):

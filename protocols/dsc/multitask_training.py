@@ -21,14 +21,14 @@ docs/protocols/dsc.md#a15).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
 import torch
+from pydantic import Field
 from torch.nn import functional as F
 
+from dfl_config.section import Count, Flag, NonNegative, NonNegativeInt, Positive
 from dfl_node.learning.seeds import numpy_stream, torch_stream
 from protocols.dsc.routed_model import RoutedMultiTaskNet
 from protocols.dsc.routing_policy import (
@@ -39,26 +39,38 @@ from protocols.dsc.routing_policy import (
     sparsity_loss,
 )
 from protocols.dsc.task_metrics import meter_for
-from protocols.dsc.taskdata import IGNORE, TaskSet
+from protocols.dsc.taskdata import IGNORE, Task, TaskSet
+from protocols.sdk import TrainingHyper
 
 
-@dataclass(frozen=True)
-class TrainConfig:
-    """Mini-run defaults (docs/protocols/dsc.md#a15); the paper's full runs use
-    lr = policy_lr = 1e-4."""
+class MultiTaskTrainingHyper(TrainingHyper):
+    """The local training's settings, shared by the DSC family's hyper models. Mini-run
+    defaults (docs/protocols/dsc.md#a15); the paper's full runs use lr = policy_lr = 1e-4."""
 
-    batch_size: int = 16
-    lr: float = 0.05
-    momentum: float = 0.9
-    weight_decay: float = 1e-4
-    policy_lr: float = 1e-2
-    sparsity: float = 1e-3
-    sharing: float = 0.05
-    gumbel_t0: float = 5.0
-    gumbel_decay: float = 0.9
-    warmup_epochs: int = 0
-    straight_through: bool = True
-    task_weights: Mapping[str, float] = field(default_factory=dict)  # lambda_t, default 1
+    lr: Positive = 0.05
+    """SGD step size on backbone and decoders."""
+    batch_size: Count = 16
+    """Mini-batch size."""
+    momentum: NonNegative = 0.9
+    """SGD momentum, kept across rounds."""
+    weight_decay: NonNegative = 1e-4
+    """SGD weight decay."""
+    policy_lr: Positive = 1e-2
+    """Adam step size on the routing logits."""
+    sparsity: NonNegative = 1e-3
+    """lambda_sp, the pull of the logits towards skipping (docs/protocols/dsc.md#a4)."""
+    sharing: NonNegative = 0.05
+    """lambda_sh, the pull of the tasks' bottom blocks towards being shared."""
+    gumbel_t0: Positive = 5.0
+    """The Gumbel temperature once policies are learned."""
+    gumbel_decay: Positive = 0.9
+    """The temperature's factor per epoch."""
+    warmup_epochs: NonNegativeInt = 0
+    """Epochs with every block run and the logits frozen (docs/protocols/dsc.md#a4)."""
+    straight_through: Flag = True
+    """Hard Gumbel samples with soft gradients."""
+    task_weights: dict[Task, NonNegative] = Field(default_factory=dict)
+    """lambda_t per task; a task not named weighs 1."""
 
 
 def task_loss(task: str, pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -75,7 +87,7 @@ def task_loss(task: str, pred: torch.Tensor, target: torch.Tensor) -> torch.Tens
 
 
 def make_optimizers(model: RoutedMultiTaskNet,
-                    cfg: TrainConfig) -> tuple[torch.optim.SGD, torch.optim.Adam]:
+                    cfg: MultiTaskTrainingHyper) -> tuple[torch.optim.SGD, torch.optim.Adam]:
     """SGD over the `shared` and `decoders` groups, Adam over `policy` (paper §V)."""
     weights = [{"name": g, "params": list(model.named_group(g).values())}
                for g in ("shared", "decoders")]
@@ -99,8 +111,8 @@ class LocalTrainer:
     checkpoint_fields: ClassVar[tuple[str, ...]] = ("sgd", "adam", "batches", "gumbel",
                                                     "epochs_done")
 
-    def __init__(self, model: RoutedMultiTaskNet, data: TaskSet, cfg: TrainConfig, seed: int,
-                 node: int, device: torch.device | str = "cpu") -> None:
+    def __init__(self, model: RoutedMultiTaskNet, data: TaskSet, cfg: MultiTaskTrainingHyper,
+                 seed: int, node: int, device: torch.device | str = "cpu") -> None:
         missing = [t for t in model.tasks if t not in data.targets]
         if missing:
             raise ValueError(f"node {node}: no labels for tasks {missing}")

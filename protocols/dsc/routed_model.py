@@ -22,7 +22,8 @@ every node, paper Alg. 1 step 1); decoders from the node's own stream; policy lo
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import nn
@@ -30,12 +31,14 @@ from torch.nn import functional as F
 
 from dfl_node.learning.models import reset_parameters
 from dfl_node.learning.seeds import torch_stream
+from dfl_node.settings.model import ModelSpec
 from protocols.dsc.routing_policy import POLICY_BYTES_PER_ENTRY, binary_policy
-from protocols.dsc.semantic_channel import ChannelSpec, SemanticChannel
+from protocols.dsc.semantic_channel import AwgnChannel, ChannelSpec, SemanticChannel
 from protocols.dsc.taskdata import output_channels
 
 GROUPS = ("shared", "decoders", "policy")
 FP32_BYTES = 4
+IN_CHANNELS = 3  # RGB images
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,8 @@ class BackboneSpec:
     head_dilations: tuple[int, ...] = (1, 2, 3, 4)
 
 
-BACKBONES = {
+Backbone = Literal["mini", "resnet18", "resnet34"]
+BACKBONES: dict[Backbone, BackboneSpec] = {
     # The mini run's backbone (docs/protocols/dsc.md#mini-run): ResNet-18 layout at widths
     # 8/16/24/32, output stride 4.
     "mini": BackboneSpec((8, 16, 24, 32), (2, 2, 2, 2)),
@@ -66,12 +70,14 @@ BACKBONES = {
 }
 
 
-@dataclass(frozen=True)
-class MultiTaskSpec:
-    backbone: str = "mini"
-    seg_classes: int = 5
-    in_channels: int = 3
-    channel: ChannelSpec = field(default_factory=ChannelSpec)
+class RoutedSpec(ModelSpec):
+    """The `model:` section of a DSC run (docs/protocols/dsc.md#the-model)."""
+
+    name: Literal["routed"]
+    backbone: Backbone = "mini"
+    """The routed ResNet (docs/protocols/dsc.md#a13): the CPU-sized `mini` or the paper's."""
+    channel: ChannelSpec = AwgnChannel(kind="awgn")
+    """The semantic channel between backbone and decoders (docs/protocols/dsc.md#a12)."""
 
 
 class RoutedBlock(nn.Module):
@@ -136,18 +142,18 @@ class AsppHead(nn.Module):
 
 
 class RoutedMultiTaskNet(nn.Module):
-    def __init__(self, spec: MultiTaskSpec, tasks: Sequence[str],
+    """`seg_classes`: the data's (the decoder of Seg has one output per class)."""
+
+    def __init__(self, spec: RoutedSpec, tasks: Sequence[str], seg_classes: int,
                  channel_gen: torch.Generator | None = None) -> None:
         super().__init__()
-        if spec.backbone not in BACKBONES:
-            raise ValueError(f"unknown backbone {spec.backbone!r} (known: {', '.join(BACKBONES)})")
         bspec = BACKBONES[spec.backbone]
         self.spec = spec
         self.tasks = tuple(tasks)
-        self.backbone = RoutedBackbone(bspec, spec.in_channels)
+        self.backbone = RoutedBackbone(bspec, IN_CHANNELS)
         self.blocks = len(self.backbone.blocks)
         self.decoders = nn.ModuleDict({
-            t: AsppHead(self.backbone.out_channels, output_channels(t, spec.seg_classes),
+            t: AsppHead(self.backbone.out_channels, output_channels(t, seg_classes),
                         bspec.head_dilations) for t in self.tasks})
         self.policy_logits = nn.ParameterDict(
             {t: nn.Parameter(torch.zeros(self.blocks, 2)) for t in self.tasks})
@@ -198,12 +204,13 @@ class RoutedMultiTaskNet(nn.Module):
         return POLICY_BYTES_PER_ENTRY * self.blocks * len(self.tasks)
 
 
-def build_multitask_model(spec: MultiTaskSpec, tasks: Sequence[str], seed: int,
+def build_multitask_model(spec: RoutedSpec, tasks: Sequence[str], seg_classes: int, seed: int,
                           node: int) -> RoutedMultiTaskNet:
     """Node `node`'s model for its portfolio `tasks`, built on the meta device and then filled
     from the seeded streams only (no draw from torch's global generator)."""
     with torch.device("meta"):
-        model = RoutedMultiTaskNet(spec, tasks, torch_stream(seed, node, "mtl/channel"))
+        model = RoutedMultiTaskNet(spec, tasks, seg_classes,
+                                   torch_stream(seed, node, "mtl/channel"))
     model.to_empty(device="cpu")
     init_modules(model.backbone, torch_stream(seed, -1, "init"))
     init_modules(model.decoders, torch_stream(seed, node, "init/decoders"))

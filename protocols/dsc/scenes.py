@@ -21,13 +21,13 @@ come from (seed, node, name) streams, so the data is the same in every process a
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from dfl_config.section import Count, Flag, NonNegative, Positive, Section
 from dfl_node.learning.seeds import numpy_stream
+from protocols.dsc.portfolios import PortfolioScheme
 from protocols.dsc.taskdata import TaskSet, dirichlet_sizes
 
 CLASSES = ("background", "sphere", "box", "pyramid", "cone")
@@ -49,39 +49,27 @@ class ScenePrior:
     class_weights: tuple[float, float, float, float] = (1.0, 1.0, 1.0, 1.0)
 
 
-@dataclass(frozen=True)
-class SceneSpec:
-    """Pool sizes follow NYU-v2 (795 train / 654 test); tests use 16x16 images."""
+class SceneOptions(Section):
+    """The `scenes:` section: the portfolio scheme and the rendered pools, whose sizes follow
+    NYU-v2 (795 train / 654 test). What is drawn comes from the run's seed, not a key here."""
 
-    size: int = 32
-    train_size: int = 800
-    test_size: int = 650
-    noise: float = 0.02
-    alpha: float = 1.0
-    min_size: int = 30
-    node_priors: bool = True
-    seed: int = 0
-
-
-PORTFOLIOS_KEY = "portfolios"  # the plan's `scenes` section also names the portfolio scheme
-
-
-def scene_spec(options: Mapping[str, Any], seed: int) -> SceneSpec:
-    """The plan's `scenes` options as a SceneSpec for the run seed (the portfolio scheme is
-    left out); ValueError (one line) on an unknown key or a bad value."""
-    given = {k: v for k, v in options.items() if k != PORTFOLIOS_KEY}
-    known = set(SceneSpec.__dataclass_fields__) - {"seed"}
-    unknown = sorted(set(given) - known)
-    if unknown:
-        raise ValueError(f"unknown key(s) {unknown} (known: {sorted(known)}, {PORTFOLIOS_KEY})")
-    spec = SceneSpec(**given, seed=seed)
-    for name in ("size", "train_size", "test_size", "min_size"):
-        value = getattr(spec, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    if not (isinstance(spec.alpha, int | float) and spec.alpha > 0):
-        raise ValueError(f"alpha must be a number > 0, got {spec.alpha!r}")
-    return spec
+    portfolios: PortfolioScheme = "nyu"
+    """How portfolios are drawn for nodes without a `tasks` attribute
+    (docs/protocols/dsc.md#a8)."""
+    size: Count = 32
+    """Image side in pixels."""
+    train_size: Count = 800
+    """Training scenes, shared out by Dirichlet(`alpha`) sizes."""
+    test_size: Count = 650
+    """The common test pool every node is evaluated on."""
+    noise: NonNegative = 0.02
+    """Standard deviation of the pixel noise."""
+    alpha: Positive = 1.0
+    """Dirichlet concentration of the per-node training sizes (quantity skew)."""
+    min_size: Count = 30
+    """Training scenes every node gets at least."""
+    node_priors: Flag = True
+    """Each node renders with its own `ScenePrior` (false: all with the neutral one)."""
 
 
 def draw_prior(seed: int, node: int) -> ScenePrior:
@@ -95,19 +83,23 @@ def draw_prior(seed: int, node: int) -> ScenePrior:
                                      float(weights[3])))
 
 
-def eval_pool(spec: SceneSpec) -> TaskSet:
+def eval_pool(opts: SceneOptions, seed: int) -> TaskSet:
     """The common test pool, rendered with the neutral prior."""
-    rng = numpy_stream(spec.seed, -1, "scenes/test")
-    return render_many(rng, spec.test_size, spec.size, ScenePrior(), spec.noise)
+    rng = numpy_stream(seed, -1, "scenes/test")
+    return render_many(rng, opts.test_size, opts.size, ScenePrior(), opts.noise)
 
 
-def node_train(spec: SceneSpec, node_ids: list[int], node: int) -> TaskSet:
+def train_sizes(opts: SceneOptions, seed: int, nodes: int) -> np.ndarray:
+    """Every node's count of training scenes (ValueError when `min_size` cannot be met)."""
+    return dirichlet_sizes(opts.train_size, nodes, opts.alpha, opts.min_size, seed)
+
+
+def node_train(opts: SceneOptions, seed: int, node_ids: list[int], node: int) -> TaskSet:
     """Node `node`'s training scenes: its Dirichlet share, rendered with its own prior."""
-    sizes = dirichlet_sizes(spec.train_size, len(node_ids), spec.alpha, spec.min_size, spec.seed)
-    count = int(sizes[node_ids.index(node)])
-    prior = draw_prior(spec.seed, node) if spec.node_priors else ScenePrior()
-    rng = numpy_stream(spec.seed, node, "scenes/train")
-    return render_many(rng, count, spec.size, prior, spec.noise)
+    count = int(train_sizes(opts, seed, len(node_ids))[node_ids.index(node)])
+    prior = draw_prior(seed, node) if opts.node_priors else ScenePrior()
+    rng = numpy_stream(seed, node, "scenes/train")
+    return render_many(rng, count, opts.size, prior, opts.noise)
 
 
 def render_many(rng: np.random.Generator, count: int, size: int, prior: ScenePrior,
@@ -205,9 +197,10 @@ def sobel_edges(depth: np.ndarray) -> np.ndarray:
     return mag / peak if peak > 0 else mag
 
 
-def node_scenes(spec: SceneSpec, node_ids: list[int], node: int,
+def node_scenes(opts: SceneOptions, seed: int, node_ids: list[int], node: int,
                 tasks: tuple[str, ...]) -> tuple[TaskSet, TaskSet]:
     """(train, test) for one node, carrying only the labels of its portfolio `tasks`."""
-    everything = np.arange(spec.test_size)
-    train = node_train(spec, node_ids, node)
-    return train.select(np.arange(len(train)), tasks), eval_pool(spec).select(everything, tasks)
+    everything = np.arange(opts.test_size)
+    train = node_train(opts, seed, node_ids, node)
+    test = eval_pool(opts, seed)
+    return train.select(np.arange(len(train)), tasks), test.select(everything, tasks)

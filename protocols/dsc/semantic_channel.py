@@ -11,26 +11,44 @@ decoder train as a pair. `none` passes the latent through untouched.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-KINDS = ("none", "awgn", "rayleigh_diag")
+from dfl_config.section import Number, Section, tagged_union
 
 
-@dataclass(frozen=True)
-class ChannelSpec:
-    """Default AWGN at 20 dB for training and test (the paper gives no value;
+class NoChannel(Section):
+    """The latent reaches the decoders untouched."""
+
+    kind: Literal["none"] = "none"
+
+
+class NoisyChannel(Section):
+    """A channel with noise at a fixed SNR for training and test (the paper gives no value;
     docs/protocols/dsc.md#a12)."""
 
-    kind: str = "awgn"
-    snr_db: float = 20.0
+    snr_db: Number = 20.0
+    """SNR = P / sigma^2, in dB."""
 
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"unknown channel {self.kind!r} (known: {', '.join(KINDS)})")
+
+class AwgnChannel(NoisyChannel):
+    kind: Literal["awgn"] = "awgn"
+
+
+class RayleighChannel(NoisyChannel):
+    """Per-symbol Rayleigh fading h ~ CN(0, 1), zero-forced with CSI."""
+
+    kind: Literal["rayleigh_diag"] = "rayleigh_diag"
+
+
+if TYPE_CHECKING:
+    ChannelSpec = AwgnChannel | RayleighChannel | NoChannel
+else:
+    ChannelSpec = tagged_union((AwgnChannel, RayleighChannel, NoChannel), "kind", "awgn")
+"""The `model.channel` section, by its `kind` (awgn when none is given)."""
 
 
 class SemanticChannel(nn.Module):
@@ -40,7 +58,7 @@ class SemanticChannel(nn.Module):
         self.gen = gen
 
     def forward(self, latent: torch.Tensor) -> torch.Tensor:
-        if self.spec.kind == "none":
+        if not isinstance(self.spec, NoisyChannel):
             return latent
         flat = latent.reshape(len(latent), -1)
         reals = flat.shape[1]
@@ -52,9 +70,10 @@ class SemanticChannel(nn.Module):
 
     def effective_noise(self, shape: torch.Size) -> torch.Tensor:
         """z (AWGN) or z/h (Rayleigh + ZF) as interleaved (re, im) pairs."""
+        assert isinstance(self.spec, NoisyChannel)
         sigma2 = 10.0 ** (-self.spec.snr_db / 10.0)
         z = self.complex_normal(shape, sigma2)
-        if self.spec.kind == "awgn":
+        if isinstance(self.spec, AwgnChannel):
             return torch.view_as_real(z).reshape(shape)
         h = self.complex_normal(shape, 1.0)
         return torch.view_as_real(z / h).reshape(shape)

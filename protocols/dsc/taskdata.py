@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import numpy as np
 
 from dfl_node.learning.seeds import numpy_stream
 
-TASKS = ("seg", "sn", "dep", "kp", "edge")
+Task = Literal["seg", "sn", "dep", "kp", "edge"]
+TASKS: tuple[str, ...] = get_args(Task)
 IGNORE = 255
 SIZE_ATTEMPTS = 1000
 

@@ -14,61 +14,48 @@ w^0 is the run's shared initialisation, known to every node, so no broadcast pre
 and round t's download carries w^{t+1}: each client then evaluates the global model on its own
 test split, as the paper evaluates q-FFL. With q = 0 the update is FedSGD with step lr.
 
-Formula bits: P 32 up and P 32 down per client and round, B_client = 2 T P 32 (stated).
+The star's send/gather/broadcast is not a neighbour exchange, so it stays on `ctx.comm`; the
+formula bits still come from the dense payload sent. Formula bits: P 32 up and P 32 down per
+client and round, B_client = 2 T P 32 (stated). The clock charges two synchronous steps of P 4
+bytes (up with the client's gradient, then down).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
+from dfl_config.section import NonNegative, Positive
 from dfl_node.learning.flat import flatten, unflatten_into
-from dfl_node.learning.training import BatchSampler, compute_gradients, grad_of
+from dfl_node.learning.training import grad_of
 from dfl_node.runner.context import NodeContext
 from dfl_node.wire.tags import Tag
-from protocols.base import Protocol
-from protocols.gossip.dense_bits import DenseAccounting, dense_link_bits
-from protocols.hyper import HyperConfig
+from protocols.sdk import DenseAccounting, LocalSGD, Protocol, ServerBased, TrainingHyper, dense
 
 UP, DOWN = "qffl-up", "qffl-down"
 
 
-@dataclass(frozen=True)
-class QFFLConfig(HyperConfig):
-    protocol_name = "qffl"
-    lr: float = 0.18
-    q: float = 1.0
-    lipschitz: float = 2.0  # L
-    grad_clip: float = 0.5  # 0 turns clipping off
-    batch_size: int = 32
-    accounting: dict[str, Any] = field(default_factory=dict)
-
-    def check(self) -> None:
-        self.number("lr", 0.0, strict=True)
-        self.number("q", 0.0, strict=False)
-        self.number("lipschitz", 0.0, strict=True)
-        self.number("grad_clip", 0.0, strict=False)
-        self.count("batch_size")
-        self.mapping("accounting")
-        DenseAccounting.from_mapping(self.accounting)
+class QFFLHyper(TrainingHyper):
+    lr: Positive = 0.18
+    """Step size of dw_k = L lr g_k."""
+    q: NonNegative = 1.0
+    """Fairness exponent; 0 is FedSGD."""
+    lipschitz: Positive = 2.0
+    """L, the Lipschitz constant of the gradient."""
+    grad_clip: NonNegative = 0.5
+    """clip_norm of each client's gradient; 0 turns clipping off."""
+    accounting: DenseAccounting = DenseAccounting()
+    """Formula constants: P b_fp bits per message each way, plus b_hdr."""
 
 
-class QFFL(Protocol):
-    server_based: ClassVar[bool] = True
+class QFFL(ServerBased, Protocol[QFFLHyper]):
+    Hyper = QFFLHyper
     report_family = "dmfl-sq"  # compared in the DMFL-SQ paper's table
-
-    @staticmethod
-    def check_hyper(hyper: Mapping[str, Any]) -> None:
-        QFFLConfig.from_hyper(hyper)
 
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
-        self.cfg = cfg = QFFLConfig.from_hyper(ctx.hyper)
         server = ctx.plan.aggregator
         if server is None:
             raise ValueError("qffl: the plan has no aggregator node")
@@ -77,35 +64,35 @@ class QFFL(Protocol):
         size = sum(p.numel() for p in self.params)
         ctx.comm.set_schema(UP, {"delta": ("float32", (size,)), "h": ("float64", (1,))})
         ctx.comm.set_schema(DOWN, {"w": ("float32", (size,))})
-        self.link_bits = dense_link_bits(1, size, DenseAccounting.from_mapping(cfg.accounting))
         self.message_bytes = 4 * size
         self.is_server = ctx.node_id == self.server
         if not self.is_server:
-            self.checkpoint_fields = ("batches",)
-            self.batches = BatchSampler(ctx.data.x_train, ctx.data.y_train, cfg.batch_size,
-                                        ctx.rng("batches"), ctx.device)
+            self.checkpoint_fields = ("sgd",)
+            self.sgd = LocalSGD(ctx, self.hyper.batch_size)
 
     def run_round(self, r: int) -> dict[str, float]:
         info = self.aggregate(r) if self.is_server else self.client_round(r)
-        self.ctx.clock.sync_step(self.message_bytes, 0 if self.is_server else 1)  # up
+        compute = 0 if self.is_server else self.sgd.take_steps()
+        self.ctx.clock.sync_step(self.message_bytes, compute)  # up
         self.ctx.clock.sync_step(self.message_bytes, 0)  # down
         return info
 
     def client_round(self, r: int) -> dict[str, float]:
-        ctx, cfg = self.ctx, self.cfg
-        loss = compute_gradients(ctx.model, *self.batches.next())
+        ctx, hp = self.ctx, self.hyper
+        loss = self.sgd.gradient()
         with torch.no_grad():
             g = flatten(grad_of(p) for p in self.params)
             norm = float(torch.linalg.vector_norm(g))
-            if cfg.grad_clip and norm > cfg.grad_clip:
-                g.mul_(cfg.grad_clip / norm)
-            dw = cfg.lipschitz * cfg.lr * g
-            f_q = math.pow(loss, cfg.q)
-            h = cfg.q * math.pow(loss, cfg.q - 1) * float(dw @ dw) if cfg.q else 0.0
-            h += cfg.lipschitz * f_q
+            if hp.grad_clip and norm > hp.grad_clip:
+                g.mul_(hp.grad_clip / norm)
+            dw = hp.lipschitz * hp.lr * g
+            f_q = math.pow(loss, hp.q)
+            h = hp.q * math.pow(loss, hp.q - 1) * float(dw @ dw) if hp.q else 0.0
+            h += hp.lipschitz * f_q
+        up = dense({"delta": f_q * dw}, hp.accounting)
         ctx.comm.send(self.server, Tag("data", r, UP),
-                      {"delta": f_q * dw, "h": np.array([h], dtype=np.float64)})
-        ctx.formula.charge_all(r, self.server, self.link_bits)
+                      {**up.tensors, "h": np.array([h], dtype=np.float64)})
+        ctx.formula.charge_all(r, self.server, up.bits)
         w = ctx.comm.recv(self.server, Tag("data", r, DOWN))["w"]
         unflatten_into(self.params, w.to(self.params[0].device))
         return {"train_loss": loss, "grad_norm": norm, "h": h}
@@ -124,7 +111,8 @@ class QFFL(Protocol):
                 raise FloatingPointError(f"qffl: sum of h_k is {h_sum} at round {r}")
             w_new = w - total / h_sum
             unflatten_into(self.params, w_new)
-        ctx.comm.broadcast(Tag("data", r, DOWN), {"w": w_new})
+        down = dense({"w": w_new}, self.hyper.accounting)
+        ctx.comm.broadcast(Tag("data", r, DOWN), down.tensors)
         for k in sorted(uploads):
-            ctx.formula.charge_all(r, k, self.link_bits)
+            ctx.formula.charge_all(r, k, down.bits)
         return {"h_sum": h_sum}

@@ -27,11 +27,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 
 import numpy as np
+from pydantic import Field
 
+from dfl_config.section import (
+    Count,
+    Flag,
+    Integer,
+    NonNegativeInt,
+    Number,
+    Positive,
+)
 from protocols.ssdfl.heterogeneity import (
     ClusterHeterogeneity,
     HeterogeneityConfig,
@@ -43,72 +52,60 @@ from topologies.mixing import induced, lazy, metropolis
 
 Cluster = tuple[int, ...]
 Partition = tuple[Cluster, ...]
-CONDUCTANCE_METHODS = ("auto", "exact", "sweep")
-CONDUCTANCE_WEIGHTS = ("mixing", "unweighted")
-H_NUMERATORS = ("sum", "mean")
 
 
-@dataclass(frozen=True)
-class ClusteringConfig:
-    """Algorithm 1's inputs; defaults are the paper's (Sec. VI) or the decisions C2, C3, C6, C9
-    of docs/protocols/ssd-fl.md."""
+class ClusteringSettings(HeterogeneityConfig):
+    """The `clustering:` section of SSD-FL's hyper-parameters: Algorithm 1's constants, the
+    paper's (Sec. VI) or the decisions of docs/protocols/ssd-fl.md, and the overrides."""
 
-    eta: float = 0.01
-    tau_a: int = 3
-    B: float = 1.0
-    gamma: float = 1.0
-    delta_tol: float = 10.0
-    alpha: float = 0.1
-    lazy_mixing: bool = False
-    conductance: str = "auto"
-    exact_max: int = 14
-    conductance_weights: str = "mixing"
-    singleton_conductance: float = 0.0
-    min_cluster_size: int = 2
-    h_numerator: str = "sum"
-    threshold_include_tau_a: bool = False
-    override_S: int | None = None
-    override_partition: tuple[tuple[int, ...], ...] | None = None
-    heterogeneity: HeterogeneityConfig = field(default_factory=HeterogeneityConfig)
+    eta: Positive | None = None
+    """The eta of eq. 37 and H; null: the training rate `lr` (docs/protocols/ssd-fl.md#c6)."""
+    B: Positive = 1.0
+    """Gradient bound (docs/protocols/ssd-fl.md#c6)."""
+    gamma: Number = 1.0
+    """Smoothness gamma_i (docs/protocols/ssd-fl.md#c6)."""
+    delta_tol: Positive = 10.0
+    """||Delta^tol||, every S (Sec. VI)."""
+    alpha: Number = 0.1
+    """Baseline variance (Sec. VI)."""
+    conductance: Literal["auto", "exact", "sweep"] = "auto"
+    """exact enumeration up to `exact_max` members and the Fiedler sweep beyond (auto), or one
+    of them always (docs/protocols/ssd-fl.md#c2)."""
+    exact_max: Annotated[Integer, Field(ge=2)] = 14
+    """The largest cluster whose conductance `auto` enumerates exactly."""
+    conductance_weights: Literal["mixing", "unweighted"] = "mixing"
+    """The cluster's own MH matrix, or its 0/1 adjacency (docs/protocols/ssd-fl.md#c1)."""
+    singleton_conductance: Number = 0.0
+    """A one-device cluster's conductance (docs/protocols/ssd-fl.md#c3)."""
+    min_cluster_size: Count = 2
+    """Smaller clusters make a candidate infeasible (docs/protocols/ssd-fl.md#c9)."""
+    h_numerator: Literal["sum", "mean"] = "sum"
+    """L~_s: the sum of the members' losses (eq. 15a), or their mean."""
+    threshold_include_tau_a: Flag = False
+    """Keep tau_a in eq. 35's threshold (docs/protocols/ssd-fl.md#c8)."""
+    override_S: Count | None = None
+    """Force S* (the candidate with S clusters)."""
+    override_partition: tuple[Annotated[tuple[NonNegativeInt, ...], Field(min_length=1)],
+                              ...] | None = None
+    """Force the clusters, e.g. [[0, 1, 2], [3, 4]] (node ids)."""
 
-    def __post_init__(self) -> None:
-        for name in ("eta", "B", "delta_tol"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"clustering.{name} must be > 0, got {getattr(self, name)!r}")
-        _choice("conductance", self.conductance, CONDUCTANCE_METHODS)
-        _choice("conductance_weights", self.conductance_weights, CONDUCTANCE_WEIGHTS)
-        _choice("h_numerator", self.h_numerator, H_NUMERATORS)
-        if self.min_cluster_size < 1 or self.exact_max < 2:
-            raise ValueError("clustering.min_cluster_size must be >= 1 and exact_max >= 2")
-        if self.override_S is not None and self.override_S < 1:
-            raise ValueError(f"clustering.override_S must be >= 1, got {self.override_S!r}")
+
+class ClusteringConfig(ClusteringSettings):
+    """Algorithm 1's inputs for one run: the settings with eta resolved, the run's tau_a and
+    mixing, and `override_partition` by node index (0..N-1) rather than id."""
+
+    eta: Positive
+    tau_a: Count
+    lazy_mixing: Flag = False
+    """A~_s is lazy Metropolis-Hastings, (I + W) / 2 (docs/protocols/ssd-fl.md#a4)."""
 
     @classmethod
-    def from_hyper(cls, raw: Mapping[str, Any], eta: float, tau_a: int,
-                   lazy_mixing: bool = False) -> ClusteringConfig:
-        """The `clustering:` mapping of a config; `eta: null` means the training rate (C6)."""
-        known = set(cls.__dataclass_fields__) - {"tau_a", "lazy_mixing", "heterogeneity"}
-        unknown = set(raw) - known - {"zeta", "alpha_o", "alpha_d"}
-        if unknown:
-            raise ValueError(f"clustering: unknown keys {sorted(unknown)}")
-        opts = {k: v for k, v in raw.items() if k in known}
-        given: dict[str, Any] = {k: tuple(float(x) for x in raw[k])
-                                 for k in ("zeta", "alpha_o", "alpha_d") if k in raw}
-        het = HeterogeneityConfig(**given)
-        if opts.get("eta") is None:
-            opts["eta"] = eta
-        if opts.get("override_partition") is not None:
-            opts["override_partition"] = tuple(tuple(int(i) for i in c)
-                                               for c in opts["override_partition"])
-        try:
-            return cls(tau_a=tau_a, lazy_mixing=lazy_mixing, heterogeneity=het, **opts)
-        except TypeError as exc:
-            raise ValueError(f"clustering: {exc}") from None
-
-
-def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ValueError(f"clustering.{name} must be one of {allowed}, got {value!r}")
+    def resolve(cls, settings: ClusteringSettings, lr: float, tau_a: int,
+                lazy_mixing: bool = False) -> ClusteringConfig:
+        """`settings` for a run whose training rate is `lr` (`eta: null`)."""
+        eta = lr if settings.eta is None else settings.eta
+        return cls.model_validate({**settings.model_dump(), "eta": eta, "tau_a": tau_a,
+                                   "lazy_mixing": lazy_mixing})
 
 
 @dataclass(frozen=True)
@@ -244,7 +241,7 @@ def cluster_score(adj: np.ndarray, members: Cluster, losses: Sequence[float],
 
 def heterogeneity_of(members: Cluster, inputs: NodeInputs,
                      cfg: ClusteringConfig) -> ClusterHeterogeneity:
-    return cluster_heterogeneity(members, inputs.optimizers, inputs.edge_terms, cfg.heterogeneity)
+    return cluster_heterogeneity(members, inputs.optimizers, inputs.edge_terms, cfg)
 
 
 def score(adj: np.ndarray, partition: Partition, inputs: NodeInputs,
@@ -304,5 +301,9 @@ def form_clusters(adj: np.ndarray, inputs: NodeInputs, cfg: ClusteringConfig) ->
 
 
 def config_record(cfg: ClusteringConfig) -> dict[str, Any]:
-    """The configuration as plain JSON data, for clustering.json."""
-    return asdict(cfg)
+    """The configuration as plain JSON data, for clustering.json (the eqs. 38-41 constants
+    under `heterogeneity`)."""
+    data = cfg.as_dict()
+    record = {k: v for k, v in data.items() if k not in HeterogeneityConfig.model_fields}
+    record["heterogeneity"] = {k: data[k] for k in HeterogeneityConfig.model_fields}
+    return record

@@ -4,7 +4,7 @@ clusters and weight rows out.
 Runs once, in the coordinator process, on the reports the runtime gathered (one per node). It
 checks every report against the plan (exact names, dtypes and shapes; equal sample sizes, as
 eq. 40 requires; the degree the plan gives the node; finite numbers), computes each edge's
-eq. 40 term once, runs Algorithm 1 (`ssdfl_clustering.form_clusters`) and answers every node
+eq. 40 term once, runs Algorithm 1 (`clustering.form_clusters`) and answers every node
 with its cluster id, its row of A~ (Metropolis-Hastings on its cluster's induced subgraph) and
 its row of A (the plan's global mixing matrix). prephase.json gets the choice, the per-cluster
 spectral and heterogeneity figures and what each node reported (not its raw sample);
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -25,6 +24,7 @@ from dfl_node.runner.prephase_client import Coordination
 from protocols.ssdfl.clustering import (
     ClusteringConfig,
     ClusteringResult,
+    ClusteringSettings,
     NodeInputs,
     Partition,
     check_overrides,
@@ -39,33 +39,34 @@ from protocols.ssdfl.optimizers import OptimizerSpec
 REPORT_FIELDS = ("degree", "label_hist", "sample", "optimizer", "init_loss")
 
 
-def clustering_config(plan: RunPlan) -> ClusteringConfig:
-    """The plan's clustering options, `override_partition` turned from node ids into positions;
-    ValueError (one line) when an override does not fit the plan's nodes. The launcher runs it
-    too (`SSDFL.check_plan`), so a bad override is exit 2 before any node starts."""
+def clustering_config(plan: RunPlan, settings: ClusteringSettings, lr: float,
+                      tau_a: int) -> ClusteringConfig:
+    """Algorithm 1's inputs for the plan: `settings` resolved (eta, the plan's mixing), and
+    `override_partition` turned from node ids into positions; ValueError (one line) when an
+    override does not fit the plan's nodes. The launcher runs it too (`SSDFL.check_plan`), so
+    a bad override is exit 2 before any node starts."""
     ids = plan.ids
-    cfg = ClusteringConfig.from_hyper(plan.hyper.get("clustering", {}), float(plan.hyper["lr"]),
-                                      int(plan.hyper["tau_a"]),
-                                      lazy_mixing=plan.mixing.startswith("lazy-"))
+    cfg = ClusteringConfig.resolve(settings, lr, tau_a,
+                                   lazy_mixing=plan.mixing.startswith("lazy-"))
     if cfg.override_partition is not None:
         pos = {node: k for k, node in enumerate(ids)}
         unknown = {i for c in cfg.override_partition for i in c} - set(pos)
         if unknown:
             raise ValueError(f"clustering.override_partition: unknown nodes {sorted(unknown)}")
-        cfg = replace(cfg, override_partition=tuple(tuple(pos[i] for i in c)
-                                                    for c in cfg.override_partition))
+        cfg = cfg.model_copy(update={"override_partition": tuple(
+            tuple(pos[i] for i in c) for c in cfg.override_partition)})
     check_overrides(cfg, len(ids))
     return cfg
 
 
-def coordinate_clusters(plan: RunPlan,
-                        reports: Mapping[int, Mapping[str, np.ndarray]]) -> Coordination:
+def coordinate_clusters(plan: RunPlan, reports: Mapping[int, Mapping[str, np.ndarray]],
+                        cfg: ClusteringConfig) -> Coordination:
+    """Every node's answer from every node's report, under the run's `clustering_config`."""
     ids = plan.ids
     adj = adjacency(plan)
     checked = [check_report(plan, i, reports[i]) for i in ids]
     check_shapes(checked)
     inputs = node_inputs(adj, checked)
-    cfg = clustering_config(plan)
     result = form_clusters(adj, inputs, cfg)
     intra = block_matrix(adj, result.partition, cfg.lazy_mixing)
     inter = global_matrix(plan)
@@ -143,10 +144,12 @@ def node_inputs(adj: np.ndarray, checked: list[dict[str, Any]]) -> NodeInputs:
 
 def answer(k: int, partition: Partition, intra: np.ndarray, inter: np.ndarray,
            ids: list[int]) -> dict[str, np.ndarray]:
+    """Node k's cluster and rows, ascending by id whatever the order of the topology file's
+    nodes (a node checks it: `ssdfl.weight_row`)."""
     cluster = next(c for c, members in enumerate(partition) if k in members)
     out = {"cluster": np.array(cluster, dtype=np.int64)}
     for regime, w in (("intra", intra), ("inter", inter)):
-        cols = np.nonzero(w[k])[0]
+        cols = np.array(sorted(np.nonzero(w[k])[0], key=lambda c: ids[c]), dtype=np.int64)
         out[f"{regime}_ids"] = np.array([ids[c] for c in cols], dtype=np.int64)
         out[f"{regime}_w"] = w[k, cols].astype(np.float64)
     return out
@@ -163,10 +166,14 @@ def prephase_record(ids: list[int], adj: np.ndarray, result: ClusteringResult,
         "cluster_report": [cluster_figures(adj, members, inputs, cfg)
                            for members in result.partition],
         "nodes": {str(ids[k]): {"degree": c["degree"], "init_loss": c["init_loss"],
-                                "optimizer": vars(c["optimizer"]),
+                                "optimizer": optimizer_record(c["optimizer"]),
                                 "label_hist": c["label_hist"].tolist()}
                   for k, c in enumerate(checked)},
     }
+
+
+def optimizer_record(spec: OptimizerSpec) -> dict[str, Any]:
+    return {"kind": spec.type, "mu": spec.mu, "rho": spec.rho}
 
 
 def cluster_figures(adj: np.ndarray, members: tuple[int, ...], inputs: NodeInputs,

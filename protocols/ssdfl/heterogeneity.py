@@ -18,16 +18,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dfl_config.section import Number, Section
 from protocols.ssdfl.optimizers import OptimizerSpec
 
 
-@dataclass(frozen=True)
-class HeterogeneityConfig:
-    """The paper's constants (Sec. VI): zeta_1 = zeta_2 = zeta_3 = 1, alpha^{o|d} in [0, 0.2]."""
+class HeterogeneityConfig(Section):
+    """The constants of eqs. 38-41, the paper's (Sec. VI) by default; `clustering:` in the
+    hyper-parameters holds them beside Algorithm 1's settings."""
 
-    zeta: tuple[float, float, float] = (1.0, 1.0, 1.0)
-    alpha_o: tuple[float, float] = (0.0, 0.2)  # (min, max)
-    alpha_d: tuple[float, float] = (0.0, 0.2)  # (min, max)
+    zeta: tuple[Number, Number, Number] = (1.0, 1.0, 1.0)
+    """zeta_1..3 of eqs. 38-39: the weights of type, mu and rho differences."""
+    alpha_o: tuple[Number, Number] = (0.0, 0.2)
+    """(alpha^{o,min}, alpha^{o,max}) of eq. 39."""
+    alpha_d: tuple[Number, Number] = (0.0, 0.2)
+    """(alpha^{d,min}, alpha^{d,max}) of eq. 41."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,7 @@ def cluster_heterogeneity(members: Sequence[int], optimizers: Sequence[Optimizer
     """alpha_s of the cluster `members` (indices); `edge_terms` is keyed by edges (i, j), i < j."""
     z1, z2, z3 = cfg.zeta
     opts = [optimizers[i] for i in members]
-    beta_o = sum(z1 * (a.kind != b.kind) + z2 * abs(a.mu - b.mu) + z3 * abs(a.rho - b.rho)
+    beta_o = sum(z1 * (a.type != b.type) + z2 * abs(a.mu - b.mu) + z3 * abs(a.rho - b.rho)
                  for a in opts for b in opts) / len(opts) ** 2
     inside = set(members)
     terms = [t for (i, j), t in edge_terms.items() if i in inside and j in inside]

@@ -15,39 +15,55 @@ accumulation, as eq. 10 writes it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
 
 import numpy as np
 import torch
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    GetJsonSchemaHandler,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
-KINDS = ("sgd", "prox", "momentum")
-ASSIGNMENTS = ("random", "sgd", "topology")
-PAPER_MU = (5e-5, 1e-4)  # Sec. VI-A: proximal devices draw mu uniformly from these
-PAPER_RHO = (0.8, 0.85)  # Sec. VI-A: momentum devices draw rho uniformly from these
+from dfl_config.section import NonNegative, Section
+
+Kind = Literal["sgd", "prox", "momentum"]
+KINDS: tuple[Kind, ...] = get_args(Kind)  # the pre-phase's type codes, in this order
 
 
-@dataclass(frozen=True)
-class OptimizerSpec:
-    """One device's optimizer (opt_i, mu_i, rho_i); mu = 0 unless prox, rho = 0 unless momentum."""
+def _below_one(value: float) -> float:
+    if value >= 1:
+        raise ValueError("must be < 1")
+    return value
 
-    kind: str = "sgd"
-    mu: float = 0.0
-    rho: float = 0.0
 
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"optimizer type must be one of {KINDS}, got {self.kind!r}")
-        for name in ("mu", "rho"):
-            value = getattr(self, name)
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"optimizer {name} must be in [0, 1), got {value!r}")
-        if (self.kind != "prox" and self.mu) or (self.kind != "momentum" and self.rho):
-            raise ValueError(f"optimizer {self.kind}: mu is for prox and rho for momentum only")
+Fraction = Annotated[NonNegative, AfterValidator(_below_one)]
+"""A number in [0, 1), the range the paper draws mu and rho from."""
+
+
+class OptimizerSpec(Section):
+    """One device's optimizer (opt_i, mu_i, rho_i) of eq. 10; the topology attribute
+    `optimizer: {type, mu, rho}` (or just the type) is this model."""
+
+    type: Kind = "sgd"
+    """sgd (eq. 7), prox (eq. 8) or momentum (eq. 9)."""
+    mu: Fraction = 0.0
+    """The proximal weight; prox only."""
+    rho: Fraction = 0.0
+    """The momentum factor; momentum only."""
+
+    @model_validator(mode="after")
+    def _own_constants(self) -> OptimizerSpec:
+        if (self.type != "prox" and self.mu) or (self.type != "momentum" and self.rho):
+            raise ValueError(f"{self.type}: mu is for prox and rho for momentum only")
+        return self
 
     @property
     def code(self) -> int:
-        return KINDS.index(self.kind)
+        return KINDS.index(self.type)
 
     def to_array(self) -> np.ndarray:
         """The pre-phase descriptor: (type code, mu, rho) as float64."""
@@ -58,29 +74,47 @@ class OptimizerSpec:
         code, mu, rho = (float(v) for v in values)
         if code not in range(len(KINDS)):
             raise ValueError(f"optimizer code must be 0..{len(KINDS) - 1}, got {code!r}")
-        return cls(KINDS[int(code)], mu, rho)
+        return cls(type=KINDS[int(code)], mu=mu, rho=rho)
 
     @classmethod
     def from_attrs(cls, attrs: Mapping[str, Any]) -> OptimizerSpec:
-        """A topology node's `optimizer: {type, mu, rho}` attribute; plain SGD when absent."""
-        raw = attrs.get("optimizer", {"type": "sgd"})
-        if isinstance(raw, str):
-            raw = {"type": raw}
-        if not isinstance(raw, Mapping) or set(raw) - {"type", "mu", "rho"}:
-            raise ValueError(f"node attribute optimizer must be {{type, mu, rho}}, got {raw!r}")
-        return cls(str(raw.get("type", "sgd")), float(raw.get("mu", 0.0)),
-                   float(raw.get("rho", 0.0)))
+        """A topology node's `optimizer` attribute; plain SGD when absent."""
+        node = SSDFLNodeAttributes.model_validate({"optimizer": attrs.get("optimizer")})
+        return node.optimizer or cls()
 
 
-def draw_optimizer(rng: np.random.Generator, mus: Sequence[float] = PAPER_MU,
-                   rhos: Sequence[float] = PAPER_RHO) -> OptimizerSpec:
-    """The paper's random assignment: type uniform over the three, then mu or rho uniform."""
+def _type_alone(value: Any) -> Any:
+    """`optimizer: prox` is short for `optimizer: {type: prox}`."""
+    return {"type": value} if isinstance(value, str) else value
+
+
+class _TypeOrMapping:
+    """The JSON Schema of the attribute: a type name or an `OptimizerSpec` mapping."""
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema,
+                                     handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return {"anyOf": [{"enum": list(KINDS)}, handler(core_schema)]}
+
+
+class SSDFLNodeAttributes(Section):
+    """The topology node attributes the SSD-FL family reads (with `optimizers: topology`)."""
+
+    optimizer: Annotated[OptimizerSpec, BeforeValidator(_type_alone), _TypeOrMapping] | None = None
+    """The device's optimizer: `sgd`, `{type: prox, mu: 0.3}` or `{type: momentum, rho: 0.9}`;
+    plain SGD when absent."""
+
+
+def draw_optimizer(rng: np.random.Generator, mus: Sequence[float],
+                   rhos: Sequence[float]) -> OptimizerSpec:
+    """The paper's random assignment (Sec. VI-A): type uniform over the three, then mu or rho
+    uniform over `mus` or `rhos`."""
     kind = KINDS[int(rng.integers(len(KINDS)))]
     if kind == "prox":
-        return OptimizerSpec(kind, mu=float(mus[int(rng.integers(len(mus)))]))
+        return OptimizerSpec(type=kind, mu=float(mus[int(rng.integers(len(mus)))]))
     if kind == "momentum":
-        return OptimizerSpec(kind, rho=float(rhos[int(rng.integers(len(rhos)))]))
-    return OptimizerSpec(kind)
+        return OptimizerSpec(type=kind, rho=float(rhos[int(rng.integers(len(rhos)))]))
+    return OptimizerSpec(type=kind)
 
 
 class UnifiedDirection:

@@ -10,7 +10,7 @@ and a_i (the plan's global matrix). All devices start from the same theta^{0,0} 
 One global cycle k (`--rounds` counts cycles) at device i:
   intra regime, q = 0..tau_a-1 (eq. 11): theta_i^{q+1} = sum_j a~_ji theta_j^q - eta g~_i(theta_i^q)
      with in-cluster neighbours only; the gradient is taken at the device's own pre-mix model
-     and the neighbours' pre-update models are mixed; g~ is eq. 10 (`ssdfl_optimizers.py`),
+     and the neighbours' pre-update models are mixed; g~ is eq. 10 (`optimizers.py`),
      its momentum sum and proximal anchor reset at q = 0 (eqs. 8-9).
   inter regime, q = 0..tau_r-1 (eq. 18): theta_i^{q+1} = sum_j a_ji theta_j^q, all neighbours,
      no training.
@@ -22,61 +22,123 @@ docs/protocols/ssd-fl.md#e1). For
 E > 1 steps the multi-step form theta_i^{q+1} = sum_j a~_ji theta_j^q - (theta_i^q - theta_i^{q,E})
 applies, with the optimizer state spanning the regime; E = 1 is eq. 11 exactly. `regimes:
 global` mixes with the global matrix in both regimes (synchronous DFL; the sDFL baseline and the
-S = 1 check). Neighbour sums run over ascending ids, self included, so every transport computes
-the same floats.
+S = 1 check). Neighbour sums run over ascending ids, self included (the SDK's `mix`), so every
+transport computes the same floats.
+
+The cycle is `CycleEngine`'s; the baselines (`ssdfl_baselines.py`) run it with other weight
+rows, and `SSDFL` adds the pre-phase that chooses its rows.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import numpy as np
 import torch
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 
-from dfl_node.learning.training import BatchSampler, compute_gradients, evaluate, grad_of
+from dfl_config.section import Count, NonNegativeInt, Positive
+from dfl_node.learning.training import evaluate, grad_of
 from dfl_node.plan import RunPlan
 from dfl_node.runner.context import NodeContext
 from dfl_node.runner.prephase_client import Coordination
 from dfl_node.wire.tags import Tag
-from protocols.base import Protocol, require_int, require_positive
+from protocols.sdk import LocalSGD, PrePhase, Protocol, TrainingHyper, mix
 from protocols.ssdfl import ssdfl_report
-from protocols.ssdfl.clustering import ClusteringConfig
+from protocols.ssdfl.clustering import ClusteringConfig, ClusteringSettings
 from protocols.ssdfl.coordinator import clustering_config, coordinate_clusters
 from protocols.ssdfl.optimizers import (
-    ASSIGNMENTS,
+    Fraction,
     OptimizerSpec,
+    SSDFLNodeAttributes,
     UnifiedDirection,
     draw_optimizer,
 )
 
 INTRA, INTER = "ssdfl-intra", "ssdfl-inter"
-REGIMES = ("clustered", "global")
 Row = dict[int, float]
 Params = dict[str, torch.Tensor]
 
 
-class SSDFL(Protocol):
-    needs_prephase: ClassVar[bool] = True
+def _epoch_or_count(value: Any) -> Any:
+    if value == "epoch" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        return value
+    raise ValueError(f"must be 'epoch' or an integer >= 1, got {value!r}")
+
+
+LocalSteps = Annotated[Literal["epoch"] | Count, BeforeValidator(_epoch_or_count)]
+Draws = Annotated[tuple[Fraction, ...], Field(min_length=1)]
+
+
+class CycleHyper(TrainingHyper):
+    """The settings of SSD-FL's global cycle, which its baselines run too: the paper's
+    (Sec. VI) where it gives them, the decisions of docs/protocols/ssd-fl.md where it does not."""
+
+    lr: Positive = 0.01
+    """eta of eq. 11 (docs/protocols/ssd-fl.md#e2); SSD-FL's eq. 37 and H use it too."""
+    tau_a: NonNegativeInt = 3
+    """Training (intra-cluster) iterations per cycle."""
+    tau_r: NonNegativeInt = 1
+    """Communication-only (inter-cluster) iterations per cycle."""
+    local_steps: LocalSteps = "epoch"
+    """Mini-batch steps per iteration: `epoch` is ceil(D_i / M) (docs/protocols/ssd-fl.md#e1);
+    1 is eq. 11 exactly."""
+    optimizers: Literal["random", "sgd", "topology"] = "random"
+    """Each device's optimizer: drawn uniformly over sgd/prox/momentum (Sec. VI-A), plain SGD
+    everywhere (App. G-B), or the topology's node attribute `optimizer`."""
+    prox_mu: Draws = (5e-5, 1e-4)
+    """What a proximal device draws its mu from, uniformly (Sec. VI-A)."""
+    momentum_rho: Draws = (0.8, 0.85)
+    """What a momentum device draws its rho from, uniformly (Sec. VI-A)."""
+
+    @field_validator("tau_r")
+    @classmethod
+    def _an_iteration(cls, value: int, info: ValidationInfo) -> int:
+        if value == 0 and info.data.get("tau_a") == 0:
+            raise ValueError("must be at least 1 when tau_a is 0 (a cycle needs an iteration)")
+        return value
+
+
+class SSDFLHyper(CycleHyper):
+    regimes: Literal["clustered", "global"] = "clustered"
+    """clustered: A~ in the intra regime, A in the inter regime; global: A in both
+    (synchronous DFL, the S = 1 check)."""
+    sample_size: Count = 100
+    """|D_i|: raw samples per device for eq. 40 (docs/protocols/ssd-fl.md#c13)."""
+    clustering: ClusteringSettings = ClusteringSettings()
+    """Algorithm 1 (the pre-phase)."""
+
+    @field_validator("tau_a")
+    @classmethod
+    def _trains(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError("must be >= 1")
+        return value
+
+
+H = TypeVar("H", bound=CycleHyper)
+
+
+class CycleEngine(Protocol[H]):
+    """One global cycle, tau_a iterations of eq. 11 then tau_r of eq. 18, on weight rows that
+    SSD-FL and each baseline choose (`intra_row_at`, `inter_row_at`)."""
+
     report_family = "ssd-fl"
-    report_table = ssdfl_report.TABLE
     cycle_groups = "cluster"  # each node's cluster, in its metrics records
-    # the optimizer state restarts every cycle (eqs. 8-9); the pre-phase's answer is kept, so
-    # a resumed node needs no coordinator
-    checkpoint_fields: tuple[str, ...] = ("batches", "cluster", "intra_row", "inter_row")
+    node_attributes = SSDFLNodeAttributes
+    # the optimizer state restarts every cycle (eqs. 8-9); the rows are kept, so a resumed
+    # SSD-FL node needs no coordinator
+    checkpoint_fields: tuple[str, ...] = ("sgd", "cluster", "intra_row", "inter_row")
 
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
-        hyper = ctx.hyper
-        self.lr = float(hyper["lr"])
-        self.tau_a, self.tau_r = int(hyper["tau_a"]), int(hyper["tau_r"])
         self.params = dict(ctx.model.named_parameters())
-        self.batches = BatchSampler(ctx.data.x_train, ctx.data.y_train,
-                                    int(hyper["batch_size"]), ctx.rng("batches"), ctx.device)
-        self.local_steps = steps_per_iteration(hyper.get("local_steps", 1),
-                                               len(ctx.data.y_train), self.batches.batch_size)
-        self.optimizer = node_optimizer(ctx)
+        self.sgd = LocalSGD(ctx, self.hyper.batch_size)
+        self.local_steps = steps_per_iteration(self.hyper.local_steps, len(ctx.data.y_train),
+                                               self.sgd.batches.batch_size)
+        self.optimizer = node_optimizer(ctx, self.hyper)
         self.direction = UnifiedDirection(self.optimizer)
         layout = {n: ("float32", tuple(p.shape)) for n, p in self.params.items()}
         for phase in (INTRA, INTER):
@@ -86,69 +148,14 @@ class SSDFL(Protocol):
         self.intra_row: Row = {}
         self.inter_row: Row = {}
 
-    @staticmethod
-    def check_hyper(hyper: Mapping[str, Any]) -> None:
-        Protocol.check_hyper(hyper)
-        require_positive(hyper, "lr")
-        require_int(hyper, "batch_size", 32)
-        require_int(hyper, "tau_a", 3)
-        require_int(hyper, "tau_r", 1, minimum=0)
-        require_int(hyper, "sample_size", 100)
-        steps = hyper.get("local_steps", 1)
-        if steps != "epoch":
-            require_int(hyper, "local_steps", 1)
-        if hyper.get("regimes", REGIMES[0]) not in REGIMES:
-            raise ValueError(f"regimes must be one of {REGIMES}, got {hyper.get('regimes')!r}")
-        check_optimizer_settings(hyper)
-        clustering = hyper.get("clustering", {})
-        if not isinstance(clustering, Mapping):
-            raise ValueError("clustering must be a mapping")
-        ClusteringConfig.from_hyper(clustering, float(hyper["lr"]), int(hyper.get("tau_a", 3)))
-
-    # ---- pre-phase (Sec. V; docs/protocols/ssd-fl.md#pre-phase) ----
-
-    def prephase_report(self) -> dict[str, np.ndarray]:
-        """What the paper's devices share: degree, Y_i, a raw sample, optimizer, L_i(theta^0)."""
-        data, ctx = self.ctx.data, self.ctx
-        size = int(ctx.hyper.get("sample_size", 100))
-        rng = ctx.rng("prephase/sample")
-        idx = np.sort(rng.choice(len(data.y_train), size, replace=len(data.y_train) < size))
-        hist = np.bincount(data.y_train, minlength=data.classes).astype(np.float64)
-        _, loss = evaluate(ctx.model, data.x_train, data.y_train, ctx.device)
-        return {
-            "degree": np.array(len(ctx.comm.neighbors), dtype=np.int64),
-            "label_hist": hist / hist.sum(),
-            "sample": np.ascontiguousarray(data.x_train[idx].reshape(size, -1), np.float32),
-            "optimizer": self.optimizer.to_array(),
-            "init_loss": np.array(loss, dtype=np.float64),
-        }
-
-    def prephase_answer(self, answer: Mapping[str, np.ndarray]) -> None:
-        me, neighbours = self.ctx.node_id, set(self.ctx.comm.neighbors)
-        self.cluster = int(answer["cluster"])
-        self.inter_row = weight_row(answer, "inter", me, neighbours)
-        self.intra_row = weight_row(answer, "intra", me, neighbours)
-        if self.ctx.hyper.get("regimes", "clustered") == "global":
-            self.intra_row = dict(self.inter_row)
-
-    @staticmethod
-    def coordinate(plan: RunPlan, reports: Mapping[int, Mapping[str, np.ndarray]]) -> Coordination:
-        return coordinate_clusters(plan, reports)
-
-    @classmethod
-    def check_plan(cls, plan: RunPlan) -> None:
-        super().check_plan(plan)
-        clustering_config(plan)
-
-    # ---- one global cycle ----
-
     def run_round(self, r: int) -> dict[str, float]:
+        tau_a, tau_r = self.hyper.tau_a, self.hyper.tau_r
         self.direction.reset(self.params)  # eqs. 8-9: anchor and momentum start at q = 0
-        losses = [self.intra_iteration(r, q) for q in range(self.tau_a)]
-        for q in range(self.tau_r):
+        losses = [self.intra_iteration(r, q) for q in range(tau_a)]
+        for q in range(tau_r):
             self.inter_iteration(r, q)
         info: dict[str, float] = {
-            "cluster": self.cluster, "iterations": (r + 1) * (self.tau_a + self.tau_r),
+            "cluster": self.cluster, "iterations": (r + 1) * (tau_a + tau_r),
             "local_steps_per_iteration": self.local_steps}
         if losses:  # pure gossip (a baseline's tau_a = 0) trains nothing
             info["train_loss"] = sum(losses) / len(losses)
@@ -169,10 +176,11 @@ class SSDFL(Protocol):
         peers = self.send_row(row, tag, mine)
         update, loss = self.local_update()
         theirs = {j: self.ctx.comm.recv(j, tag) for j in peers}
+        mixed = mix(row, self.ctx.node_id, mine, theirs)
         with torch.no_grad():
             for name, p in self.params.items():
-                p.copy_(mix(row, self.ctx.node_id, mine, theirs, name) - update[name])
-        self.ctx.clock.sync_step(self.message_bytes if peers else 0, self.local_steps)
+                p.copy_(mixed[name] - update[name])
+        self.ctx.clock.sync_step(self.message_bytes if peers else 0, self.sgd.take_steps())
         return loss
 
     def inter_iteration(self, r: int, q: int) -> None:
@@ -182,13 +190,16 @@ class SSDFL(Protocol):
         tag = Tag("data", r, INTER, q)
         peers = self.send_row(row, tag, mine)
         theirs = {j: self.ctx.comm.recv(j, tag) for j in peers}
+        mixed = mix(row, self.ctx.node_id, mine, theirs)
         with torch.no_grad():
             for name, p in self.params.items():
-                p.copy_(mix(row, self.ctx.node_id, mine, theirs, name))
+                p.copy_(mixed[name])
         self.ctx.clock.sync_step(self.message_bytes if peers else 0, 0)
 
     def send_row(self, row: Row, tag: Tag, mine: Params) -> list[int]:
-        """Send theta_i^q to the row's neighbours (ascending); they are the ones to wait for."""
+        """Send theta_i^q to the row's neighbours (ascending); they are the ones to wait for.
+        Not an SDK `Exchange`: the row is a subset of the neighbours that changes per iteration,
+        and the local update runs between the sends and the receives."""
         peers = [j for j in row if j != self.ctx.node_id]
         for j in peers:
             self.ctx.comm.send(j, tag, mine)
@@ -199,26 +210,63 @@ class SSDFL(Protocol):
         update: Params = {}
         losses = []
         for _ in range(self.local_steps):
-            losses.append(compute_gradients(self.ctx.model, *self.batches.next()))
+            losses.append(self.sgd.gradient())
             with torch.no_grad():
                 for name, p in self.params.items():
-                    step = self.lr * self.direction.direction(name, grad_of(p), p)
+                    step = self.hyper.lr * self.direction.direction(name, grad_of(p), p)
                     p.sub_(step)
                     update[name] = update[name] + step if name in update else step
         return update, sum(losses) / len(losses)
 
     def summary(self) -> dict[str, float | dict[str, float]]:
-        return {"iterations_per_cycle": float(self.tau_a + self.tau_r),
+        return {"iterations_per_cycle": float(self.hyper.tau_a + self.hyper.tau_r),
                 "local_steps_per_iteration": float(self.local_steps)}
 
 
-def mix(row: Row, me: int, mine: Params, theirs: Mapping[int, Params], name: str) -> torch.Tensor:
-    """sum_j a_ji theta_j in ascending j, self included (a symmetric: a_ji = a_ij)."""
-    out = torch.zeros_like(mine[name])
-    for j, w in row.items():
-        x = mine[name] if j == me else theirs[j][name].to(out.device)
-        out.add_(x, alpha=w)
-    return out
+class SSDFL(PrePhase, CycleEngine[SSDFLHyper]):
+    Hyper = SSDFLHyper
+    report_table = ssdfl_report.TABLE
+
+    # ---- pre-phase (Sec. V; docs/protocols/ssd-fl.md#pre-phase) ----
+
+    def prephase_report(self) -> dict[str, np.ndarray]:
+        """What the paper's devices share: degree, Y_i, a raw sample, optimizer, L_i(theta^0)."""
+        data, ctx = self.ctx.data, self.ctx
+        size = self.hyper.sample_size
+        rng = ctx.rng("prephase/sample")
+        idx = np.sort(rng.choice(len(data.y_train), size, replace=len(data.y_train) < size))
+        hist = np.bincount(data.y_train, minlength=data.classes).astype(np.float64)
+        _, loss = evaluate(ctx.model, data.x_train, data.y_train, ctx.device)
+        return {
+            "degree": np.array(len(ctx.comm.neighbors), dtype=np.int64),
+            "label_hist": hist / hist.sum(),
+            "sample": np.ascontiguousarray(data.x_train[idx].reshape(size, -1), np.float32),
+            "optimizer": self.optimizer.to_array(),
+            "init_loss": np.array(loss, dtype=np.float64),
+        }
+
+    def prephase_answer(self, answer: Mapping[str, np.ndarray]) -> None:
+        me, neighbours = self.ctx.node_id, set(self.ctx.comm.neighbors)
+        self.cluster = int(answer["cluster"])
+        self.inter_row = weight_row(answer, "inter", me, neighbours)
+        self.intra_row = weight_row(answer, "intra", me, neighbours)
+        if self.hyper.regimes == "global":
+            self.intra_row = dict(self.inter_row)
+
+    @staticmethod
+    def coordinate(plan: RunPlan, reports: Mapping[int, Mapping[str, np.ndarray]]) -> Coordination:
+        return coordinate_clusters(plan, reports, run_clustering(plan))
+
+    @classmethod
+    def check_plan(cls, plan: RunPlan) -> None:
+        super().check_plan(plan)
+        run_clustering(plan)
+
+
+def run_clustering(plan: RunPlan) -> ClusteringConfig:
+    """Algorithm 1's inputs for the plan (its hyper-parameters, mixing and node ids)."""
+    hyper = SSDFLHyper.model_validate(plan.hyper)
+    return clustering_config(plan, hyper.clustering, hyper.lr, hyper.tau_a)
 
 
 def weight_row(answer: Mapping[str, Any], regime: str, me: int, neighbours: set[int]) -> Row:
@@ -232,30 +280,16 @@ def weight_row(answer: Mapping[str, Any], regime: str, me: int, neighbours: set[
     return dict(zip(ids, weights, strict=True))
 
 
-def steps_per_iteration(value: Any, samples: int, batch_size: int) -> int:
+def steps_per_iteration(value: int | Literal["epoch"], samples: int, batch_size: int) -> int:
     """E: an int, or "epoch" = ceil(D_i / M) mini-batch steps (docs/protocols/ssd-fl.md#e1)."""
-    return math.ceil(samples / batch_size) if value == "epoch" else int(value)
+    return math.ceil(samples / batch_size) if value == "epoch" else value
 
 
-def check_optimizer_settings(hyper: Mapping[str, Any]) -> None:
-    """`optimizers` and the mu/rho lists drawn from (Sec. VI-A); baselines share them."""
-    if hyper.get("optimizers", ASSIGNMENTS[0]) not in ASSIGNMENTS:
-        raise ValueError(f"optimizers must be one of {ASSIGNMENTS}, "
-                         f"got {hyper.get('optimizers')!r}")
-    for key in ("prox_mu", "momentum_rho"):
-        values = hyper.get(key, [0.0])
-        if not (isinstance(values, list) and values
-                and all(isinstance(v, int | float) and 0 <= v < 1 for v in values)):
-            raise ValueError(f"{key} must be a non-empty list of numbers in [0, 1)")
-
-
-def node_optimizer(ctx: NodeContext) -> OptimizerSpec:
+def node_optimizer(ctx: NodeContext, hyper: CycleHyper) -> OptimizerSpec:
     """This device's optimizer: drawn from its own seeded stream as in Sec. VI-A (`random`),
     plain SGD everywhere (`sgd`, App. G-B) or its topology attribute (`topology`)."""
-    mode = ctx.hyper.get("optimizers", "random")
-    if mode == "sgd":
+    if hyper.optimizers == "sgd":
         return OptimizerSpec()
-    if mode == "topology":
+    if hyper.optimizers == "topology":
         return OptimizerSpec.from_attrs(ctx.plan.node(ctx.node_id).attrs)
-    return draw_optimizer(ctx.rng("optimizer"), ctx.hyper.get("prox_mu", [5e-5, 1e-4]),
-                          ctx.hyper.get("momentum_rho", [0.8, 0.85]))
+    return draw_optimizer(ctx.rng("optimizer"), hyper.prox_mu, hyper.momentum_rho)

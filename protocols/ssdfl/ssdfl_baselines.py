@@ -29,105 +29,68 @@ starting models.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Annotated
 
 import numpy as np
 import torch
+from pydantic import AfterValidator, ValidationInfo, field_validator
 
+from dfl_config.section import Count, NonNegative, Positive
 from dfl_node.runner.context import NodeContext
-from protocols.base import Protocol
-from protocols.hyper import HyperConfig
-from protocols.ssdfl.ssdfl import SSDFL, Row, check_optimizer_settings
+from protocols.ssdfl.ssdfl import CycleEngine, CycleHyper, Row
 from protocols.ssdfl.stc_sampling import EdgeSampler, mixing_row, random_partition, same_cluster
 
 
-@dataclass(frozen=True)
-class SyncConfig(HyperConfig):
-    """The settings all baselines share with SSD-FL (its defaults file explains each)."""
-
-    protocol_name: ClassVar[str] = "sdfl"
-    lr: float = 0.01
-    batch_size: int = 32
-    tau_a: int = 3
-    tau_r: int = 1
-    local_steps: int | str = "epoch"
-    optimizers: str = "random"
-    prox_mu: list[float] = field(default_factory=lambda: [5e-5, 1e-4])
-    momentum_rho: list[float] = field(default_factory=lambda: [0.8, 0.85])
-    init_spread: float = 0.0
-
-    def check(self) -> None:
-        self.number("lr", 0.0, strict=True)
-        self.count("batch_size")
-        for name in ("tau_a", "tau_r"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                self.fail(name, "an integer >= 0")
-        if self.tau_a + self.tau_r < 1:
-            self.fail("tau_r", "at least 1 when tau_a is 0 (a cycle needs an iteration)")
-        if self.local_steps != "epoch":
-            self.count("local_steps")
-        self.number("init_spread", 0.0, strict=False)
-        try:
-            check_optimizer_settings(vars(self))
-        except ValueError as exc:
-            raise ValueError(f"{self.protocol_name}: {exc}") from None
+def _probability(value: float) -> float:
+    if value > 1:
+        raise ValueError("must be a probability in (0, 1]")
+    return value
 
 
-@dataclass(frozen=True)
-class PeriodicConfig(SyncConfig):
-    protocol_name: ClassVar[str] = "pdfl"
+class SDFLHyper(CycleHyper):
+    init_spread: NonNegative = 0.0
+    """> 0: per-device N(0, s^2) noise on the shared init (never in the paper; consensus
+    studies only)."""
 
 
-@dataclass(frozen=True)
-class StochasticConfig(SyncConfig):
-    protocol_name: ClassVar[str] = "stc"
-    p_edge: float = 0.5
-
-    def check(self) -> None:
-        super().check()
-        self.number("p_edge", 0.0, strict=True)
-        if self.p_edge > 1:
-            self.fail("p_edge", "a probability in (0, 1]")
+class PDFLHyper(SDFLHyper):
+    """sDFL's settings; tau_a = 0 is pure gossip."""
 
 
-@dataclass(frozen=True)
-class ClusteredStochasticConfig(StochasticConfig):
-    protocol_name: ClassVar[str] = "cstc"
-    clusters_min: int = 2
-    clusters_max: int | None = None  # None: floor(N/2)
-
-    def check(self) -> None:
-        super().check()
-        self.count("clusters_min")
-        if self.clusters_max is not None:
-            self.count("clusters_max")
-            if self.clusters_max < self.clusters_min:
-                self.fail("clusters_max", f"at least clusters_min ({self.clusters_min})")
+class STCHyper(SDFLHyper):
+    p_edge: Annotated[Positive, AfterValidator(_probability)] = 0.5
+    """The probability that an iteration keeps an edge of G (docs/protocols/ssd-fl.md#baselines)."""
 
 
-class SDFL(SSDFL):
-    needs_prephase: ClassVar[bool] = False
-    config_class: ClassVar[type[SyncConfig]] = SyncConfig
+class CSTCHyper(STCHyper):
+    clusters_min: Count = 2
+    """The fewest clusters S is drawn from."""
+    clusters_max: Count | None = None
+    """The most clusters S is drawn from; null: floor(N/2) (docs/protocols/ssd-fl.md#baselines)."""
+
+    @field_validator("clusters_max")
+    @classmethod
+    def _at_least_min(cls, value: int | None, info: ValidationInfo) -> int | None:
+        low = info.data.get("clusters_min")
+        if value is not None and low is not None and value < low:
+            raise ValueError(f"must be at least clusters_min ({low})")
+        return value
+
+
+class SDFL(CycleEngine[SDFLHyper]):
+    Hyper = SDFLHyper
 
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
-        self.cfg = self.config_class.from_hyper(ctx.hyper)
         self.cluster = 0
         self.inter_row = ctx.plan.weight_row(ctx.node_id)
         self.intra_row = dict(self.inter_row)
-        if self.cfg.init_spread > 0:
-            spread_init(self.params, self.cfg.init_spread, ctx.torch_rng("init-spread"))
-
-    @classmethod
-    def check_hyper(cls, hyper: Mapping[str, Any]) -> None:
-        Protocol.check_hyper(hyper)
-        cls.config_class.from_hyper(hyper)
+        if self.hyper.init_spread > 0:
+            spread_init(self.params, self.hyper.init_spread, ctx.torch_rng("init-spread"))
 
 
 class PDFL(SDFL):
-    config_class: ClassVar[type[SyncConfig]] = PeriodicConfig
+    Hyper = PDFLHyper
 
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
@@ -135,14 +98,14 @@ class PDFL(SDFL):
 
 
 class STC(SDFL):
-    config_class: ClassVar[type[SyncConfig]] = StochasticConfig
-    cfg: StochasticConfig  # what config_class parses
+    Hyper = STCHyper
+    hyper: STCHyper
     checkpoint_fields = (*SDFL.checkpoint_fields, "sampler")
 
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
         plan = ctx.plan
-        self.sampler = EdgeSampler(plan.seed, plan.ids, plan.edges(), float(self.cfg.p_edge))
+        self.sampler = EdgeSampler(plan.seed, plan.ids, plan.edges(), self.hyper.p_edge)
 
     def intra_row_at(self, r: int, q: int) -> Row:
         return self.sampled_row(self.sampler.next_adjacency())
@@ -155,13 +118,14 @@ class STC(SDFL):
 
 
 class CSTC(STC):
-    config_class: ClassVar[type[SyncConfig]] = ClusteredStochasticConfig
+    Hyper = CSTCHyper
+    hyper: CSTCHyper
 
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
-        plan, cfg = ctx.plan, self.cfg
-        assert isinstance(cfg, ClusteredStochasticConfig)
-        clusters = random_partition(plan.seed, plan.ids, cfg.clusters_min, cfg.clusters_max)
+        plan = ctx.plan
+        clusters = random_partition(plan.seed, plan.ids, self.hyper.clusters_min,
+                                    self.hyper.clusters_max)
         self.cluster = next(c for c, m in enumerate(clusters) if ctx.node_id in m)
         self.in_cluster = same_cluster(plan.ids, clusters)
 

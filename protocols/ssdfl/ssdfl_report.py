@@ -19,4 +19,5 @@ def columns(summaries: Sequence[Summary]) -> list[Column]:
                      cycles(t)) for t in thresholds)]
 
 
-TABLE = ReportTable("SSD-FL family (final accuracy, cycles to threshold)", columns)
+TABLE = ReportTable("SSD-FL family (final accuracy, cycles to threshold)", columns,
+                    rows=("ssd-fl", "sdfl", "pdfl", "stc", "cstc"), position=2)

@@ -1,5 +1,6 @@
-"""Algorithm building blocks that protocols compose: compressors C(v) and their
-position coding, public model copies, event triggers and scalar max-consensus.
+"""Algorithm building blocks that protocols compose: compressors C(v), their typed `compressor:`
+specs (a plugin point: entry-point groups `dfl_mesh.sparsifiers`, `dfl_mesh.quantizers`) and
+their position coding, public model copies, event triggers and scalar max-consensus.
 
-May import `dfl_node` and `topologies`; never a protocol family.
+May import `dfl_node`, `topologies` and the protocol SDK; never a protocol family.
 """

@@ -20,10 +20,13 @@ coordinates transmitted" and zeros stay zero under every compressor.
 positions < P and strictly increasing, zero padding bits, k within the compressor's budget, a
 finite positive scale, finite nonzero float values; anything else raises `CompressionError`.
 
-Bits as the paper counts them (eq. 18): `formula_bits` gives the values, positions and scale
-terms of one message; the header and trigger terms are the protocol's. Position coding on the
-wire never exceeds the formula's min(k ceil(log2 P), P) bits rounded up to the byte (see
+Bits as the paper counts them (eq. 18): a message states its own, `Compressed.payload(acc)`,
+per component (values, positions, scale, header, trigger) under the accounting constants `acc`,
+so a protocol charges what its compressor produced and never recomputes it. Position coding on
+the wire never exceeds the formula's min(k ceil(log2 P), P) bits rounded up to the byte (see
 `compress_positions` for what it achieves beyond that).
+
+The `compressor:` setting that builds one is a typed spec (protocols/toolkit/compressor_specs.py).
 """
 
 from __future__ import annotations
@@ -33,11 +36,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
+from dfl_config.section import Flag, NonNegativeInt, Section
+from protocols.sdk.payload import Payload
 from protocols.toolkit.positions import (
     POSITION_NAMES,
     CompressionError,
@@ -55,11 +60,14 @@ __all__ = [
     "CompressionError",
     "Compressor",
     "Identity",
+    "MessageAccounting",
+    "Quantizer",
     "RandK",
+    "Sparsifier",
     "TopK",
     "Uniform",
-    "build_compressor",
-    "formula_bits",
+    "ValueCoder",
+    "message_bits",
 ]
 
 WireTensors = Mapping[str, torch.Tensor | np.ndarray]
@@ -75,6 +83,40 @@ WIRE_DTYPES = {
 MAX_SIZE = np.iinfo(np.int32).max  # k travels as int32
 ROUNDINGS = ("nearest", "stochastic")
 MAX_BITS = 16
+FLOAT_BITS = 32  # a value that travels as float32
+
+
+class MessageAccounting(Section):
+    """The constants of eq. (18) for one compressed message (docs/protocols/dmfl-sq.md)."""
+
+    b_q: NonNegativeInt | None = None
+    """Bits per value; none: the compressor's own (the quantiser's bits, 32 without one)."""
+    b_scale: NonNegativeInt = 32
+    """Bits of the scale, charged only when the values are quantised."""
+    b_hdr: NonNegativeInt = 32
+    """Header bits per message."""
+    b_trig: NonNegativeInt = 0
+    """Trigger bits per link and round, fired or silent (0: silence is free, A13)."""
+    dense_skip_mask: Flag = False
+    """Drop the P-bit mask when every coordinate is sent (k = P), which the literal formula
+    still charges (A15)."""
+
+
+def message_bits(acc: MessageAccounting, k: int, size: int, *, value_bits: int, sparse: bool,
+                 quantized: bool) -> dict[str, int]:
+    """Eq. (18)'s bracket for one message of k entries out of P on one directed link.
+
+    values = k b_q; positions = min(k ceil(log2 P), P), none for a dense message (all P values
+    in order) or an empty one; scale = b_scale if the values are quantised, also for k = 0 (the
+    formula charges it whenever the trigger fires); the header; the trigger term.
+    """
+    b_q = value_bits if acc.b_q is None else acc.b_q
+    positions = 0
+    if sparse and k > 0 and not (acc.dense_skip_mask and k >= size):
+        positions = min(k * ceil_log2(size), size)
+    return {"values": k * b_q, "positions": positions,
+            "scale": acc.b_scale if quantized else 0, "header": acc.b_hdr,
+            "trigger": acc.b_trig}
 
 
 @dataclass(frozen=True)
@@ -86,6 +128,7 @@ class Compressed:
     size: int  # P
     position_coding: str  # "bitmap" | "delta" | "index" | "dense" | "none" (k = 0)
     quantized: bool = False  # values are b-bit codes with one scale
+    value_bits: int = FLOAT_BITS  # bits of one value as the formula counts it by default
 
     @property
     def payload_bytes(self) -> int:
@@ -96,20 +139,17 @@ class Compressed:
         names = POSITION_NAMES.get(self.position_coding, ())
         return sum(self.tensors[name].nbytes for name in names)
 
-
-def formula_bits(c: Compressed, b_q: int, b_scale: int) -> dict[str, int]:
-    """The values, positions and scale terms of eq. (18) for one message, as the paper counts.
-
-    values = k b_q; positions = min(k ceil(log2 P), P) (0 for a dense message, which has no
-    positions); scale = b_scale if the values are quantised, also for an empty message (k = 0,
-    sent with scale 0), as the formula charges it whenever the trigger fires.
-    """
-    positions = 0 if c.position_coding == "dense" else min(c.k * ceil_log2(c.size), c.size)
-    return {"values": c.k * b_q, "positions": positions, "scale": b_scale if c.quantized else 0}
+    def payload(self, acc: MessageAccounting) -> Payload:
+        """The message with its formula bits on one link (eq. 18's bracket, chi = 1)."""
+        bits = message_bits(acc, self.k, self.size, value_bits=self.value_bits,
+                            sparse=self.position_coding != "dense", quantized=self.quantized)
+        return Payload({name: torch.from_numpy(a) for name, a in self.tensors.items()}, bits)
 
 
 class Compressor(ABC):
     """compress(v) -> wire tensors; decompress(tensors, P) -> C(v), the same on every node."""
+
+    sparse: ClassVar[bool] = True  # a message names its positions (not all P values in order)
 
     @abstractmethod
     def compress(self, v: torch.Tensor, gen: torch.Generator | None = None) -> Compressed:
@@ -121,13 +161,39 @@ class Compressor(ABC):
     ) -> tuple[np.ndarray | None, np.ndarray]:
         """(positions or None for all P, float32 values), after validating everything."""
 
+    @abstractmethod
+    def max_k(self, size: int) -> int:
+        """The most entries a message for a vector of `size` may carry (checked on receipt)."""
+
+    @property
+    @abstractmethod
+    def quantized(self) -> bool:
+        """Whether values travel as codes with a scale."""
+
+    @property
+    @abstractmethod
+    def value_bits(self) -> int:
+        """Bits of one value as the formula counts it (b_q unless the accounting sets it)."""
+
+    @property
+    def wire_dtypes(self) -> Mapping[str, str]:
+        """Every tensor name a message may hold, with its dtype."""
+        return WIRE_DTYPES
+
+    def largest_bits(self, size: int, acc: MessageAccounting) -> int:
+        """The formula bits of the largest message for a vector of `size`: protocols whose
+        paper times the worst case charge the virtual clock this (the wire never exceeds it,
+        up to byte rounding)."""
+        return sum(message_bits(acc, self.max_k(size), size, value_bits=self.value_bits,
+                                sparse=self.sparse, quantized=self.quantized).values())
+
     def validate(self, tensors: WireTensors, size: int) -> None:
         """Raise CompressionError unless `tensors` is a well-formed message for a vector of P."""
-        self._parse(_wire_arrays(tensors), size)
+        self._parse(_wire_arrays(tensors, self.wire_dtypes), size)
 
     def decompress(self, tensors: WireTensors, size: int) -> torch.Tensor:
         """C(v) as a fresh flat float32 tensor of length P (validated first)."""
-        positions, values = self._parse(_wire_arrays(tensors), size)
+        positions, values = self._parse(_wire_arrays(tensors, self.wire_dtypes), size)
         out = torch.zeros(size, dtype=torch.float32)
         if positions is None:
             out.numpy()[:] = values
@@ -139,6 +205,13 @@ class Compressor(ABC):
 @dataclass(frozen=True)
 class Identity(Compressor):
     """No compression: the dense float32 vector, k = P."""
+
+    sparse = False
+    quantized = False
+    value_bits = FLOAT_BITS
+
+    def max_k(self, size: int) -> int:
+        return size
 
     def compress(self, v: torch.Tensor, gen: torch.Generator | None = None) -> Compressed:
         array = _input_array(v)
@@ -152,11 +225,16 @@ class Identity(Compressor):
         return None, values
 
 
-class _ValueCoder(ABC):
-    """How the k selected (nonzero) entries travel."""
+class ValueCoder(ABC):
+    """How the k selected (nonzero) entries travel: float32, or a quantiser's codes."""
 
-    names: tuple[str, ...]
-    quantized: bool
+    value_dtypes: ClassVar[Mapping[str, str]]  # its tensors' names and dtypes (all 1-D)
+    scaled: ClassVar[bool]  # codes with one scale per message (the formula's scale term)
+
+    @property
+    @abstractmethod
+    def code_bits(self) -> int:
+        """Bits of one value as the formula counts it (b_q)."""
 
     @abstractmethod
     def encode_values(self, values: np.ndarray, gen: torch.Generator | None) -> dict[str, Any]:
@@ -167,9 +245,10 @@ class _ValueCoder(ABC):
         """The k float32 values, validated."""
 
 
-class _Float32Values(_ValueCoder):
-    names = ("values",)
-    quantized = False
+class _Float32Values(ValueCoder):
+    value_dtypes: ClassVar[Mapping[str, str]] = {"values": "float32"}
+    scaled = False
+    code_bits = FLOAT_BITS
 
     def encode_values(self, values: np.ndarray, gen: torch.Generator | None) -> dict[str, Any]:
         return {"values": values}
@@ -191,13 +270,21 @@ class SparseCompressor(Compressor):
     def support(self, array: np.ndarray, gen: torch.Generator | None) -> np.ndarray:
         """Strictly increasing int64 positions of the entries to send; all nonzero in `array`."""
 
-    @abstractmethod
-    def max_k(self, size: int) -> int:
-        """The most entries a message for a vector of `size` may carry (checked on receipt)."""
-
     @property
     @abstractmethod
-    def coder(self) -> _ValueCoder: ...
+    def coder(self) -> ValueCoder: ...
+
+    @property
+    def quantized(self) -> bool:
+        return self.coder.scaled
+
+    @property
+    def value_bits(self) -> int:
+        return self.coder.code_bits
+
+    @property
+    def wire_dtypes(self) -> Mapping[str, str]:
+        return {**WIRE_DTYPES, **self.coder.value_dtypes}
 
     def compress(self, v: torch.Tensor, gen: torch.Generator | None = None) -> Compressed:
         array = _input_array(v)
@@ -208,7 +295,8 @@ class SparseCompressor(Compressor):
             coding, position_tensors = encode_positions(positions, array.size)
             tensors |= position_tensors
         tensors |= self.coder.encode_values(array[positions], gen)
-        return Compressed(tensors, int(positions.size), array.size, coding, self.coder.quantized)
+        return Compressed(tensors, int(positions.size), array.size, coding, self.quantized,
+                          self.value_bits)
 
     def _parse(self, arrays: dict[str, np.ndarray], size: int) -> tuple[np.ndarray, np.ndarray]:
         if "k" not in arrays or arrays["k"].size != 1:
@@ -216,7 +304,7 @@ class SparseCompressor(Compressor):
         k = int(arrays["k"][0])
         if not 0 <= k <= self.max_k(size):
             raise CompressionError(f"k={k} outside 0..{self.max_k(size)} for P={size}")
-        names = {"k", *self.coder.names}
+        names = {"k", *self.coder.value_dtypes}
         if k:
             names |= set(POSITION_NAMES[position_coding_of(arrays)])
         _require_names(arrays, names)
@@ -224,8 +312,30 @@ class SparseCompressor(Compressor):
         return positions, self.coder.decode_values(arrays, k)
 
 
+class Sparsifier(SparseCompressor):
+    """Keeps some entries, sent as float32 (alone) or quantised (in `Composed`)."""
+
+    @property
+    def coder(self) -> ValueCoder:
+        return FLOAT32_VALUES
+
+
+class Quantizer(SparseCompressor, ValueCoder):
+    """Codes values: every nonzero entry alone, or the sparsifier's entries in `Composed`."""
+
+    def support(self, array: np.ndarray, gen: torch.Generator | None = None) -> np.ndarray:
+        return np.flatnonzero(array)
+
+    def max_k(self, size: int) -> int:
+        return size
+
+    @property
+    def coder(self) -> ValueCoder:
+        return self
+
+
 @dataclass(frozen=True)
-class _Budgeted(SparseCompressor):
+class _Budgeted(Sparsifier):
     """A sparsifier with a budget of k entries: `k`, or k = max(1, ceil(ratio P))."""
 
     ratio: float | None = None
@@ -250,10 +360,6 @@ class _Budgeted(SparseCompressor):
 
     def max_k(self, size: int) -> int:
         return min(self.budget(size), size)
-
-    @property
-    def coder(self) -> _ValueCoder:
-        return FLOAT32_VALUES
 
 
 @dataclass(frozen=True)
@@ -293,7 +399,7 @@ class RandK(_Budgeted):
 
 
 @dataclass(frozen=True)
-class Uniform(SparseCompressor, _ValueCoder):
+class Uniform(Quantizer):
     """Q_b: support-preserving uniform b-bit quantiser with one float32 scale per message.
 
     Only the nonzero entries are coded (zeros stay exactly zero). With s = max |u_j| over them,
@@ -308,8 +414,8 @@ class Uniform(SparseCompressor, _ValueCoder):
     bits: int = 8
     rounding: str = "nearest"
 
-    names = ("scale", "codes")
-    quantized = True
+    value_dtypes: ClassVar[Mapping[str, str]] = {"scale": "float32", "codes": "uint8"}
+    scaled = True
 
     def __post_init__(self) -> None:
         if not (type(self.bits) is int and 1 <= self.bits <= MAX_BITS):
@@ -318,19 +424,13 @@ class Uniform(SparseCompressor, _ValueCoder):
             raise ValueError(f"Uniform: rounding must be one of {ROUNDINGS}, got {self.rounding!r}")
 
     @property
+    def code_bits(self) -> int:
+        return self.bits
+
+    @property
     def levels(self) -> int:
         """The largest code, 2^b - 1."""
         return (1 << self.bits) - 1
-
-    def support(self, array: np.ndarray, gen: torch.Generator | None = None) -> np.ndarray:
-        return np.flatnonzero(array)
-
-    def max_k(self, size: int) -> int:
-        return size
-
-    @property
-    def coder(self) -> _ValueCoder:
-        return self
 
     def encode_values(self, values: np.ndarray, gen: torch.Generator | None) -> dict[str, Any]:
         if values.size == 0:
@@ -360,8 +460,8 @@ class Uniform(SparseCompressor, _ValueCoder):
 class Composed(SparseCompressor):
     """Q_b(S(v)): the sparsifier's support, its values quantised (the paper's Q_8 o Top_k)."""
 
-    sparsifier: TopK | RandK
-    quantizer: Uniform
+    sparsifier: Sparsifier
+    quantizer: Quantizer
 
     def support(self, array: np.ndarray, gen: torch.Generator | None = None) -> np.ndarray:
         return self.sparsifier.support(array, gen)
@@ -370,71 +470,8 @@ class Composed(SparseCompressor):
         return self.sparsifier.max_k(size)
 
     @property
-    def coder(self) -> _ValueCoder:
+    def coder(self) -> ValueCoder:
         return self.quantizer
-
-
-_SPARSIFIERS: dict[str, type[TopK] | type[RandK]] = {"topk": TopK, "randk": RandK}
-_SPARSIFIER_KEYS = {"type", "ratio", "k", "scope"}
-_QUANTIZER_KEYS = {"type", "bits", "rounding", "scale"}
-_FIXED = {"scope": "global", "scale": "per_message"}  # descriptive keys: their one valid value
-
-
-def build_compressor(spec: Mapping[str, Any]) -> Compressor:
-    """A compressor from a config dict; ValueError with a one-line message on a bad spec.
-
-    Accepted: {"type": "identity"}; {"type": "topk" | "randk", "ratio": r | "k": k[, "scope":
-    "global"]}; {"type": "uniform"[, "bits": b][, "rounding": "nearest" | "stochastic"][,
-    "scale": "per_message"]}; and {"sparsifier": S | None, "quantizer": Q | None}, which gives
-    Q(S(v)), S alone, Q alone, or the identity when both are None.
-    """
-    if not isinstance(spec, Mapping):
-        raise ValueError(f"compressor: expected a mapping, got {type(spec).__name__}")
-    if "type" not in spec:
-        _check_keys("compressor", spec, {"sparsifier", "quantizer"})
-        sparsifier = spec.get("sparsifier")
-        quantizer = spec.get("quantizer")
-        s = None if sparsifier is None else _build_sparsifier(sparsifier)
-        q = None if quantizer is None else _build_quantizer(quantizer)
-        if s is not None and q is not None:
-            return Composed(s, q)
-        return s or q or Identity()
-    if _part_type(spec, ("identity", "topk", "randk", "uniform")) == "identity":
-        _check_keys("identity", spec, {"type"})
-        return Identity()
-    if spec["type"] == "uniform":
-        return _build_quantizer(spec)
-    return _build_sparsifier(spec)
-
-
-def _build_sparsifier(spec: Any) -> TopK | RandK:
-    kind = _part_type(spec, tuple(_SPARSIFIERS))
-    _check_keys(kind, spec, _SPARSIFIER_KEYS)
-    return _SPARSIFIERS[kind](ratio=spec.get("ratio"), k=spec.get("k"))
-
-
-def _build_quantizer(spec: Any) -> Uniform:
-    kind = _part_type(spec, ("uniform",))
-    _check_keys(kind, spec, _QUANTIZER_KEYS)
-    return Uniform(bits=spec.get("bits", 8), rounding=spec.get("rounding", "nearest"))
-
-
-def _part_type(spec: Any, allowed: tuple[str, ...]) -> str:
-    if not isinstance(spec, Mapping):
-        raise ValueError(f"compressor: expected a mapping with a type, got {spec!r}")
-    kind = spec.get("type")
-    if kind not in allowed:
-        raise ValueError(f"compressor: type must be one of {list(allowed)}, got {kind!r}")
-    return kind
-
-
-def _check_keys(where: str, spec: Mapping[str, Any], allowed: set[str]) -> None:
-    unknown = sorted(set(spec) - allowed, key=str)
-    if unknown:
-        raise ValueError(f"compressor {where}: unknown keys {unknown} (allowed {sorted(allowed)})")
-    for key, value in _FIXED.items():
-        if key in spec and spec[key] != value:
-            raise ValueError(f"compressor {where}: {key} must be {value!r}, got {spec[key]!r}")
 
 
 def _is_real(value: object) -> bool:
@@ -453,15 +490,15 @@ def _input_array(v: torch.Tensor) -> np.ndarray:
     return array
 
 
-def _wire_arrays(tensors: WireTensors) -> dict[str, np.ndarray]:
+def _wire_arrays(tensors: WireTensors, dtypes: Mapping[str, str]) -> dict[str, np.ndarray]:
     """Numpy views of the tensors after checking every name, dtype and rank."""
     arrays = {}
     for name, value in tensors.items():
         array = value.detach().to("cpu").numpy() if isinstance(value, torch.Tensor) else value
-        if not isinstance(array, np.ndarray) or name not in WIRE_DTYPES:
+        if not isinstance(array, np.ndarray) or name not in dtypes:
             raise CompressionError(f"unexpected tensor {name!r}")
-        if array.dtype.name != WIRE_DTYPES[name] or array.ndim != 1:
-            raise CompressionError(f"{name}: expected 1-D {WIRE_DTYPES[name]}")
+        if array.dtype.name != dtypes[name] or array.ndim != 1:
+            raise CompressionError(f"{name}: expected 1-D {dtypes[name]}")
         arrays[name] = array
     return arrays
 

@@ -18,20 +18,25 @@ node that agrees on the id also reports the same value bits.
 
 Messages use the tag kind "cons" (ledger traffic "data": it is the algorithm's traffic), phase
 `phase`, step k, with tensors {"value": float32[1], "id": int64[1]}; the phase gets that exact
-schema. K = diam(G) is the protocol's to compute from the plan.
+schema. K = diam(G) is the protocol's to compute from the plan. Given a formula ledger, every
+sub-round charges each link the bits of the pair it carried (`pair_bits`, as the paper counts
+one pair), so the charge is made where the pairs are sent.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Literal, get_args
 
 import numpy as np
 
 from dfl_node.comm.channel import Comm
+from dfl_node.ledgers.formula import FormulaLedger
 from dfl_node.wire.tags import Tag
 
-TIE_BREAKS = ("larger_id", "smaller_id")
+TieBreak = Literal["larger_id", "smaller_id"]
+TIE_BREAKS: tuple[str, ...] = get_args(TieBreak)
 CONSENSUS_KIND = "cons"
 SCHEMA = {"value": ("float32", (1,)), "id": ("int64", (1,))}
 
@@ -46,11 +51,14 @@ def max_consensus(
     *,
     tie_break: str = "larger_id",
     phase: str = "psi",
+    formula: FormulaLedger | None = None,
+    pair_bits: Mapping[str, int] | None = None,
 ) -> Pair:
     """Run `rounds` sub-rounds of max-consensus on (value, comm.node_id); return the final pair.
 
     `comm.round` must be `round_` (within the window). Every node of the graph calls it with
     the same `round_`, `rounds`, `tie_break` and `phase`. rounds = 0 returns the own pair.
+    With `formula`, each sub-round charges `pair_bits` on every link a pair was sent on.
     """
     _check_tie_break(tie_break)
     if type(rounds) is not int or rounds < 0:
@@ -61,6 +69,9 @@ def max_consensus(
         tensors: dict[str, np.ndarray] = {"value": np.array([best[0]], np.float32),
                                           "id": np.array([best[1]], np.int64)}
         received = comm.exchange(Tag(CONSENSUS_KIND, round_, phase, step=k), tensors)
+        if formula is not None and pair_bits:
+            for dst in comm.neighbors:
+                formula.charge_all(round_, dst, pair_bits)
         pairs = [best] + [(float(t["value"][0]), int(t["id"][0])) for t in received.values()]
         best = max(pairs, key=lambda pair: _rank(pair, tie_break))
     return best

@@ -6,14 +6,20 @@ theta at the first round). Schedules:
 - "constant": theta_t = theta_0;
 - "inv_sqrt_t": theta_t = theta_0 / sqrt(t + 1);
 - "zero": theta_t = 0, so every finite norm fires (the "no event-triggering" ablation).
-A silent node sends nothing on the data plane (`Comm.exchange_optional`).
+A silent node sends nothing on the data plane (`Comm.exchange_optional`); what the formula
+charges for its silence on each link is `silence(acc)`, the trigger term alone.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Literal, get_args
 
-SCHEDULES = ("constant", "inv_sqrt_t", "zero")
+from protocols.sdk.payload import Payload
+from protocols.toolkit.compressors import MessageAccounting
+
+Schedule = Literal["constant", "inv_sqrt_t", "zero"]
+SCHEDULES: tuple[str, ...] = get_args(Schedule)
 
 
 def threshold(schedule: str, theta0: float, t: int) -> float:
@@ -34,3 +40,8 @@ def threshold(schedule: str, theta0: float, t: int) -> float:
 def fires(norm: float, theta: float) -> bool:
     """chi = 1{norm >= theta}: non-strict, as in the paper (a NaN norm never fires)."""
     return norm >= theta
+
+
+def silence(acc: MessageAccounting) -> Payload:
+    """No tensors; eq. (18) still charges the trigger term b_trig on the link (chi = 0)."""
+    return Payload({}, {"trigger": acc.b_trig})

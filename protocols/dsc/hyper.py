@@ -1,0 +1,49 @@
+"""The DSC family's `hyper:` blocks: one model per protocol, each default declared once.
+
+`DSCHyper` is dsc's (and dsc-max's and dsc-noagg's, which ignore the keys of Eq. 18 and, for
+dsc-noagg, J: the family's runs share one config); dsc-fedavg and dsc-fedamp extend it with the
+keys of their weights. The local training's keys are `MultiTaskTrainingHyper`'s.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator
+
+from dfl_config.section import Count, Number, Positive
+from protocols.dsc.dsc_mixing import FedAvgVariant
+from protocols.dsc.multitask_training import MultiTaskTrainingHyper
+
+Mixing = Literal["column_softmax", "push_sum", "row_softmax"]
+
+
+def _open_unit(value: float) -> float:
+    if not 0 < value < 1:
+        raise ValueError(f"must be in (0, 1), got {value:g}")
+    return value
+
+
+class DSCHyper(MultiTaskTrainingHyper):
+    epochs: Count = 2
+    """E: local epochs per round."""
+    depth: Count = 5
+    """J: mixing steps per round, one TDMA frame each (the paper's deep setting)."""
+    tau: Positive = 0.1
+    """Eq. 18's temperature (docs/protocols/dsc.md#a3)."""
+    mixing: Mixing = "column_softmax"
+    """column_softmax: the paper; push_sum, row_softmax: ablations (docs/protocols/dsc.md#a1)."""
+    delta_baseline: str | None = None
+    """A dsc-noagg run directory: the summary gets Delta_all (Eq. 42-44) against it."""
+
+
+class DSCFedAvgHyper(DSCHyper):
+    fedavg: FedAvgVariant = "column_uniform"
+    """w_{i,n}: column_uniform 1/(d_n+1), row_uniform 1/(d_i+1), metropolis."""
+
+
+class DSCFedAMPHyper(DSCHyper):
+    fedamp_sigma: Positive = 25.0
+    """The attention's scale on the cosines of models."""
+    fedamp_xi_self: Annotated[Number, AfterValidator(_open_unit)] | None = None
+    """The weight a node keeps on its own model; None: 1 / (d_i + 1)."""

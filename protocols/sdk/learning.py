@@ -1,0 +1,57 @@
+"""Local SGD on the node's own shard, with the settings every learning protocol shares.
+
+The steps are counted because the virtual clock charges compute per local step: `Exchange`
+takes the count since the previous exchange, so a protocol never reports its compute itself.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+from dfl_config.section import Count, Positive
+from dfl_node.learning.training import BatchSampler, compute_gradients, sgd_step
+from dfl_node.runner.context import NodeContext
+from protocols.hyper import ProtocolHyper
+
+
+class TrainingHyper(ProtocolHyper):
+    """The settings of plain mini-batch SGD."""
+
+    lr: Positive = 0.1
+    """Step size."""
+    batch_size: Count = 32
+    """Mini-batch size (capped at the shard's size)."""
+
+
+class LocalSGD:
+    """The node's `batches` stream and its SGD steps on `ctx.model`."""
+
+    checkpoint_fields: ClassVar[tuple[str, ...]] = ("batches", "steps")
+
+    def __init__(self, ctx: NodeContext, batch_size: int, stream: str = "batches") -> None:
+        self.model: nn.Module = ctx.model
+        self.batches = BatchSampler(ctx.data.x_train, ctx.data.y_train, batch_size,
+                                    ctx.rng(stream), ctx.device)
+        self.steps = 0
+
+    def gradient(self) -> float:
+        """Fill every parameter's `.grad` on the next mini-batch; the batch's loss."""
+        self.steps += 1
+        return compute_gradients(self.model, *self.batches.next())
+
+    def step(self, lr: float) -> float:
+        """One SGD step, w <- w - lr g(w); the batch's loss."""
+        loss = self.gradient()
+        sgd_step(self.model, lr)
+        return loss
+
+    def take_steps(self) -> int:
+        """The steps since the last call (the clock's compute for the next exchange)."""
+        steps, self.steps = self.steps, 0
+        return steps
+
+    def parameters(self) -> dict[str, torch.Tensor]:
+        return dict(self.model.named_parameters())

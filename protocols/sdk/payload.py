@@ -1,0 +1,49 @@
+"""A message's tensors together with what the paper charges for it.
+
+Accounting is the point of dfl-mesh, so it is not a duty a protocol may forget: whatever builds
+a message (a compressor, or `dense` for plain float tensors) states its formula bits per
+component beside the tensors, and `Exchange` charges them on every link the message crossed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import torch
+
+from dfl_config.section import NonNegativeInt, Section
+
+B_FP = 32
+
+
+class DenseAccounting(Section):
+    """Formula constants of a dense float message (docs/protocols/dmfl-sq.md#a17)."""
+
+    b_fp: NonNegativeInt = B_FP
+    """Bits per value."""
+    b_hdr: NonNegativeInt = 0
+    """Header bits per message (0: omitted, as the q-FFL formula does)."""
+
+
+@dataclass(frozen=True)
+class Payload:
+    tensors: Mapping[str, torch.Tensor]
+    bits: Mapping[str, int] = field(default_factory=dict)
+    """Formula bits of this message on one directed link, per component (values, header...)."""
+
+    @property
+    def total_bits(self) -> int:
+        return sum(self.bits.values())
+
+    @property
+    def nbytes(self) -> int:
+        """What the tensors occupy on the wire (the payload, without framing)."""
+        return sum(t.numel() * t.element_size() for t in self.tensors.values())
+
+
+def dense(tensors: Mapping[str, torch.Tensor], acc: DenseAccounting | None = None) -> Payload:
+    """Plain float tensors: every value costs `b_fp` bits, the message one header."""
+    acc = acc or DenseAccounting()
+    values = sum(t.numel() for t in tensors.values())
+    return Payload(tensors, {"values": values * acc.b_fp, "header": acc.b_hdr})
