@@ -6,6 +6,7 @@ node: it is one line on stderr, naming the file or option and the reason.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from launcher.backends.compose import DEFAULT_IMAGE, DEFAULT_SUBNET, ComposeOpti
 from launcher.collect_remote import collect
 from launcher.config.keys import keys_cmd
 from launcher.config.options import ViewOptions, request, run_options
+from launcher.config.schema import config_schema
 from launcher.errors import LaunchError, run_cli
 from launcher.launch import launch, resume, write_plan_only
 from protocols.registry import launch_commands
@@ -86,6 +88,17 @@ def compose_cmd(image: str, subnet: str, output: Path, **kwargs: Any) -> None:
     """Write a docker-compose mesh: one container per node, plus the collector."""
     path = write_compose(request(kwargs), ComposeOptions(output, image, subnet))
     print(f"docker-compose -f {path} up")
+
+
+@cli.command("schema")
+@click.option("--protocol", default=None, metavar="NAME",
+              help="The run config of this protocol (its hyper section exactly); default: "
+                   "one schema that every run config file satisfies.")
+@click.option("--topology", "topology_files", is_flag=True,
+              help="The schema of topology files instead of run config files.")
+def schema_cmd(protocol: str | None, topology_files: bool) -> None:
+    """Print the JSON Schema of config files (editors validate against it)."""
+    print(json.dumps(config_schema(protocol, topology_files), indent=2))
 
 
 cli.add_command(keys_cmd)

@@ -20,12 +20,12 @@ ENV_ROOT = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 def launch(
     out: Path, topology: str, protocol: str, *args: str, timeout_s: float = 600,
-    plots: bool = False,
+    plots: bool = False, python: str = sys.executable,
 ) -> subprocess.CompletedProcess:
     """`dfl-launch` as a user runs it, in a subprocess, never hanging the suite. Plots are off
     unless asked for: they cost seconds per run and tests/test_plots.py covers them."""
     cmd = [
-        sys.executable,
+        python,
         "-m",
         "launcher.cli",
         "--topology",
@@ -42,9 +42,10 @@ def launch(
 
 
 def launch_ok(
-    out: Path, topology: str, protocol: str, *args: str, plots: bool = False
+    out: Path, topology: str, protocol: str, *args: str, plots: bool = False,
+    python: str = sys.executable,
 ) -> dict[str, Any]:
-    proc = launch(out, topology, protocol, *args, plots=plots)
+    proc = launch(out, topology, protocol, *args, plots=plots, python=python)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads((out / "summary.json").read_text())
 
@@ -54,10 +55,12 @@ def final_files(run_dir: Path) -> dict[str, bytes]:
 
 
 def assert_transports_identical(
-    tmp_path: Path, topology: str, protocol: str, *args: str
+    tmp_path: Path, topology: str, protocol: str, *args: str, python: str = sys.executable,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    zmq_sum = launch_ok(tmp_path / "zmq", topology, protocol, "--transport", "zmq", *args)
-    inproc_sum = launch_ok(tmp_path / "inproc", topology, protocol, "--transport", "inproc", *args)
+    zmq_sum = launch_ok(tmp_path / "zmq", topology, protocol, "--transport", "zmq", *args,
+                        python=python)
+    inproc_sum = launch_ok(tmp_path / "inproc", topology, protocol, "--transport", "inproc", *args,
+                           python=python)
     a, b = final_files(tmp_path / "zmq"), final_files(tmp_path / "inproc")
     models = [name for name in a if not name.endswith("-copies.safetensors")]  # + extra_state
     nodes = len(zmq_sum["nodes"]) + len(zmq_sum.get("aggregators", []))

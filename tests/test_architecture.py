@@ -16,7 +16,8 @@ FAMILIES = ("protocols.gossip", "protocols.dmflsq", "protocols.ssdfl", "protocol
 
 @pytest.fixture(scope="module")
 def graph() -> grimp.ImportGraph:
-    return grimp.build_graph("topologies", "dfl_node", "protocols", "launcher", "bench")
+    return grimp.build_graph("dfl_config", "topologies", "dfl_node", "protocols", "launcher",
+                             "bench")
 
 
 def family_of(module: str) -> str | None:

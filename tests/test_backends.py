@@ -19,8 +19,8 @@ from launcher.cli import cli
 from launcher.cli import main as launch_main
 from launcher.config import backend_catalog
 from launcher.config.backend_catalog import BACKENDS, DEFAULT_LOCAL, HOSTS, LOCAL
-from launcher.config.layers import BASE
 from launcher.config.options import Request
+from launcher.config.run_config import RunSettings
 from launcher.errors import LaunchError
 from launcher.node_cli import main as node_main
 
@@ -65,7 +65,7 @@ def test_every_local_spec_has_one_backend_and_the_default_is_one_of_them() -> No
         assert isinstance(backend, LocalBackend)
         assert backend.spec is LOCAL[name] and backend.name == name
         assert local_backend(name) is backend
-    assert default_backend().name == DEFAULT_LOCAL == BASE["transport"]
+    assert default_backend().name == DEFAULT_LOCAL == RunSettings().transport
     assert set(LOCAL) | {HOSTS.name, ComposeBackend.spec.name} == set(BACKENDS)
     for cls in (HostsBackend, ComposeBackend):
         assert issubclass(cls, HandOffBackend) and not cls.spec.local

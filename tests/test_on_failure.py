@@ -120,7 +120,7 @@ def test_continue_stops_when_the_survivors_are_disconnected(tmp_path: Path) -> N
 @pytest.mark.parametrize(("args", "needle"), [
     (("--protocol", "choco-sgd", "--on-failure", "continue"),
      "--on-failure continue: choco-sgd has no rules for losing a node"),
-    (("--protocol", "d-psgd", "--deadline", "0"), "wire.deadline_s (--deadline): must be"),
+    (("--protocol", "d-psgd", "--deadline", "0"), "--deadline: wire.deadline_s: must be > 0"),
     (("--protocol", "d-psgd", "--set", "wire.on_failure=retry"), "wire.on_failure"),
 ])
 def test_failure_options_are_checked_before_anything_starts(tmp_path: Path, args: tuple,

@@ -123,8 +123,8 @@ def test_rgg10_outage_model_under_tdma(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("sets", "needle"), [
-    (["schedule=bogus"], "schedule must be one of sync, tdma"),
-    (["link.loss=2"], "loss must be < 1"),
+    (["schedule=bogus"], "schedule: input should be 'sync' or 'tdma', got 'bogus'"),
+    (["link.loss=2"], "link.loss: must be < 1, got 2"),
     (["link.loss_model=outage"], "needs node positions"),
     (["schedule=tdma", "tdma.interference_range=-1"], "interference_range"),
 ])

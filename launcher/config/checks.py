@@ -1,8 +1,6 @@
 """Launch-time checks of a resolved plan, so that what would fail a node after the mesh started
 (exit 1, a node's log to read) is bad input instead: exit 2, one line, nothing started.
 
-- `check_wire`: the caps and timeouts every node enforces are usable numbers (a negative cap
-  would refuse every message, a zero timeout fail every receive);
 - `check_protocol`: the protocol's own `check_plan` (the model fits the data, a protocol's own
   dataset, its overrides against the plan's nodes);
 - `check_listeners_free`: no other program holds a port this run is to listen on (a node's
@@ -16,26 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from dfl_node.plan import RunPlan
-from dfl_node.transports.liveness import ON_FAILURE
 from launcher.config.endpoints import wildcard_bind
 from launcher.errors import LaunchError
 from protocols.registry import PROTOCOLS, protocol_class
-
-COUNTS = ("hwm", "max_tensors", "max_message_bytes")
-SECONDS = ("recv_timeout_s", "rendezvous_s")  # rendezvous_s may be None: recv_timeout_s
-
-
-def check_wire(wire: dict[str, Any]) -> None:
-    for key in COUNTS:
-        value = wire[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise LaunchError(f"wire.{key}: must be a positive integer, got {value!r}")
-    for key in SECONDS:
-        value = wire[key]
-        if value is None and key == "rendezvous_s":
-            continue
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-            raise LaunchError(f"wire.{key}: must be a number > 0, got {value!r}")
 
 
 def check_protocol(plan: RunPlan) -> None:
@@ -76,17 +57,9 @@ def check_listeners_free(plan: RunPlan, topology_file: str) -> None:
 
 
 def check_failure_policy(config: Mapping[str, Any], protocol: str, survives: bool) -> None:
-    """`wire.deadline_s` and `wire.on_failure`, and whether the protocol may `continue`."""
-    wire = config["wire"]
-    deadline = wire.get("deadline_s")
-    if isinstance(deadline, bool) or not isinstance(deadline, int | float) or not deadline > 0:
-        raise LaunchError(f"wire.deadline_s (--deadline): must be a number of seconds > 0, "
-                          f"got {deadline!r}")
-    policy = wire.get("on_failure")
-    if policy not in ON_FAILURE:
-        raise LaunchError(f"wire.on_failure (--on-failure): must be one of {list(ON_FAILURE)}, "
-                          f"got {policy!r}")
-    if policy == "continue" and not survives:
+    """Whether the protocol may `continue` after a death (the values themselves are checked by
+    the wire section's model)."""
+    if config["wire"]["on_failure"] == "continue" and not survives:
         surviving = sorted(name for name, cls in PROTOCOLS.items() if cls.survives_failures)
         raise LaunchError(f"--on-failure continue: {protocol} has no rules for losing a node; "
                           f"use stop (protocols that survive failures: {', '.join(surviving)})")

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from dfl_node.learning.torch_settings import check_runtime
 from dfl_node.plan import RunPlan
 from launcher.config.checks import check_failure_policy
 from launcher.config.layers import resolve_config
 from launcher.config.options import Request
 from launcher.config.planner import build_plan
 from launcher.config.ports import PortClaims
+from launcher.config.run_config import node_attributes_model
 from launcher.errors import LaunchError
-from protocols.registry import PROTOCOLS
+from protocols.registry import PROTOCOLS, unknown_protocol
 from topologies.errors import TopologyError
 from topologies.loader import load_topology, resolve_topology_path
 from topologies.model import Topology
@@ -36,18 +36,12 @@ def resolve_inputs(req: Request) -> tuple[Topology, dict[str, Any]]:
     if not req.protocol:
         raise LaunchError("--protocol is required")
     if req.protocol not in PROTOCOLS:
-        raise LaunchError(f"--protocol: unknown protocol {req.protocol!r} "
-                          f"(known: {', '.join(sorted(PROTOCOLS))})")
+        raise LaunchError(f"--protocol: {unknown_protocol(req.protocol)}")
     try:
-        topo = load_topology(resolve_topology_path(req.topology))
+        topo = load_topology(resolve_topology_path(req.topology), node_attributes_model())
     except TopologyError as exc:
         raise LaunchError(str(exc)) from None
     config = resolve_config(req.protocol, req.config_file, req.options, req.sets)
-    try:
-        check_runtime(config["hyper"])
-        PROTOCOLS[req.protocol].check_hyper(config["hyper"])
-    except ValueError as exc:
-        raise LaunchError(f"hyper: {exc}") from None
     check_failure_policy(config, req.protocol, PROTOCOLS[req.protocol].survives_failures)
     config["topology"] = topo.name
     return topo, config

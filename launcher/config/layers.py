@@ -1,7 +1,10 @@
-"""The resolved run configuration: defaults file, then --config, then CLI options and --set.
+"""The resolved run configuration: protocol defaults file, then --config, then options, --set.
 
-Every layer is plain YAML data; the merge is recursive for mappings. Unknown keys are errors, so
-a typo in a config never silently does nothing.
+Every layer is plain YAML data, merged recursively over the ones before it; after each layer the
+merged config is validated against the run's typed model (launcher/config/run_config.py), so a
+mistake is reported with the layer it came from: `SOURCE: dotted.path: reason (did you mean
+X?)`. Defaults live in the models, not here: a protocol's YAML file is only its overrides and
+may be absent (a plugin's protocol needs none).
 """
 
 from __future__ import annotations
@@ -12,67 +15,25 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
-from dfl_node.learning.shards import DEFAULT_EVAL_SIZE
-from launcher.config.backend_catalog import DEFAULT_LOCAL
+from dfl_config.problems import one_line
+from launcher.config.run_config import AUTO, DEFAULT_MODELS, RunSettings, run_config_model
 from launcher.errors import LaunchError
 
-# Keys every run has, beside the protocol's own defaults file.
-BASE: dict[str, Any] = {
-    "seed": 0,
-    "transport": DEFAULT_LOCAL,
-    "rounds": 20,
-    "eval_every": 1,
-    "checkpoint_every": 10,  # every node saves its full state every k rounds (0: never)
-    "dataset": "synthetic",
-    "data_root": None,
-    "partition": "iid",
-    "eval_split": "global",
-    "eval_size": DEFAULT_EVAL_SIZE,
-    "mixing": "metropolis",
-    "model": {"name": "auto"},
-    "hyper": {"torch_threads": 1},
-    "synthetic": {},
-    # per-cycle metrics (launcher/results/cycle_metrics.py): parameters to the collector every
-    # k rounds (0: never), accuracy thresholds for cycles-to-threshold
-    "cycle_metrics": {"params_every": 0, "thresholds": []},
-    "scenes": {},  # dataset scenes: its options, read by the protocol that brings it
-    "link": {"latency_ms": 1.0, "bandwidth_mbps": 100.0, "compute_ms": 10.0,
-             # the radio model (dfl_node/netsim/radio.py): packets, loss, retransmissions
-             "packet_bytes": 1500, "loss_model": "fixed", "loss": 0.0, "snr0_db": 20.0,
-             "d0": None, "path_loss_exponent": 3.0, "spectral_efficiency": 2.0,
-             "retransmissions": "expected"},
-    # | tdma: exchanges follow the link-colouring slots (dfl_node/netsim/tdma.py)
-    "schedule": "sync",
-    "tdma": {"interference_range": None, "interference_factor": 1.0},  # None: factor x r_c
-    "wire": {"hwm": 1000, "recv_timeout_s": 300.0, "max_tensors": 4096,
-             "max_message_bytes": 1 << 30,
-             # how long a node waits for the rest of the mesh to start (None: recv_timeout_s)
-             "rendezvous_s": None,
-             # liveness (dfl_node/transports/liveness.py): a neighbour silent this long is dead;
-             # then the run stops, or (continue) the survivors go on without it
-             # (dfl_node/runner/membership.py)
-             "deadline_s": 10.0, "on_failure": "stop"},
-    # host:port of the run's services when nodes run on several hosts (None: a local port)
-    "endpoints": {"collector": None, "coordinator": None, "aggregator": None},
-    # --secure: CURVE on every socket of the run; `keys`: the directory of its key files
-    # (launcher/config/keys.py; a local launch uses RUN_DIR/keys when None)
-    "secure": False,
-    "keys": None,
-}
+# CLI options that set a key of another name (the rest are `--` + the key, dashed).
+OPTION_FLAGS = {("wire", "deadline_s"): "--deadline", ("wire", "on_failure"): "--on-failure"}
 
 
-# `model: {name: auto}` picks the dataset's default model.
-DEFAULT_MODELS = {"synthetic": "mlp", "fmnist": "cnn", "cifar10": "cnn"}
-
-# Mappings whose keys belong to a protocol or model and are checked there, not here.
-FREE_FORM = frozenset({"model", "synthetic", "scenes", "hyper"})
+# The keys that pick one kind of a section among several (a model's name, a compressor's type,
+# a channel's kind): dfl_config.section.tagged_union.
+KIND_KEYS = ("name", "type", "kind")
 
 
 def same_kind(current: dict[str, Any], layer: dict[str, Any]) -> bool:
-    """A layer naming another model starts from scratch: one model's options mean nothing to
-    another."""
-    return layer.get("name", current.get("name")) == current.get("name")
+    """A layer naming another kind of a section (another model, another sparsifier) starts it
+    from scratch: one kind's options mean nothing to another."""
+    return all(layer.get(key, current.get(key)) == current.get(key) for key in KIND_KEYS)
 
 
 def defaults_file(protocol: str) -> Path:
@@ -97,27 +58,22 @@ def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
 
 
 def merge(base: dict[str, Any], layer: dict[str, Any], source: str) -> dict[str, Any]:
-    """`layer` over `base`; a key unknown to `base` is an error naming `source`."""
+    """`layer` over `base`, mappings merged key by key (the model checks the keys)."""
     out = copy.deepcopy(base)
     for key, value in layer.items():
-        if key not in out:
-            raise LaunchError(f"{source}: unknown config key {key!r}")
-        if not isinstance(out[key], dict):
-            out[key] = value
-        elif not isinstance(value, dict):
-            raise LaunchError(f"{source}: {key} must be a mapping")
-        elif key in FREE_FORM:
-            out[key] = {**out[key], **value} if same_kind(out[key], value) else dict(value)
+        current = out.get(key)
+        if isinstance(current, dict) and isinstance(value, dict) and same_kind(current, value):
+            out[key] = merge(current, value, source)
         else:
-            out[key] = merge(out[key], value, f"{source}: {key}")
+            out[key] = copy.deepcopy(value)
     return out
 
 
-def parse_set(item: str, config: dict[str, Any]) -> dict[str, Any]:
+def parse_set(item: str, top_keys: set[str], hyper_keys: set[str]) -> dict[str, Any]:
     """`key=value` or `a.b=value` (value parsed as YAML) as a config layer.
 
-    A bare key that is not top-level but is a protocol hyper-parameter sets `hyper.key`, so
-    `--set lr=0.05` works as a researcher expects.
+    A key whose first part is not top-level but is a protocol hyper-parameter is under `hyper`,
+    so `--set lr=0.05` and `--set accounting.b_hdr=32` work as a researcher expects.
     """
     if "=" not in item:
         raise LaunchError(f"--set {item!r}: expected key=value")
@@ -127,26 +83,56 @@ def parse_set(item: str, config: dict[str, Any]) -> dict[str, Any]:
     except yaml.YAMLError:
         value = raw
     path = key.split(".")
-    if len(path) == 1 and key not in config and key in config.get("hyper", {}):
-        path = ["hyper", key]
+    if path[0] not in top_keys and path[0] in hyper_keys:
+        path = ["hyper", *path]
     layer: dict[str, Any] = {path[-1]: value}
     for part in reversed(path[:-1]):
         layer = {part: layer}
     return layer
 
 
+def with_model(config: dict[str, Any]) -> dict[str, Any]:
+    """`model: {name: auto}` (or no model) as the dataset's default model."""
+    model = dict(config.get("model") or {})
+    if model.get("name", AUTO) == AUTO:
+        dataset = config.get("dataset", RunSettings.model_fields["dataset"].default)
+        model["name"] = DEFAULT_MODELS.get(dataset, "mlp")
+    return {**config, "model": model}
+
+
+def option_layers(options: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Each CLI option as a layer of its own, named by its flag."""
+    out = []
+    for key, value in options.items():
+        if isinstance(value, dict):
+            out += [(OPTION_FLAGS.get((key, sub), f"--{sub.replace('_', '-')}"),
+                     {key: {sub: v}}) for sub, v in value.items() if v is not None]
+        elif value is not None:
+            out.append((f"--{key.replace('_', '-')}", {key: value}))
+    return out
+
+
 def resolve_config(protocol: str, config_file: Path | None, options: dict[str, Any],
                    sets: tuple[str, ...]) -> dict[str, Any]:
+    model = run_config_model(protocol)
+    hyper_keys = set(model.model_fields["hyper"].annotation.model_fields)  # type: ignore[union-attr]
+    layers: list[tuple[str, dict[str, Any]]] = []
     defaults = defaults_file(protocol)
-    if not defaults.exists():
-        raise LaunchError(f"--protocol: no defaults file for {protocol!r} ({defaults})")
-    config = merge(BASE, read_yaml_mapping(defaults, "protocol defaults"), str(defaults))
+    if defaults.exists():
+        layers.append((str(defaults), read_yaml_mapping(defaults, "protocol defaults")))
     if config_file is not None:
-        config = merge(config, read_yaml_mapping(config_file, "config"), str(config_file))
-    config = merge(config, {k: v for k, v in options.items() if v is not None}, "option")
-    for item in sets:
-        config = merge(config, parse_set(item, config), f"--set {item}")
+        layers.append((str(config_file), read_yaml_mapping(config_file, "config")))
+    layers += option_layers(options)
+    layers += [(f"--set {item}", parse_set(item, set(model.model_fields), hyper_keys))
+               for item in sets]
+    merged: dict[str, Any] = {}
+    validated = model.model_validate(with_model(merged))
+    for source, layer in layers:
+        merged = merge(merged, layer, source)
+        try:
+            validated = model.model_validate(with_model(merged))
+        except ValidationError as exc:
+            raise LaunchError(f"{source}: {one_line(exc, model)}") from None
+    config = validated.model_dump(mode="json")
     config["protocol"] = protocol
-    if config["model"].get("name") == "auto":
-        config["model"] = {**config["model"], "name": DEFAULT_MODELS.get(config["dataset"], "mlp")}
     return config

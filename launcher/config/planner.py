@@ -11,10 +11,11 @@ from dfl_node.netsim import tdma
 from dfl_node.netsim.virtual_clock import LinkModel
 from dfl_node.plan import NodeEntry, RunPlan
 from launcher.config.backend_catalog import local_spec
-from launcher.config.checks import check_protocol, check_wire
+from launcher.config.checks import check_protocol
 from launcher.config.devices import resolve_devices
 from launcher.config.endpoints import LOCAL_HOST, bind_host, endpoint
 from launcher.config.ports import PortClaims
+from launcher.config.run_config import dataset_sections
 from launcher.data.prepare import prepare_data
 from launcher.errors import LaunchError
 from launcher.results.cycle_metrics import cycle_section
@@ -62,26 +63,19 @@ def mixing_weights(topology: Topology, name: str) -> tuple[tuple[int, int, float
 def data_section(config: dict[str, Any]) -> dict[str, Any]:
     return {"dataset": config["dataset"], "data_root": config["data_root"],
             "partition": config["partition"], "eval_split": config["eval_split"],
-            "seed": config["seed"], "synthetic": config["synthetic"],
-            "scenes": config["scenes"]}
+            "seed": config["seed"],
+            **{section: config.get(section, {}) for section in dataset_sections()}}
 
 
 def build_plan(topology: Topology, config: dict[str, Any], claims: PortClaims,
                aggregator: bool = False) -> RunPlan:
     """`aggregator`: the protocol is server-based, so the plan gets a hub node beside the
     topology's clients (its data, fairness and bits never count as a client's)."""
-    for key in ("rounds", "eval_every"):
-        if not isinstance(config[key], int) or config[key] < 1:
-            raise LaunchError(f"{key}: must be a positive integer, got {config[key]!r}")
-    every = config["checkpoint_every"]
-    if isinstance(every, bool) or not isinstance(every, int) or every < 0:
-        raise LaunchError(f"checkpoint_every: must be an integer >= 0, got {every!r}")
     local_spec(config["transport"])
     schedule = schedule_section(topology, config)
     if aggregator and schedule.get("mode") != "sync":
         raise LaunchError(f"schedule: {config['protocol']} talks through an aggregator (a star "
                           "the topology does not have), so it runs only with schedule=sync")
-    check_wire(config["wire"])
     nodes = node_entries(topology, claims)
     hub = aggregator_entry(topology, config, claims) if aggregator else None
     plan = RunPlan(
@@ -94,7 +88,7 @@ def build_plan(topology: Topology, config: dict[str, Any], claims: PortClaims,
         transport=config["transport"], prephase=prephase_section(config, claims),
         collector=endpoint(config, "collector", claims)[1], schedule=schedule,
         aggregator=hub.id if hub else None, cycle_metrics=cycle_section(config),
-        checkpoint_every=every)
+        checkpoint_every=config["checkpoint_every"])
     check_protocol(plan)
     return plan
 

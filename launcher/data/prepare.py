@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
+from dfl_config.problems import one_line
 from dfl_node.learning.datacache import (
     ARRAYS,
     FORMAT,
@@ -36,9 +38,9 @@ from dfl_node.learning.datacache import (
     read_meta,
 )
 from dfl_node.learning.datasets import load_arrays
+from dfl_node.learning.generated import dataset_clash, generated_datasets
 from dfl_node.learning.partition import PartitionError
 from dfl_node.learning.shards import DEFAULT_EVAL_SIZE, EVAL_SPLITS, split_indices
-from dfl_node.learning.synthetic import SyntheticSpec
 from launcher.data import cifar10 as data_cifar
 from launcher.data import fashion_mnist as data_fmnist
 from launcher.data.source import Source
@@ -46,7 +48,7 @@ from launcher.errors import LaunchError
 from protocols.registry import dataset_preparers
 
 BROUGHT = dataset_preparers()
-DATASETS = ("synthetic", *BROUGHT, "fmnist", "cifar10")
+DATASETS = (*generated_datasets(), *BROUGHT, "fmnist", "cifar10")
 
 
 def prepare_data(config: dict[str, Any], num_nodes: int | None = None) -> dict[str, Any]:
@@ -67,12 +69,15 @@ def prepare_data(config: dict[str, Any], num_nodes: int | None = None) -> dict[s
             return BROUGHT[config["dataset"]](config)
         except ValueError as exc:
             raise LaunchError(f"{config['dataset']}: {exc}") from None
-    if config["dataset"] == "synthetic":
+    generated = generated_datasets().get(config["dataset"])
+    if generated is not None:
         try:
-            spec = SyntheticSpec(**config.get("synthetic", {}))
-        except TypeError as exc:
-            raise LaunchError(f"synthetic: {exc}") from None
-        extra: dict[str, Any] = {"num_classes": spec.classes, "shape": [spec.features]}
+            arrays = generated.arrays(config)
+        except ValidationError as exc:
+            name = config["dataset"]
+            raise LaunchError(f"{name}: {one_line(exc, generated.options, (name,))}") from None
+        extra: dict[str, Any] = {"num_classes": arrays.classes,
+                                 "shape": list(arrays.x_train.shape[1:])}
     else:
         source = locate(config["dataset"], config["data_root"])
         try:
@@ -91,7 +96,7 @@ def prepare_data(config: dict[str, Any], num_nodes: int | None = None) -> dict[s
 
 def check_split(config: dict[str, Any], extra: dict[str, Any], num_nodes: int) -> None:
     section = {key: config[key] for key in ("dataset", "seed", "partition", "eval_split")}
-    section = {**section, "synthetic": config.get("synthetic", {}), **extra}
+    section = {**section, **{name: config[name] for name in generated_datasets()}, **extra}
     arrays = load_arrays(section)
     try:
         split_indices(section, arrays.y_train, arrays.y_test, num_nodes)
@@ -107,6 +112,9 @@ def locate(dataset: str, data_root: str | None) -> Source:
         return data_fmnist.locate(root, cache_root() / "downloads")
     if dataset == "cifar10":
         return data_cifar.locate(root)
+    clash = dataset_clash(dataset)
+    if clash:
+        raise LaunchError(f"dataset: {clash}")
     raise LaunchError(f"dataset: unknown dataset {dataset!r} (known: {', '.join(DATASETS)})")
 
 

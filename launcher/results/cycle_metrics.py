@@ -38,7 +38,6 @@ from dfl_node.learning.shards import load_node_data
 from dfl_node.learning.training import evaluate
 from dfl_node.plan import RunPlan
 from dfl_node.runner.reporter import params_due
-from launcher.errors import LaunchError
 from protocols.registry import protocol_class
 from topologies.measures import exact_conductance, slem, sweep_conductance
 from topologies.mixing import WEIGHTS, induced, lazy
@@ -47,17 +46,11 @@ EXACT_CONDUCTANCE_MAX = 14  # subsets enumerated up to this size; a Fiedler swee
 
 
 def cycle_section(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The plan's `cycle_metrics` section, checked (LaunchError: one line, exit 2)."""
+    """The plan's `cycle_metrics` section (validated by the run config's model), thresholds in
+    ascending order."""
     raw = config["cycle_metrics"]
-    every, thresholds = raw["params_every"], raw["thresholds"]
-    if isinstance(every, bool) or not isinstance(every, int) or every < 0:
-        raise LaunchError(f"cycle_metrics.params_every: must be an integer >= 0, got {every!r}")
-    if not isinstance(thresholds, list) or not all(
-            isinstance(t, int | float) and not isinstance(t, bool) and 0 <= t <= 1
-            for t in thresholds):
-        raise LaunchError("cycle_metrics.thresholds: must be a list of accuracies in [0, 1], "
-                          f"got {thresholds!r}")
-    return {"params_every": every, "thresholds": sorted(float(t) for t in thresholds)}
+    return {"params_every": raw["params_every"],
+            "thresholds": sorted(float(t) for t in raw["thresholds"])}
 
 
 @dataclass

@@ -17,6 +17,7 @@ from launcher.run.linkreport import radio_totals
 from launcher.run.on_failure import failure_keys
 from launcher.run.outcome import Outcome
 from launcher.run.rundir import write_json
+from protocols.capabilities import RunReport
 from protocols.registry import protocol_class
 
 SUMMARY_SCHEMA = 1
@@ -160,9 +161,8 @@ def summarize(plan: RunPlan, config: dict[str, Any], collector: Collector, outco
         **(fairness(accs, [n["loss"] for n in finished]) if finished else {}),
         **mean_over_nodes([rec.get("protocol", {}) for node, rec in done.items()
                            if node in plan.clients]),
-        **protocol_class(plan.protocol).run_keys(
-            plan, {node: rec.get("report", {}) for node, rec in done.items()
-                   if node in plan.clients}),
+        **run_keys(plan, {node: rec.get("report", {}) for node, rec in done.items()
+                          if node in plan.clients}),
         **(collector.cycles.summary_keys() if collector.cycles else {}),
         "config": {"mixing": plan.mixing, "model": plan.model, "hyper": config["hyper"]},
     }
@@ -181,3 +181,9 @@ def write_ledger(run_dir: Path, done: dict[int, dict[str, Any]]) -> None:
                           "formula_cells": rec.get("formula", {}).get("cells", []),
                           "heartbeats": rec["ledger"].get("heartbeats", {})}
     write_json(run_dir / "ledger.json", out)
+
+
+def run_keys(plan: RunPlan, reports: dict[int, Any]) -> dict[str, Any]:
+    """The protocol's run-level keys, if it reports any (protocols/capabilities.py)."""
+    cls = protocol_class(plan.protocol)
+    return cls.run_keys(plan, reports) if issubclass(cls, RunReport) else {}

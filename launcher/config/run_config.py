@@ -1,0 +1,150 @@
+"""The run's configuration as one typed model, composed for the chosen protocol.
+
+Sections are declared where they are used: the runtime's (link, tdma, wire, synthetic data,
+models) in dfl_node/settings and dfl_node/learning/models.py, each protocol's `hyper`, the
+models and dataset options it brings on its class, and the launcher's own keys here. A default
+therefore lives in exactly one model; the shipped YAML files are overrides that these models
+validate, and `dfl-launch schema` prints the same model as JSON Schema.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Annotated, Any, Literal, Union, get_args
+
+from pydantic import ConfigDict, Field, create_model, field_validator
+
+from dfl_config.section import Count, Flag, Integer, NonNegativeInt, Section, UnitInterval
+from dfl_node.learning.generated import generated_datasets
+from dfl_node.learning.models import MODEL_SPECS
+from dfl_node.learning.shards import DEFAULT_EVAL_SIZE, EVAL_SPLITS
+from dfl_node.settings.link import LinkSettings
+from dfl_node.settings.node import NodeRuntimeAttributes
+from dfl_node.settings.tdma import TdmaSettings
+from dfl_node.settings.wire import WireSettings
+from launcher.config.backend_catalog import DEFAULT_LOCAL
+from protocols.hyper import ProtocolHyper
+from protocols.registry import PROTOCOLS, protocol_class
+
+# `model: {name: auto}` picks the dataset's default model (resolved before validation).
+DEFAULT_MODELS = {"synthetic": "mlp", "fmnist": "cnn", "cifar10": "cnn"}
+AUTO = "auto"
+
+
+class AutoModel(Section):
+    """`model: {name: auto}`: the dataset's default model (DEFAULT_MODELS)."""
+
+    name: Literal["auto"] = "auto"
+
+
+class CycleMetrics(Section):
+    """Per-cycle metrics (launcher/results/cycle_metrics.py)."""
+
+    params_every: NonNegativeInt = 0
+    """Parameters to the collector every k rounds (0: never)."""
+    thresholds: tuple[UnitInterval, ...] = ()
+    """Accuracy thresholds for cycles-to-threshold."""
+
+
+class Endpoints(Section):
+    """host:port of the run's services when nodes run on several hosts (None: a local port)."""
+
+    collector: str | None = None
+    coordinator: str | None = None
+    aggregator: str | None = None
+
+
+class RunSettings(Section):
+    """The keys every run has, whatever its protocol."""
+
+    seed: Integer = 0
+    transport: str = DEFAULT_LOCAL
+    """How nodes run and talk: a local backend (zmq, inproc) or a placement (docker, hosts)."""
+    rounds: Count = 20
+    eval_every: Count = 1
+    checkpoint_every: NonNegativeInt = 10
+    """Every node saves its full state every k rounds (0: never)."""
+    dataset: str = "synthetic"
+    data_root: str | None = None
+    partition: str = "iid"
+    eval_split: str = "global"
+    eval_size: Count = DEFAULT_EVAL_SIZE
+    mixing: str = "metropolis"
+    cycle_metrics: CycleMetrics = CycleMetrics()
+    link: LinkSettings = LinkSettings()
+    schedule: Literal["sync", "tdma"] = "sync"
+    """sync, or tdma: exchanges follow the link-colouring slots (dfl_node/netsim/tdma.py)."""
+    tdma: TdmaSettings = TdmaSettings()
+    wire: WireSettings = WireSettings()
+    endpoints: Endpoints = Endpoints()
+    secure: Flag = False
+    """CURVE on every socket of the run."""
+    keys: str | None = None
+    """The directory of the run's key files (a local launch uses RUN_DIR/keys when None)."""
+
+    @field_validator("eval_split")
+    @classmethod
+    def _split(cls, value: str) -> str:
+        if value not in EVAL_SPLITS:
+            raise ValueError(f"must be one of {', '.join(EVAL_SPLITS)}")
+        return value
+
+
+def model_union(protocols: list[str]) -> Any:
+    """The `model:` section: one spec per model the runtime and these protocols know."""
+    specs: dict[str, type[Section]] = {AUTO: AutoModel, **MODEL_SPECS}
+    for name in protocols:
+        for spec in protocol_class(name).model_specs:
+            (tag,) = get_args(spec.model_fields["name"].annotation)
+            specs[str(tag)] = spec
+    kinds = tuple(specs.values())
+    if len(kinds) == 1:
+        return kinds[0]
+    return Annotated[Union[kinds], Field(discriminator="name")]  # noqa: UP007
+
+
+@cache
+def run_config_model(protocol: str | None) -> type[RunSettings]:
+    """The whole run config for `protocol`; None: any protocol (`hyper` then is the runtime's
+    keys plus any other key, as one JSON Schema for every config file)."""
+    names = [protocol] if protocol else list(PROTOCOLS)
+    fields: dict[str, Any] = {"model": (model_union(names), AutoModel())}
+    for dataset, generated in generated_datasets().items():
+        fields[dataset] = (generated.options, generated.options())
+    for name in names:
+        for section, options in protocol_class(name).dataset_options.items():
+            fields[section] = (options, options())
+    if protocol:
+        hyper = protocol_class(protocol).Hyper
+        fields["hyper"] = (hyper, hyper())
+    else:
+        fields["hyper"] = (AnyHyper, AnyHyper())
+    title = f"dfl-mesh run config ({protocol})" if protocol else "dfl-mesh run config"
+    return create_model(title.replace(" ", "_"), __base__=RunSettings, **fields)
+
+
+class AnyHyper(ProtocolHyper):
+    """`hyper` when the protocol is not known: the runtime keys and the protocol's own."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+@cache
+def node_attributes_model() -> type[Section]:
+    """Every topology node attribute something reads: the runtime's and each protocol's. A node
+    key outside these is a typo (`dfl_mesh` validates topology files against this model)."""
+    fields: dict[str, Any] = {}
+    sources: list[type[Section]] = [NodeRuntimeAttributes]
+    sources += [cls.node_attributes for cls in PROTOCOLS.values() if cls.node_attributes]
+    for source in sources:
+        for name, info in source.model_fields.items():
+            fields.setdefault(name, (info.annotation, info))
+    return create_model("NodeAttributes", __base__=Section, **fields)
+
+
+def dataset_sections() -> list[str]:
+    """The config sections of every generated dataset and every dataset a protocol brings
+    (each run's plan carries them all, empty where its protocol has none, so that plans of all
+    protocols look alike)."""
+    brought = {section for cls in PROTOCOLS.values() for section in cls.dataset_options}
+    return sorted({*generated_datasets(), *brought})

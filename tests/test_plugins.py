@@ -1,0 +1,146 @@
+"""A protocol from another package: built and installed offline into a fresh virtual
+environment, it runs through dfl-launch with no file of this project changing, and keeps every
+promise a shipped protocol keeps (zmq = inproc bit for bit, formula bits as the paper counts
+them, a killed-and-resumed run equal to an uninterrupted one)."""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tokenize
+from pathlib import Path
+
+import pytest
+from safetensors.numpy import load_file
+
+from tests.harness import ROOT, assert_transports_identical, launch
+from tests.test_resume import SYNTH, assert_resumed_equals_uninterrupted, ring_file
+
+PLUGIN = ROOT / "tests" / "plugins" / "median_gossip"
+TINY = (*SYNTH, "--rounds", "6", "--eval-every", "3", "--checkpoint-every", "2")
+
+
+def code_lines(path: Path) -> int:
+    """Lines that hold code: no blank lines, comments or docstrings."""
+    source = path.read_text()
+    docstrings = {node.body[0].value.lineno for node in ast.walk(ast.parse(source))
+                  if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef)
+                  and node.body and isinstance(node.body[0], ast.Expr)
+                  and isinstance(node.body[0].value, ast.Constant)
+                  and isinstance(node.body[0].value.value, str)}
+    lines: set[int] = set()
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT,
+                        tokenize.DEDENT, tokenize.ENDMARKER):
+            continue
+        if tok.type == tokenize.STRING and tok.start[0] in docstrings:
+            continue
+        lines.update(range(tok.start[0], tok.end[0] + 1))
+    return len(lines)
+
+
+def project_state() -> str:
+    """Every changed or untracked file of the checkout, as git sees it."""
+    return subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT,
+                          capture_output=True, text=True, check=True).stdout
+
+
+@pytest.fixture(scope="module")
+def plugin_python(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A new venv that sees this environment's packages (dfl-mesh, torch) and has the plugin
+    installed into it, built offline from a copy of its source."""
+    tmp = tmp_path_factory.mktemp("plugin")
+    # No pip or setuptools of its own: this environment's build the plugin (offline).
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp / "venv")],
+                   check=True)
+    python = str(tmp / "venv" / "bin" / "python")
+    where = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = subprocess.run([python, "-c", where], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    # `import` lines of a .pth run at start-up: this environment's site-packages, with its own
+    # .pth files (the editable install of dfl-mesh), join the new venv's path.
+    Path(site, "dfl_mesh_parent.pth").write_text(
+        f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
+    source = tmp / "src"
+    shutil.copytree(PLUGIN, source)
+    subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps",
+                    "--no-build-isolation", str(source)], check=True)
+    return python
+
+
+def test_the_toy_protocol_is_at_most_30_lines_of_code() -> None:
+    assert code_lines(PLUGIN / "median_gossip.py") <= 30
+
+
+def test_an_installed_plugin_runs_exactly_with_the_paper_count(plugin_python: str,
+                                                               tmp_path: Path) -> None:
+    before = project_state()
+    topology = ring_file(tmp_path, 6)
+    zmq, _ = assert_transports_identical(tmp_path, topology, "median-gossip", *TINY,
+                                         python=plugin_python)
+    # deg_i P 32 bits per node and round: a ring gives every node two neighbours
+    model = load_file(str(tmp_path / "zmq" / "final" / "node-0.safetensors"))
+    size = sum(t.size for t in model.values())
+    assert zmq["formula"]["total_bits"] == 6 * 6 * 2 * size * 32
+    assert zmq["bits_per_client"] == 6 * 2 * size * 32
+    assert project_state() == before
+
+
+def test_an_installed_plugin_resumes_exactly(plugin_python: str, tmp_path: Path) -> None:
+    before = project_state()
+    assert_resumed_equals_uninterrupted(tmp_path, ring_file(tmp_path), "median-gossip", 2,
+                                        *TINY, python=plugin_python)
+    assert project_state() == before
+
+
+def test_an_installed_plugin_brings_a_model_and_a_dataset(plugin_python: str,
+                                                          tmp_path: Path) -> None:
+    before = project_state()
+    topology = ring_file(tmp_path, 4)
+    rings = ("--dataset", "rings", "--partition", "iid", "--rounds", "3",
+             "--set", "model={name: tiny-mlp, width: 4}", "--set", "rings.samples=200")
+    zmq, _ = assert_transports_identical(tmp_path, topology, "d-psgd", *rings,
+                                         python=plugin_python)
+    size = 2 * 4 + 4 + 4 * 2 + 2  # Linear(2, 4) and Linear(4, 2)
+    assert zmq["formula"]["total_bits"] == 3 * 4 * 2 * size * 32
+    bad = launch(tmp_path / "bad", topology, "d-psgd", *rings, "--set", "rings.smaples=3",
+                 python=plugin_python)
+    assert bad.returncode == 2
+    assert "rings.smaples: unknown key (did you mean samples?)" in bad.stderr
+    assert project_state() == before
+
+
+def test_without_the_plugin_its_protocol_is_unknown(tmp_path: Path) -> None:
+    proc = launch(tmp_path / "run", ring_file(tmp_path), "median-gossip", *TINY)
+    assert proc.returncode == 2
+    assert "unknown protocol 'median-gossip'" in proc.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_name_two_packages_register_is_refused_naming_both(plugin_python: str,
+                                                             tmp_path: Path) -> None:
+    clash = tmp_path / "clash"
+    shutil.copytree(PLUGIN, clash)
+    text = (clash / "pyproject.toml").read_text()
+    (clash / "pyproject.toml").write_text(text.replace('name = "dfl-median-gossip"',
+                                                       'name = "dfl-other-gossip"'))
+    (clash / "median_gossip.py").rename(clash / "other_gossip.py")
+    (clash / "pyproject.toml").write_text((clash / "pyproject.toml").read_text()
+                                          .replace("median_gossip", "other_gossip"))
+    venv = Path(plugin_python).parent.parent
+    target = tmp_path / "venv"
+    shutil.copytree(venv, target, symlinks=True)
+    python = str(target / "bin" / "python")
+    subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps",
+                    "--no-build-isolation", str(clash)], check=True)
+    proc = launch(tmp_path / "run", ring_file(tmp_path), "median-gossip", *TINY, python=python)
+    assert proc.returncode == 2
+    assert "dfl-median-gossip" in proc.stderr and "dfl-other-gossip" in proc.stderr
+    assert not (tmp_path / "run").exists()
+    summary = json.dumps({"stderr": proc.stderr})
+    assert summary.count("\\n") <= 1  # one line
