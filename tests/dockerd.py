@@ -43,7 +43,8 @@ WHEEL_DIRS = (*os.environ.get("PIP_FIND_LINKS", "").split(), "/opt/wheels", "/op
 # The base image's interpreter is Debian bookworm's python3: 3.11.
 TORCH_WHEEL = re.compile(r"torch-(\d[^-]*\+cpu)-cp311-cp311-manylinux[^-]*_x86_64\.whl")
 CONTAINERD_RUN = Path("/run/containerd")
-SOURCES = ("pyproject.toml", "README.md", "dfl_node", "launcher", "protocols", "topologies")
+SOURCES = ("pyproject.toml", "README.md", "dfl_config", "dfl_node", "launcher", "protocols",
+           "topologies")
 
 
 class EngineError(RuntimeError):

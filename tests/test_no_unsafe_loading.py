@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("dfl_node", "launcher", "protocols", "topologies", "bench")
+PACKAGES = ("dfl_config", "dfl_node", "launcher", "protocols", "topologies", "bench")
 BANNED_MODULES = {
     "pickle",
     "cPickle",
