@@ -16,8 +16,10 @@ from typing import Any
 HOME = "dfl-mesh"  # this project's distribution
 
 
-def package_of(ep: EntryPoint) -> str:
-    return ep.dist.name if ep.dist is not None else "(unknown package)"
+def package_of(ep: Any) -> str:
+    """The distribution that registers `ep` (an EntryPoint, or anything with its `dist`)."""
+    dist = getattr(ep, "dist", None)
+    return dist.name if dist is not None else "(unknown package)"
 
 
 @dataclass(frozen=True)

@@ -57,13 +57,13 @@ def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
     return data
 
 
-def merge(base: dict[str, Any], layer: dict[str, Any], source: str) -> dict[str, Any]:
+def merge(base: dict[str, Any], layer: dict[str, Any]) -> dict[str, Any]:
     """`layer` over `base`, mappings merged key by key (the model checks the keys)."""
     out = copy.deepcopy(base)
     for key, value in layer.items():
         current = out.get(key)
         if isinstance(current, dict) and isinstance(value, dict) and same_kind(current, value):
-            out[key] = merge(current, value, source)
+            out[key] = merge(current, value)
         else:
             out[key] = copy.deepcopy(value)
     return out
@@ -128,7 +128,7 @@ def resolve_config(protocol: str, config_file: Path | None, options: dict[str, A
     merged: dict[str, Any] = {}
     validated = model.model_validate(with_model(merged))
     for source, layer in layers:
-        merged = merge(merged, layer, source)
+        merged = merge(merged, layer)
         try:
             validated = model.model_validate(with_model(merged))
         except ValidationError as exc:

@@ -48,6 +48,7 @@ from pydantic import (
     model_validator,
 )
 
+from dfl_config.plugins import HOME, package_of
 from dfl_config.problems import one_line
 from dfl_config.section import Count, Integer, Number, Section, tagged_union
 from protocols.toolkit.compressors import (
@@ -64,7 +65,6 @@ from protocols.toolkit.compressors import (
 
 SPARSIFIER_GROUP = "dfl_mesh.sparsifiers"
 QUANTIZER_GROUP = "dfl_mesh.quantizers"
-HOME = "dfl-mesh"  # the package the shipped specs belong to
 COMPOSED: Literal["composed"] = "composed"
 
 
@@ -184,16 +184,11 @@ def type_names(cls: type[BaseModel]) -> tuple[str, ...]:
     return tuple(str(name) for name in get_args(field.annotation))
 
 
-def _package(ep: EntryPoint | _EntryPoint) -> str:
-    dist = getattr(ep, "dist", None)
-    return dist.name if dist is not None else "(unknown package)"
-
-
 def _load(ep: EntryPoint | _EntryPoint, group: str) -> type[BaseModel]:
     cls = ep.load()
     if not (isinstance(cls, type) and issubclass(cls, BaseModel) and type_names(cls)
             and callable(getattr(cls, "build", None))):
-        raise TypeError(f"entry point {ep.name!r} of {_package(ep)} in {group} is not a "
+        raise TypeError(f"entry point {ep.name!r} of {package_of(ep)} in {group} is not a "
                         "pydantic model with a `type: Literal[...]` field and a build()")
     return cls
 
@@ -216,7 +211,7 @@ def discover(shipped: Mapping[str, Iterable[type[BaseModel]]],
             cls = _load(ep, group)
             members[group].append(cls)
             for name in type_names(cls):
-                owners.setdefault(name, set()).add((_package(ep), cls))
+                owners.setdefault(name, set()).add((package_of(ep), cls))
     clashes = {name: tuple(sorted(package for package, _ in owned))
                for name, owned in owners.items() if len(owned) > 1}
 
