@@ -20,6 +20,11 @@ per node would only make 20 x k threads fight over the same cores).
 
 Both runs share the seed, so the project's promise says their `final/` files (parameters and
 neighbour copies) are identical bit for bit; the second figure checks it, byte by byte.
+
+Data: the CIFAR-10 images as `dfl-launch --data-root` reads them, by default the project's copy
+kept beside the repository (`shared/data` in the directory that holds the checkout, with
+cifar10-jpeg.tar.gz). The launcher's locator checks them before any run, so without them the
+group ends at once, saying what it needs.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.figures import Figure, Mode, compare, interleaved, median
-from bench.launch import ROOT, later_rounds, launch
+from bench.launch import ROOT, DataMissing, later_rounds, launch, require_data
 
 DATA_ROOT = ROOT.parent / "shared" / "data"
 CONFIG = ROOT / "protocols" / "configs" / "dmfl-sq-cifar10.yaml"
@@ -79,8 +84,12 @@ def identical_finals(a: Path, b: Path) -> tuple[int, int]:
     return same, len(names)
 
 
-def figures(quick: bool, data_root: Path = DATA_ROOT) -> list[Figure]:
+def figures(quick: bool, data_root: Path | None = None) -> list[Figure]:
+    """The two figures; `data_root` None: DATA_ROOT. Raises bench.launch.DataMissing, before any
+    run, when the launcher finds no CIFAR-10 there."""
     mode = QUICK if quick else FULL
+    data_root = DATA_ROOT if data_root is None else data_root.absolute()
+    require_data("cifar10", data_root)
     with tempfile.TemporaryDirectory(prefix="dfl-bench-compute-") as tmp:
         runs = {t: Run(t, mode.rounds, Path(tmp), data_root) for t in ("zmq", "inproc")}
         samples = interleaved(runs, mode.reps)
@@ -104,9 +113,14 @@ def figures(quick: bool, data_root: Path = DATA_ROOT) -> list[Figure]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="5 repetitions of longer runs")
-    parser.add_argument("--data-root", type=Path, default=DATA_ROOT)
+    parser.add_argument("--data-root", type=Path, default=None,
+                        help=f"CIFAR-10 as dfl-launch --data-root reads it (default {DATA_ROOT})")
     args = parser.parse_args()
-    for fig in figures(quick=not args.full, data_root=args.data_root):
+    try:
+        found = figures(quick=not args.full, data_root=args.data_root)
+    except DataMissing as exc:
+        raise SystemExit(f"bench.compute: {exc}") from None
+    for fig in found:
         print(json.dumps(fig.as_dict(), indent=1))
 
 

@@ -5,6 +5,10 @@ minute, but two things measured in turn within the same minute move together. So
 that has a reference (raw pyzmq, the ideal round, inproc, the formula) is measured beside it,
 alternating A, B, A, B, ... for `reps` rounds, and the figure is the median over repetitions
 of each side, with their ratio.
+
+A group that could not measure still has its row: a figure whose outcome is "skipped" (what it
+needs is missing, e.g. its dataset) or "failed" (it raised), with the reason in one line, so a
+suite run always ends with the whole table.
 """
 
 from __future__ import annotations
@@ -15,15 +19,19 @@ import statistics
 import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+Outcome = Literal["measured", "skipped", "failed"]
 
 
 @dataclass(frozen=True)
 class Figure:
-    """A measured value, the reference it is compared with in the same run, and the goal."""
+    """A measured value, the reference it is compared with in the same run, and the goal; or,
+    with outcome "skipped" or "failed", a group that measured nothing and why (`note`)."""
 
     group: str  # "transport", "overhead", "scale", "compute", "wire", "gpu"
     name: str  # what was measured, e.g. "dense 10M float32, Comm+codec (zmq)"
-    value: float
+    value: float | None  # None: not measured
     unit: str  # "GB/s", "s", "MB", "ratio", ...
     reference: str = ""  # what the ratio divides by, e.g. "raw pyzmq DEALER->ROUTER"
     reference_value: float | None = None
@@ -33,9 +41,18 @@ class Figure:
     reps: int = 1
     note: str = ""
     extra: dict[str, float | str] = field(default_factory=dict)
+    outcome: Outcome = "measured"
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
+
+
+def not_measured(group: str, outcome: Outcome, reason: str, detail: str = "") -> Figure:
+    """The row of a group that measured nothing: `reason` in one line (whitespace runs folded),
+    and `detail` (e.g. the launcher's last output) kept for the JSON only."""
+    extra: dict[str, float | str] = {"detail": detail} if detail else {}
+    return Figure(group, f"not measured ({outcome})", None, "", note=" ".join(reason.split()),
+                  reps=0, extra=extra, outcome=outcome)
 
 
 def interleaved(runs: Mapping[str, Callable[[], float]], reps: int) -> dict[str, list[float]]:
@@ -101,6 +118,9 @@ def table(figures: list[Figure]) -> str:
               f"{'ratio':>7} {'goal':>7} {'met':>4} {'reps':>4}")
     rows = [header, "-" * len(header)]
     for f in figures:
+        if f.outcome != "measured":
+            rows.append(f"{f.group:<10} {f.outcome.upper()}: {f.note}")
+            continue
         met = "-" if f.met is None else ("yes" if f.met else "NO")
         rows.append(f"{f.group:<10} {f.name[:52]:<52} {cell(f.value):>10} {f.unit:<6} "
                     f"{cell(f.reference_value):>10} {cell(f.ratio):>7} {f.goal:>7} {met:>4} "

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.figures import Figure, Mode, compare, median, module_main
-from bench.launch import ROOT, later_rounds, launch_command
+from bench.launch import ROOT, later_rounds, launch_command, require_data
 from topologies.generators import ring
 from topologies.writer import write_topology
 
@@ -206,6 +206,7 @@ def fresh_torch(count: int) -> Fresh:
 # --- figures ------------------------------------------------------------------------------------
 
 def figures(quick: bool) -> list[Figure]:
+    require_data("fmnist", None)  # a SKIPPED row, not minutes of runs, without it
     mode = QUICK if quick else FULL
     runs: dict[int, list[Launch]] = {n: [] for n in SIZES}
     fresh: list[Fresh] = []

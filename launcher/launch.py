@@ -11,6 +11,7 @@ from launcher.backends.base import LocalBackend
 from launcher.backends.hosts import HostsBackend
 from launcher.backends.processes import log_tail
 from launcher.backends.registry import local_backend
+from launcher.config.backend_catalog import DEFAULT_LOCAL
 from launcher.config.inputs import resolve
 from launcher.config.keys import secure_plan
 from launcher.config.options import Request, ViewOptions
@@ -59,12 +60,28 @@ def resume(run_dir: Path, view: ViewOptions) -> int:
 
 def launch_one(req: Request, out_dir: Path | None, view: ViewOptions,
                resuming: bool = False) -> int:
+    # The backend the command line asks for starts what it needs at once, in parallel with
+    # resolving the plan (the processes backend forks its zygote: launcher/backends/zygote.py);
+    # a config file may still choose another.
+    likely = local_backend(req.options.get("transport") or DEFAULT_LOCAL)
+    likely.prestart()
+    try:
+        return run_one(req, out_dir, view, resuming, likely)
+    finally:
+        likely.close()
+
+
+def run_one(req: Request, out_dir: Path | None, view: ViewOptions, resuming: bool,
+            likely: LocalBackend) -> int:
     claims = PortClaims()
+    backend = likely
     with open_display(view.quiet) as display:
         try:
             display.stage("resolving the plan, preparing data")
             config, plan = resolve(req, claims)
             backend = local_backend(plan.transport)
+            if backend is not likely:
+                likely.close()
             backend.preflight(plan, str(req.topology))
             run_dir = out_dir or rundir.default_run_dir(plan.protocol, plan.topology_name)
             plan = secure_plan(plan, config, run_dir / "keys")
@@ -80,6 +97,7 @@ def launch_one(req: Request, out_dir: Path | None, view: ViewOptions,
                                          coordinate=resumed_at == 0)
         finally:
             claims.release()
+            backend.close()
         summary = summarize(plan, config, collector, outcome, time.monotonic() - started)
         rundir.write_json(run_dir / "summary.json", summary)
         write_ledger(run_dir, collector.done)

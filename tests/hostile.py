@@ -32,7 +32,7 @@ import zmq
 from dfl_node.comm.channel import DEFAULT_WINDOW
 from dfl_node.plan import RunPlan
 from dfl_node.transports.zeromq import ZmqTransport, routing_id
-from dfl_node.wire.codec import WireError, WireLimits, decode, encode
+from dfl_node.wire.codec import Layouts, WireError, WireLimits, decode, encode
 from dfl_node.wire.tags import Tag
 
 SEND_TIMEOUT_MS = 5000
@@ -47,10 +47,12 @@ def plan_limits(plan: RunPlan) -> WireLimits:
                       max_message_bytes=int(plan.wire["max_message_bytes"]))
 
 
-def wire_reason(frames: list[bytes], limits: WireLimits) -> str | None:
-    """The codec's refusal reason for `frames`, None if they decode."""
+def wire_reason(frames: list[bytes], limits: WireLimits, held: Layouts | None = None
+                ) -> str | None:
+    """The codec's refusal reason for `frames`, None if they decode, on a connection whose
+    sender has defined the layouts `held` (left unchanged)."""
     try:
-        decode(frames, limits)
+        decode(frames, limits, held.copy() if held is not None else None)
     except WireError as err:
         return err.reason
     return None
@@ -60,9 +62,11 @@ def random_value(rng: random.Random) -> Any:
     return rng.choice([None, True, -1, 2**40, 1.5, "", "float32", "x" * 70, [1, [2]], {"a": 1}])
 
 
-def garbled(rng: random.Random, frames: list[bytes], limits: WireLimits) -> list[bytes]:
-    """Random bytes, a truncated header, or the real header with one field made wrong, each
-    kept only in a form the codec refuses (so no forged-but-valid message slips in)."""
+def garbled(rng: random.Random, frames: list[bytes], limits: WireLimits,
+            held: Layouts | None = None) -> list[bytes]:
+    """Random bytes, a truncated header, or the real header with one field made wrong (of a
+    message in the self-describing form), each kept only in a form the codec refuses on a
+    connection that holds `held` (so no forged-but-valid message slips in)."""
     while True:
         kind = rng.randrange(3)
         if kind == 0:
@@ -73,7 +77,7 @@ def garbled(rng: random.Random, frames: list[bytes], limits: WireLimits) -> list
             header = msgpack.unpackb(frames[0]) | {rng.choice(sorted(msgpack.unpackb(frames[0]))):
                                                    random_value(rng)}
             out = [msgpack.packb(header), *frames[1:]]
-        if wire_reason(out, limits) is not None:
+        if wire_reason(out, limits, held) is not None:
             return out
 
 
@@ -88,26 +92,32 @@ class Insider:
     limits: WireLimits
     rng: random.Random = field(default_factory=lambda: random.Random(14))
     history: dict[int, dict[int, list[bytes]]] = field(default_factory=lambda: defaultdict(dict))
+    # per neighbour, the layouts it holds from this node (its messages are in the compact form)
+    held: dict[int, Layouts] = field(default_factory=lambda: defaultdict(Layouts))
     expected: dict[int, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     categories: Counter[str] = field(default_factory=Counter)
 
     def batch(self, dst: int, frames: list[bytes]) -> Batch:
-        message = decode(frames, self.limits)
+        """The attacks that follow the node's own message `frames` to `dst`; the malformed ones
+        are made of the message in the self-describing form, `full`."""
+        held = self.held[dst]
+        message = decode(frames, self.limits, held)  # as `dst` reads it, holding what it holds
         tag, r = message.tag, message.tag.round
         if tag.kind != "data":
             return []
-        self.history[dst][r] = frames
+        tensors = {name: np.array(t) for name, t in message.tensors.items()}
+        full = self._encode(self.node_id, tag, tensors)
+        self.history[dst][r] = full
         self.history[dst].pop(r - REPLAY_AGE - 1, None)
         if r - REPLAY_AGE not in self.history[dst]:
             return []
-        tensors = {name: np.array(t) for name, t in message.tensors.items()}
         first = next(iter(tensors))
         wrong = {**tensors, first: tensors[first].reshape(-1)[:-1].copy()}
-        header_only = [frames[0]]
+        header_only = [full[0]]
         out: Batch = [
-            ("garbage", garbled(self.rng, frames, self.limits), ""),
-            ("truncated_frame", [frames[0], frames[1][:-4], *frames[2:]], ""),
-            ("extra_frame", [*frames, b"\x00"], ""),
+            ("garbage", garbled(self.rng, full, self.limits, held), ""),
+            ("truncated_frame", [full[0], full[1][:-4], *full[2:]], ""),
+            ("extra_frame", [*full, b"\x00"], ""),
             ("missing_frames", header_only, ""),
             ("claims_another_sender", self._encode(self.node_id + 100, tag, tensors),
              "src_mismatch"),
@@ -117,7 +127,8 @@ class Insider:
             ("duplicate", frames, "duplicate"),
             ("wrong_shape", self._encode(self.node_id, tag, wrong), "schema_mismatch"),
         ]
-        return [(name, f, reason or str(wire_reason(f, self.limits))) for name, f, reason in out]
+        return [(name, f, reason or str(wire_reason(f, self.limits, held)))
+                for name, f, reason in out]
 
     def _encode(self, src: int, tag: Tag, tensors: dict[str, np.ndarray]) -> list[bytes]:
         return [bytes(f) for f in encode(src, tag, tensors)]

@@ -23,6 +23,7 @@ from dfl_node.transports.base import Transport, TransportError
 from dfl_node.transports.inproc import InprocHub, InprocTransport
 from dfl_node.transports.zeromq import ZmqTransport, routing_id
 from dfl_node.wire.codec import DTYPES, WireLimits, encode
+from dfl_node.wire.session import Session
 from dfl_node.wire.tags import Tag
 
 LIMITS = WireLimits(max_tensors=4, max_message_bytes=1 << 20)
@@ -110,8 +111,12 @@ def assert_gossip_values(received: list[dict[int, dict[str, torch.Tensor]]], nod
             assert torch.equal(tensors["w"], value(j, r))
 
 
-def header_bytes(src: int, tag: Tag, tensors: Mapping[str, torch.Tensor]) -> int:
-    return len(encode(src, tag, {name: t.numpy() for name, t in tensors.items()})[0])
+def link_headers(src: int, messages: list[tuple[Tag, Mapping[str, torch.Tensor]]]) -> list[int]:
+    """The header bytes of each message one connection carries, in order: the compact form
+    defines a layout at its first use and refers to it after (dfl_node/wire/compact.py)."""
+    wire = Session(LIMITS)
+    return [wire.frames(0, wire.encode(src, tag, {n: t.numpy() for n, t in tensors.items()})[0])[1]
+            for tag, tensors in messages]
 
 
 def test_exchange_over_zmq_on_a_triangle() -> None:
@@ -125,8 +130,13 @@ def test_ledger_counts_exact_bytes() -> None:
     ledgers = {i: Ledger(i) for i in TRIANGLE}
     run_mesh(zmq_transports(TRIANGLE), TRIANGLE, gossip(), ledgers)
     for i, ledger in ledgers.items():
-        headers = {j: [header_bytes(j, gossip_tag(r), {"w": value(j, r)}) for r in range(ROUNDS)]
-                   for j in TRIANGLE}  # fmt: skip
+        sequences = {j: link_headers(j, [(Tag("ctrl", 0, "hello"), {}),
+                                         *[(gossip_tag(r), {"w": value(j, r)})
+                                           for r in range(ROUNDS)],
+                                         (Tag("ctrl", ROUNDS - 1, BYE_PHASE), {})])
+                     for j in TRIANGLE}  # fmt: skip
+        headers = {j: sequence[1:-1] for j, sequence in sequences.items()}
+        hello, bye = sequences[i][0], sequences[i][-1]
         degree = len(TRIANGLE[i])
         assert ledger.totals("data") == {
             "sent": {"messages": degree * ROUNDS, "payload_bytes": 4 * N * degree * ROUNDS,
@@ -134,8 +144,6 @@ def test_ledger_counts_exact_bytes() -> None:
             "received": {"messages": degree * ROUNDS, "payload_bytes": 4 * N * degree * ROUNDS,
                          "framing_bytes": sum(sum(headers[j]) for j in TRIANGLE[i])},
         }  # fmt: skip
-        hello = header_bytes(i, Tag("ctrl", 0, "hello"), {})
-        bye = header_bytes(i, Tag("ctrl", ROUNDS - 1, BYE_PHASE), {})
         assert ledger.totals("control")["sent"] == {
             "messages": 2 * degree, "payload_bytes": 0, "framing_bytes": degree * (hello + bye),
         }  # fmt: skip

@@ -15,7 +15,7 @@ from dfl_node.wire.codec import WireLimits, encode
 from dfl_node.wire.tags import Tag
 from protocols.toolkit.compressors import Composed, TopK, Uniform
 from protocols.toolkit.trigger import fires, threshold
-from tests.test_comm import inproc_transports, run_mesh, zmq_transports
+from tests.test_comm import inproc_transports, link_headers, run_mesh, zmq_transports
 
 P = 4096
 PHASE = "model"
@@ -31,10 +31,6 @@ def mesh(make: Callable, graph: dict, program: Callable, ledgers: dict | None = 
 
 def tag(r: int) -> Tag:
     return Tag("data", r, PHASE)
-
-
-def marker_header_bytes(node: int, r: int) -> int:
-    return len(encode(node, Tag("ctrl", r, f"{PHASE}/end"), {})[0])
 
 
 def with_validator(program: Callable[[Comm], object]) -> Callable[[Comm], object]:
@@ -74,9 +70,10 @@ def test_silent_nodes_send_no_data_and_receivers_get_none(make: Callable) -> Non
         assert data["messages"] == (0 if i in silent else 2)
         assert data["payload_bytes"] == (0 if i in silent else 2 * sent[i].payload_bytes)
         control = ledgers[i].totals("control")["sent"]
-        bye = len(encode(i, Tag("ctrl", 0, "bye"), {})[0])
+        marker, bye = link_headers(i, [(Tag("ctrl", 0, f"{PHASE}/end"), {}),
+                                       (Tag("ctrl", 0, "bye"), {})])
         assert control == {"messages": 2 * 2, "payload_bytes": 0,
-                           "framing_bytes": 2 * (marker_header_bytes(i, 0) + bye)}  # fmt: skip
+                           "framing_bytes": 2 * (marker + bye)}  # fmt: skip
         assert ledgers[i].rejected == Counter()
 
 

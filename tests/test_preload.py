@@ -1,29 +1,43 @@
-"""The forkserver's warm-up: a GPU mesh's forkserver must run no backward pass (it would start
-the CUDA driver before the fork, and every node's first CUDA call would fail)."""
+"""The zygote's warm-up: a GPU mesh's zygote must run no backward pass (it would start the
+CUDA driver before the fork, and every node's first CUDA call would fail)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from pathlib import Path
 
 import pytest
+import torch
 
-from dfl_node.learning.torch_settings import WARM_UP_ENV
 from launcher.backends.processes import warm_up_mode
-from tests.harness import ENV_ROOT, ROOT
+from launcher.backends.zygote import Zygote
 
-COUNT_BACKWARDS = ("import torch; calls = []; "
-                   "torch.Tensor.backward = lambda *a, **k: calls.append(1); "
-                   "import launcher.backends.preload; print(len(calls))")
+BACKWARDS: list[int] = []  # one entry per backward pass in this process (or a fork of it)
 
 
-@pytest.mark.parametrize(("mode", "backwards"), [("forward", "0"), ("full", "2")])
-def test_the_warm_up_runs_backward_only_in_full_mode(mode: str, backwards: str) -> None:
-    proc = subprocess.run([sys.executable, "-c", COUNT_BACKWARDS], cwd=ROOT,
-                          env={**ENV_ROOT, WARM_UP_ENV: mode}, capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == backwards
+def count_backward(tensor: torch.Tensor, *args: object, **kwargs: object) -> None:
+    BACKWARDS.append(1)
+
+
+def report_backwards(path: str) -> None:
+    """A node: writes how many backward passes the zygote it was forked from ran."""
+    Path(path).write_text(str(len(BACKWARDS)))
+
+
+@pytest.mark.parametrize(("full", "backwards"), [(False, "0"), (True, "2")])
+def test_the_warm_up_runs_backward_only_in_full_mode(tmp_path: Path, full: bool, backwards: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.Tensor, "backward", count_backward)
+    zygote = Zygote(report_backwards)
+    try:
+        zygote.warm_up(full)
+        out = tmp_path / "count"
+        (node,) = zygote.start([(str(out),)])
+        node.join(60)
+        assert node.exitcode == 0
+    finally:
+        zygote.close()
+    assert out.read_text() == backwards
+    assert not BACKWARDS  # all of it happened in the zygote
 
 
 def test_a_mesh_with_any_gpu_node_warms_up_forward_only() -> None:

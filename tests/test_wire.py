@@ -1,4 +1,5 @@
-"""The wire codec: exact round trips, zero-copy views, and refusal of every malformed message."""
+"""The wire codec's self-describing form: exact round trips, zero-copy views, and refusal of every
+malformed message (the compact form: tests/test_wire_compact.py)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from dfl_node.wire.tags import Tag
 REASONS = {
     "header_too_large", "bad_msgpack", "bad_header", "bad_version", "bad_kind", "bad_codec",
     "too_many_tensors", "bad_name", "bad_dtype", "bad_shape", "too_large", "frame_count",
-    "length_mismatch", "bad_frame",
+    "length_mismatch", "bad_frame", "unknown_layout",
 }  # fmt: skip
 LIMITS = WireLimits(max_tensors=8, max_message_bytes=1 << 20)
 TAG = Tag("data", 3, "gossip", step=2, slot=1)

@@ -5,7 +5,9 @@ What must hold for every input a peer can produce:
   no other exception, whatever the frames or the header say;
 - a valid encoding round-trips exactly (source, tag, codec, names, dtypes, shapes, bytes);
 - a mutated valid message is refused, or it decodes to exactly what the mutated bytes say: the
-  header fields of the mutated header frame and the bytes of the mutated tensor frames.
+  header fields of the mutated header frame and the bytes of the mutated tensor frames;
+- in the compact form, every form of a message decodes to what the self-describing form says,
+  and a mutated compact message is refused without changing the layouts its receiver holds.
 """
 
 from __future__ import annotations
@@ -23,12 +25,15 @@ from dfl_node.wire.codec import (
     HEADER_KEYS,
     MAX_PHASE_LEN,
     PROTOCOL_VERSION,
+    Layouts,
     Message,
     WireError,
     WireLimits,
     decode,
     encode,
 )
+from dfl_node.wire.compact import MAX_LAYOUTS
+from dfl_node.wire.session import Session
 from dfl_node.wire.tags import KINDS, Tag
 from tests.test_wire import REASONS
 
@@ -146,3 +151,47 @@ def test_mutated_messages_are_refused_or_decode_to_the_mutation(
     for got, frame, dtype, shape in zip(message.tensors.values(), mutated[1:],
                                         header["dtypes"], header["shapes"], strict=True):
         assert (got.dtype.name, list(got.shape), got.tobytes()) == (dtype, shape, frame)
+
+
+def same_content(got: Message, want: Message) -> bool:
+    return ((got.src, got.tag, got.codec, list(got.tensors)) == (want.src, want.tag, want.codec,
+                                                                  list(want.tensors))
+            and all((a.dtype, a.shape, a.tobytes()) == (b.dtype, b.shape, b.tobytes())
+                    for a, b in zip(got.tensors.values(), want.tensors.values(), strict=True)))
+
+
+@FUZZ
+@given(st.integers(0, 2**31), tags, st.lists(tensor_maps, min_size=1, max_size=4))
+def test_compact_forms_round_trip(src: int, tag: Tag, messages: list[dict[str, np.ndarray]]
+                                  ) -> None:
+    wire, held = Session(LIMITS), Layouts()
+    for tensors in [*messages, *messages]:  # definitions, then references
+        out, own = wire.encode(src, tag, tensors)
+        frames, framing = wire.frames(1, out)
+        message = outcome_with([bytes(frame) for frame in frames], held)
+        reference = decode([bytes(frame) for frame in encode(src, tag, tensors)], LIMITS)
+        assert message is not None and same_content(message, reference)
+        assert same_content(own, reference) and message.framing_bytes == framing
+
+
+def outcome_with(frames: list[bytes], held: Layouts) -> Message | None:
+    try:
+        return decode(frames, LIMITS, held)
+    except WireError as err:
+        assert err.reason in REASONS, err.reason
+        return None
+
+
+@FUZZ
+@given(st.integers(0, 2**31), tags, tensor_maps, st.data())
+def test_mutated_compact_messages_change_nothing_held_unless_accepted(
+    src: int, tag: Tag, tensors: dict[str, np.ndarray], data: st.DataObject
+) -> None:
+    wire, held = Session(LIMITS), Layouts()
+    for _ in range(2):  # a definition, then a reference
+        frames = [bytes(f) for f in wire.frames(1, wire.encode(src, tag, tensors)[0])[0]]
+        before = [held.get(i) for i in range(MAX_LAYOUTS)]
+        trial = held.copy()
+        if outcome_with(data.draw(mutations(frames)), trial) is None:
+            assert [trial.get(i) for i in range(MAX_LAYOUTS)] == before
+        decode(frames, LIMITS, held)

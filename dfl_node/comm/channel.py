@@ -27,8 +27,10 @@ the caller's tensors (a copy only where a tensor is not on the CPU or not contig
 transport sends them zero-copy, and every call that sends (`send`, `broadcast`, the exchanges,
 the barriers) returns only once the transport has released them (`Transport.flush`), so the
 caller may update its tensors in place as soon as the call returns. One encoding serves every
-neighbour. An accepted message becomes torch tensors that are writable and owned by the
-protocol (dfl_node/comm/received.py): a large one is ZeroMQ's received frame itself where that frame
+neighbour (each gets the compact header it can read, dfl_node/wire/session.py; tensors of a few
+KiB in all ride in the header's frame, one copy that ZeroMQ would make anyway). An accepted
+message becomes torch tensors that are writable and owned by the protocol
+(dfl_node/comm/received.py): a large one is ZeroMQ's received frame itself where that frame
 sits at the offset every transport gives large tensors, and a copy at that offset otherwise,
 so that BLAS, which rounds by alignment, computes the same under every transport. Comm's own
 work per message is a few steps per tensor whatever its size: no Python loop over elements.
@@ -75,10 +77,14 @@ from dfl_node.ledgers.traffic import Ledger
 from dfl_node.netsim.tdma import Link, TdmaSchedule
 from dfl_node.transports.base import FORGED_PEER, Transport, TransportError
 from dfl_node.transports.liveness import PeerDead, PeerLiveness
-from dfl_node.wire.codec import DTYPES, Frame, Message, WireError, WireLimits, decode, encode
+from dfl_node.wire.codec import DTYPES, Frame, Message, WireError, WireLimits
+from dfl_node.wire.compact import Outgoing
+from dfl_node.wire.session import Session
 from dfl_node.wire.tags import Tag
 
 DEFAULT_WINDOW = 2
+# numpy's `dtype.name` is Python code (microseconds a call); every message checks each tensor's
+_DTYPE_NAMES = {np.dtype(name): name for name in DTYPES}
 HELLO_PHASE = "hello"
 BYE_PHASE = "bye"
 END_OF_STEP = "end"  # exchange_optional's marker phase is f"{phase}/{END_OF_STEP}"
@@ -103,8 +109,8 @@ class PeerTimeout(TimeoutError):
 
 @dataclass(frozen=True)
 class _Outgoing:
-    frames: list[Frame]
-    message: Message  # the frames as a receiver will decode them (sizes for the ledger)
+    prepared: Outgoing  # the message in every form a destination may need (wire/compact.py)
+    message: Message  # as a receiver will decode it (sizes for the ledger)
 
 
 class Comm:
@@ -121,6 +127,7 @@ class Comm:
         window: int = DEFAULT_WINDOW,
         schedule: TdmaSchedule | None = None,
         on_frame: FrameHook | None = None,
+        resume_every: int = 0,
     ) -> None:
         if node_id in neighbors:
             raise ValueError(f"node {node_id} cannot be its own neighbour")
@@ -141,6 +148,10 @@ class Comm:
         self._validators: dict[str, Validator] = {}
         self.schedule = schedule
         self._on_frame = on_frame
+        # The wire's layout definitions start afresh at every round a run may resume from, so
+        # a resumed node sends exactly the bytes an uninterrupted one does (wire/session.py).
+        self._wire = Session(limits)
+        self.resume_every = resume_every
         self._send_order = schedule.send_order(node_id) if schedule else []
         self._receive_slots = schedule.receive_slots(node_id) if schedule else {}
         if schedule and sorted(dst for _, dst in self._send_order) != list(self.neighbors):
@@ -160,6 +171,8 @@ class Comm:
     @round.setter
     def round(self, value: int) -> None:
         self._round = value
+        if self.resume_every and value % self.resume_every == 0:
+            self._wire.restart()
         floor = value - self.window
         for key in [key for key in self._inbox if key[1].round < floor]:
             del self._inbox[key]
@@ -315,6 +328,7 @@ class Comm:
             self.ledger.record_rejected("dead_peer")
         for peer in sorted(dead):
             self.transport.drop_peer(peer)
+            self._wire.drop(peer)
 
     def _scheduled(self, tag: Tag) -> bool:
         return self.schedule is not None and not tag.is_control
@@ -343,18 +357,19 @@ class Comm:
                 f"node {self.node_id}: {tag} is outside the window of round {self._round}"
                 "; set comm.round first"
             )
-        frames = encode(self.node_id, tag, {name: _wire_view(t) for name, t in tensors.items()})
+        views = {name: _wire_view(t) for name, t in tensors.items()}
         try:
-            message = decode(frames, self.limits)
+            prepared, message = self._wire.encode(self.node_id, tag, views)
             self._check_payload(tag.phase, message.tensors)
         except WireError as err:
             raise ValueError(f"node {self.node_id}: peers would refuse {tag}: {err}") from err
-        return _Outgoing(frames, message)
+        return _Outgoing(prepared, message)
 
     def _post(self, dst: int, outgoing: _Outgoing) -> None:
-        self.transport.send(dst, outgoing.frames)
+        frames, framing_bytes = self._wire.frames(dst, outgoing.prepared)
+        self.transport.send(dst, frames)
         message = outgoing.message
-        self.ledger.record_send(dst, message.tag, message.payload_bytes, message.framing_bytes)
+        self.ledger.record_send(dst, message.tag, message.payload_bytes, framing_bytes)
 
     def _await(self, sources: Sequence[int], tag: Tag) -> dict[int, Received]:
         """Every source's message `tag`; suspects (tolerate_deaths) only if already here."""
@@ -379,6 +394,7 @@ class Comm:
             self._check_alive(pending)
             for peer in self.suspects.intersection(pending):
                 self.transport.discard(peer)
+                self._wire.lost(peer)
             if time.monotonic() >= deadline:
                 raise TransportError(f"node {self.node_id}: neighbours {list(pending)} took no "
                                      f"data for {self.recv_timeout_s} s")
@@ -418,7 +434,7 @@ class Comm:
             message.src, message.tag, message.payload_bytes, message.framing_bytes
         )
         self._inbox[(message.src, message.tag)] = self.received.tensors(message.tensors,
-                                                                        frames[1:])
+                                                                        message.tensor_frames)
 
     def _accepted(self, peer: int, frames: list[Frame]) -> Message:
         """The decoded message if it passes every check; WireError(reason) otherwise."""
@@ -426,7 +442,7 @@ class Comm:
             raise WireError("curve_sender_mismatch", "routing id is not the key's node")
         if peer not in self.neighbors:
             raise WireError("not_neighbour", str(peer))
-        message = decode(frames, self.limits)
+        message = self._wire.decode(peer, frames)
         if message.src != peer:
             raise WireError("src_mismatch", f"header {message.src}, connection {peer}")
         if abs(message.tag.round - self._round) > self.window:
@@ -443,7 +459,8 @@ class Comm:
     def _check_payload(self, phase: str, tensors: Mapping[str, np.ndarray]) -> None:
         """The phase's schema and validator, if set; WireError("schema_mismatch") otherwise."""
         schema = self._schemas.get(phase)
-        layouts = {name: (a.dtype.name, a.shape) for name, a in tensors.items()}
+        layouts = {name: (_DTYPE_NAMES.get(a.dtype) or a.dtype.name, a.shape)
+                   for name, a in tensors.items()}
         if schema is not None and layouts != schema:
             raise WireError("schema_mismatch", phase)
         validator = self._validators.get(phase)
@@ -469,6 +486,8 @@ def _wire_view(value: torch.Tensor | np.ndarray) -> np.ndarray:
     """The tensor's bytes as a C-contiguous CPU array: a view when it already is one (the
     usual case), a copy otherwise (another device, a strided view)."""
     if isinstance(value, torch.Tensor):
+        if value.device.type == "cpu" and value.is_contiguous():
+            return value.detach().numpy()
         return value.detach().to("cpu", memory_format=torch.contiguous_format).numpy()
     if isinstance(value, np.ndarray):
         return np.ascontiguousarray(value)

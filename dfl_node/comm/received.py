@@ -48,6 +48,9 @@ TORCH_DTYPES = {
     "int64": torch.int64,
     "bool": torch.bool,
 }
+# keyed by numpy dtype: `array.dtype.name` is Python code in numpy, several microseconds per
+# call, and every received tensor needs its torch dtype
+_TORCH_OF = {np.dtype(name): dtype for name, dtype in TORCH_DTYPES.items()}
 
 
 def offset_of(address: int) -> int:
@@ -75,7 +78,8 @@ class ReceivedTensors:
         at the offset every transport gives a tensor of its size."""
         if array.nbytes < LARGE_BYTES:
             self.copied_bytes += array.nbytes
-            tensor = torch.empty(array.shape, dtype=TORCH_DTYPES[array.dtype.name])
+            dtype = _TORCH_OF.get(array.dtype) or TORCH_DTYPES[array.dtype.name]  # non-native order
+            tensor = torch.empty(array.shape, dtype=dtype)
             np.copyto(tensor.numpy(), array)
             return tensor
         in_place = _in_place(array, frame)

@@ -10,11 +10,15 @@ Evaluation splits (`eval_split`):
 
 from __future__ import annotations
 
+import json
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from dfl_node.learning.arrays import DatasetArrays
 from dfl_node.learning.datacache import DataError
 from dfl_node.learning.datasets import load_arrays
 from dfl_node.learning.partition import partition, split_like
@@ -64,15 +68,53 @@ def split_indices(data: dict[str, Any], y_train: np.ndarray,
     return train, local
 
 
+@dataclass(frozen=True)
+class PlanData:
+    """What every node of a plan derives alike from its data section: the dataset, each node
+    position's training and evaluation indices and, for the `global` split, the evaluation
+    inputs themselves (the same for every node; shared, so never written to)."""
+
+    arrays: DatasetArrays
+    train: list[np.ndarray]
+    evals: list[np.ndarray]
+    global_eval: tuple[np.ndarray, np.ndarray] | None
+
+
+KEPT_PLANS = 2  # data sections remembered per process (a process runs one plan at a time)
+_plans: OrderedDict[str, PlanData] = OrderedDict()
+_plans_lock = threading.Lock()
+
+
+def plan_data(data: dict[str, Any], parts: int) -> PlanData:
+    """The plan's PlanData for `parts` clients, computed once per process: the in-process
+    backend's node threads share it, and the processes backend's zygote computes it before it
+    forks the nodes (launcher/backends/preload.py), so that no node repeats the partition or
+    holds its own copy of the global evaluation split."""
+    key = f"{parts}|{json.dumps(data, sort_keys=True, default=str)}"
+    with _plans_lock:
+        found = _plans.get(key)
+        if found is None:
+            arrays = load_arrays(data)
+            train, evals = split_indices(data, arrays.y_train, arrays.y_test, parts)
+            shared = arrays.test(evals[0]) if data["eval_split"] == "global" else None
+            found = _plans[key] = PlanData(arrays, train, evals, shared)
+            while len(_plans) > KEPT_PLANS:
+                _plans.popitem(last=False)
+        _plans.move_to_end(key)
+    return found
+
+
 def load_node_data(data: dict[str, Any], clients: list[int], node_id: int) -> NodeData:
     """Node `node_id`'s shard and evaluation split, normalised to float32, from the plan.
 
     A node that is not a client (an aggregator) gets empty splits of the right shape: it builds
     the same model but never trains or evaluates on data of its own."""
-    arrays = load_arrays(data)
     if node_id not in clients:
+        arrays = load_arrays(data)
         none = np.empty(0, dtype=np.int64)
         return NodeData(*arrays.train(none), *arrays.test(none), arrays.classes)
-    train, evals = split_indices(data, arrays.y_train, arrays.y_test, len(clients))
+    shared = plan_data(data, len(clients))
     pos = clients.index(node_id)
-    return NodeData(*arrays.train(train[pos]), *arrays.test(evals[pos]), arrays.classes)
+    x_eval, y_eval = shared.global_eval or shared.arrays.test(shared.evals[pos])
+    return NodeData(*shared.arrays.train(shared.train[pos]), x_eval, y_eval,
+                    shared.arrays.classes)

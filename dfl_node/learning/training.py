@@ -6,6 +6,7 @@ fixed by the plan, not by timing.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import ClassVar
 
 import numpy as np
@@ -38,9 +39,17 @@ class BatchSampler:
         return x, y
 
 
-def compute_gradients(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
-    """Fill `.grad` of every parameter with the mini-batch cross-entropy gradient."""
-    model.zero_grad(set_to_none=False)
+def compute_gradients(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
+                      parameters: Iterable[torch.Tensor] | None = None) -> float:
+    """Fill `.grad` of every parameter with the mini-batch cross-entropy gradient.
+    `parameters`: the model's, when the caller holds them (walking the module tree for them
+    costs more than a small model's step)."""
+    if parameters is None:
+        model.zero_grad(set_to_none=False)
+    else:
+        for p in parameters:
+            if p.grad is not None:
+                p.grad.zero_()
     loss = F.cross_entropy(model(x), y)
     loss.backward()
     return float(loss.detach())
@@ -56,9 +65,10 @@ def grad_of(p: torch.Tensor) -> torch.Tensor:
     return grad
 
 
-def sgd_step(model: nn.Module, lr: float) -> None:
+def sgd_step(parameters: Iterable[torch.Tensor], lr: float) -> None:
+    """w <- w - lr g for each of a model's `parameters` (from `model.parameters()`, or held)."""
     with torch.no_grad():
-        for p in model.parameters():
+        for p in parameters:
             p.sub_(grad_of(p), alpha=lr)
 
 

@@ -3,8 +3,10 @@
 Every message the node sends or accepts is counted once, on its link (src, dst) and its round,
 with its payload (tensor bytes) and framing (header bytes) apart, and training traffic ("data")
 apart from control traffic (barriers, hello/bye). Dropped messages are counted by reason in
-`rejected`. Framing counts the header frame only; ZMTP's few bytes per frame and TCP/IP headers
-are the transport's and are not included, so both transports report the same numbers.
+`rejected`. Framing counts the header's bytes only (a compact header that shares its frame with
+tiny tensors is counted without them: their bytes are payload); ZMTP's few bytes per frame and
+TCP/IP headers are the transport's and are not included, so both transports report the same
+numbers.
 
 Heartbeats (dfl_node/transports/liveness.py) are control traffic of their own: they run on a
 clock, not on rounds, so they are kept per neighbour in `heartbeats`, never in the per-round

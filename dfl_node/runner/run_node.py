@@ -48,7 +48,7 @@ def make_comm(plan: RunPlan, node_id: int, transport: Transport, clock: VirtualC
                         max_message_bytes=int(wire["max_message_bytes"]))
     return Comm(node_id, plan.neighbors(node_id), transport, limits, Ledger(node_id),
                 recv_timeout_s=float(wire["recv_timeout_s"]), schedule=clock.schedule,
-                on_frame=clock.tdma_frame)
+                on_frame=clock.tdma_frame, resume_every=plan.checkpoint_every)
 
 
 def node_clock(plan: RunPlan, node_id: int) -> VirtualClock:
@@ -88,17 +88,23 @@ def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: 
     failures = FailureHandling(comm, transport.liveness, plan.wire["on_failure"],
                                plan.ids, plan.edges())
     round_seconds: dict[str, float] = {}  # wall time of each round's own work, for the summary
+    round_cpu_seconds: dict[str, float] = {}  # ... and its CPU time (all the process's threads)
     first_round_at: float | None = None  # Unix time this node finished its first round
+    first_round_began_at: float | None = None  # ... and began it (start-up ends here)
+    learns = node_id in plan.clients  # (asked once: the plan's lists are built per call)
+    on_graph_change = graph_change(proto)
     with profiled(node_id, out_dir):
         for r in range(resumed.round if resumed else 0, plan.rounds):
             comm.round = r
             stall_for_test(node_id, r)
-            began = time.perf_counter()
+            began, cpu_began = time.perf_counter(), time.process_time()
+            first_round_began_at = first_round_began_at or time.time()
             info = proto.run_round(r)
-            failures.after_round(r, graph_change(proto))
+            failures.after_round(r, on_graph_change)
             round_seconds[str(r)] = time.perf_counter() - began
+            round_cpu_seconds[str(r)] = time.process_time() - cpu_began
             first_round_at = first_round_at or time.time()
-            if node_id in plan.clients and ((r + 1) % plan.eval_every == 0 or r + 1 == plan.rounds):
+            if learns and ((r + 1) % plan.eval_every == 0 or r + 1 == plan.rounds):
                 last = {"type": "metrics", "round": r + 1, "node": node_id, **proto.evaluate(),
                         "wire_bytes": comm.ledger.wire_bytes(),
                         "virtual_seconds": clock.seconds, "eval_split": plan.data["eval_split"],
@@ -127,7 +133,9 @@ def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: 
                    "slot_mismatches": comm.slot_mismatches, "links": clock.link_report(),
                    "prephase": prephase_traffic,
                    "report": proto.node_report() if isinstance(proto, Reporting) else {},
-                   "round_seconds": round_seconds, "first_round_at": first_round_at,
+                   "round_seconds": round_seconds, "round_cpu_seconds": round_cpu_seconds,
+                   "first_round_at": first_round_at,
+                   "first_round_began_at": first_round_began_at,
                    **survival})
 
 

@@ -18,16 +18,19 @@ connection is reported as UNKNOWN_PEER. DEALERs connect with IMMEDIATE off, so m
 while a neighbour is still starting (up to the high-water mark); a send that cannot queue within
 `send_timeout_s` raises TransportError instead of blocking forever.
 
-Frames go out zero-copy (copy=False): ZeroMQ's I/O thread reads the caller's buffers after
-`send` returns, straight into the kernel's socket. Each large frame is tracked, and `flush`
+Large frames go out zero-copy (copy=False): ZeroMQ's I/O thread reads the caller's buffers
+after `send` returns, straight into the kernel's socket. Each such frame is tracked, and `flush`
 waits until ZeroMQ has let go of every one of them; `Comm` calls it before an exchange returns,
 so the caller's tensors are never copied on send and never changed while ZeroMQ reads them.
-Frames below pyzmq's copy threshold (64 KiB) are copied by pyzmq, which is cheaper than tracking
-them. `discard` closes and reopens a connection whose queue will never drain (a neighbour that
-died), which is how ZeroMQ lets go of buffers queued for it. Received frames are zero-copy,
-writable memoryviews of ZeroMQ's message buffers, which ZeroMQ hands to the receiver alone, so
-a large one becomes the protocol's tensor in place (dfl_node/comm/received.py). `close()` belongs
-after `Comm`'s closing barrier; sockets linger so that everything queued still goes out.
+Frames below ZERO_COPY_BYTES are copied by pyzmq instead: a tracked frame is released through
+pyzmq's garbage-collector thread, whose wake-up, lock and event per frame cost more CPU than
+copying a quarter of a megabyte, and a node that sends a small model every round (the MLP's
+200 kB) would pay that on every message. `discard` closes and reopens a connection whose
+queue will never drain (a neighbour that died), which is how ZeroMQ lets go of buffers queued
+for it. Received frames are zero-copy, writable memoryviews of ZeroMQ's message buffers, which
+ZeroMQ hands to the receiver alone, so a large one becomes the protocol's tensor in place
+(dfl_node/comm/received.py). `close()` belongs after `Comm`'s closing barrier; sockets linger
+so that everything queued still goes out.
 
 MAXMSGSIZE is a per-frame limit enforced by ZeroMQ: a peer that sends a larger frame is
 disconnected (and reconnects), and that message is lost before `Comm` can count it, so pass
@@ -65,6 +68,7 @@ from dfl_node.transports.liveness import DOWN_EVENT, UP_EVENT, Heartbeat, Livene
 from dfl_node.wire.codec import Frame
 
 _ROUTING_ID = struct.Struct("!I")
+ZERO_COPY_BYTES = 256 << 10  # frames at least this large are sent zero-copy and tracked
 # A CURVE MESSAGE command wraps each frame: "\x07MESSAGE", an 8-byte nonce, a flags byte and a
 # 16-byte authenticator (RFC 26).
 CURVE_OVERHEAD = 8 + 8 + 1 + 16
@@ -235,7 +239,7 @@ class ZmqTransport:
             self._context.term()  # returns once queued messages are out or linger expired
 
     def _socket(self, kind: int) -> zmq.Socket:
-        socket = self._context.socket(kind)
+        socket = self._context.socket(kind, copy_threshold=ZERO_COPY_BYTES)
         socket.setsockopt(zmq.SNDHWM, self._hwm)
         socket.setsockopt(zmq.RCVHWM, self._hwm)
         socket.setsockopt(zmq.LINGER, self._linger_ms)

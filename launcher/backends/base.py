@@ -57,6 +57,13 @@ class LocalMesh:
 class LocalBackend(Backend):
     """`dfl-launch` starts every node itself and watches it to the end."""
 
+    def prestart(self) -> None:
+        """Start, first thing in a launch (before the plan is resolved, while the launcher has
+        no thread yet), what this backend will start nodes from; `open` starts it otherwise."""
+
+    def close(self) -> None:
+        """End what `prestart` or `open` started (the nodes have ended)."""
+
     def preflight(self, plan: RunPlan, topology: str) -> None:
         """Bad input only this backend can see (a LaunchError), before the run directory is
         written or anything starts; `topology` names the file for the message."""

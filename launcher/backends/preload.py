@@ -1,47 +1,95 @@
-"""What the launcher's forkserver imports before it forks any node.
+"""How the processes backend's zygote (launcher/backends/zygote.py) warms torch up before it
+forks any node.
 
-Importing torch and the node code once, in the forkserver, saves every node that cost. So does
-warming torch up: the first model a process builds and the first step it takes pay about 0.3 s
-of one-time initialisation (operator dispatch, allocator, kernels), which every node would
-otherwise repeat. Freezing the garbage collector afterwards moves all of it out of the
-collector's reach, so a node's collections never write to (and so never copy) the pages it
-shares with its siblings.
+The first model a process builds and the first step it takes pay about 0.3 s (more on a busy
+machine) of one-time initialisation: operator dispatch, the allocator, kernels, and modules
+torch imports on first use (building on the meta device pulls in its symbolic-shape machinery
+and sympy). Done once in the zygote, every node forked from it inherits the result instead of
+repeating it. Freezing the garbage collector afterwards moves all of it out of the collector's
+reach, so a node's collections never write to (and so never copy) the pages it shares with its
+siblings.
 
-No backward pass when a node may use CUDA (the launcher sets WARM_UP_ENV to "forward"): torch's
-autograd engine, on its first backward, counts the GPUs to start a thread per device, which
-initialises the CUDA driver in the forkserver and marks every child as a bad autograd fork; a
-node forked from it then fails its first CUDA call ("initialization error"). The forward pass
-touches no driver, so GPU meshes keep that part of the warm-up.
+The warm-up comes in two parts because the zygote starts before the plan is known: the forward
+pass at once (while the launcher resolves the plan), the backward pass only once the launcher
+says every node is on the CPU. torch's autograd engine, on its first backward, counts the GPUs
+to start a thread per device, which initialises the CUDA driver in the zygote and marks every
+child as a bad autograd fork; a node forked from it then fails its first CUDA call
+("initialization error"). The forward pass touches no driver, so GPU meshes keep that part.
 """
 
-import gc
-import os
-import warnings
+from __future__ import annotations
 
-import numpy as np
+import contextlib
+import ctypes
+import gc
+from pathlib import Path
+
+import numpy.random  # noqa: F401  # every node's seeded streams; imported lazily by numpy
 import torch
 
-import launcher.node_cli  # noqa: F401
+from dfl_node.learning.datacache import DataError
 from dfl_node.learning.models import build_model
-from dfl_node.learning.torch_settings import WARM_UP_ENV
+from dfl_node.learning.shards import plan_data
 from dfl_node.learning.training import compute_gradients, evaluate
+from dfl_node.plan import RunPlan
+
+# The models warmed up: the default CNN for images and an MLP, with an input of each kind.
+WARM_MODELS = (("cnn", (1, 28, 28)), ("mlp", (32,)))
+BATCH = 8
+# OpenBLAS's thread setter by the names its builds export (numpy's wheels prefix and suffix it)
+OPENBLAS_SETTERS = ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_",
+                    "openblas_set_num_threads")
 
 
-def warm_up(backward: bool) -> None:
-    for name, shape in (("cnn", (1, 28, 28)), ("mlp", (32,))):
+def one_blas_thread() -> None:
+    """numpy's BLAS down to one thread, as torch is (`torch_threads`). OpenBLAS sized its thread
+    pool from the machine's cores when the launcher imported numpy, and the nodes forked from
+    here would keep that size (the multiprocessing forkserver this replaced started with
+    OMP_NUM_THREADS=1 for this). Every OpenBLAS this process has loaded, found in its memory
+    map and set by any of the names its builds export; another BLAS is left as it is."""
+    with open("/proc/self/maps", encoding="utf-8") as maps:
+        paths = sorted({line.split()[-1] for line in maps
+                        if "openblas" in line.lower() and line.split()[-1].startswith("/")})
+    for path in paths:
+        library = ctypes.CDLL(path)
+        setter = next((getattr(library, name) for name in OPENBLAS_SETTERS
+                       if hasattr(library, name)), None)
+        if setter is not None:
+            setter(1)
+
+
+def batches() -> list[tuple[torch.nn.Module, torch.Tensor, torch.Tensor]]:
+    out = []
+    for name, shape in WARM_MODELS:
         model = build_model({"name": name}, shape, 10, seed=0)
-        x = np.zeros((8, *shape), dtype=np.float32)
-        y = np.zeros(8, dtype=np.int64)
-        if backward:
-            compute_gradients(model, torch.from_numpy(x), torch.from_numpy(y))
-        evaluate(model, x, y, torch.device("cpu"))
+        out.append((model, torch.zeros((BATCH, *shape)), torch.zeros(BATCH, dtype=torch.int64)))
+    return out
 
 
-# A node forked from here first re-runs the launcher's main module (multiprocessing's fixup of
-# `python -m launcher.cli`), which the forkserver has already imported to spare every node that
-# import; runpy warns about exactly that, once per node, and nothing is wrong.
-warnings.filterwarnings("ignore", message=r"'launcher\.cli' found in sys\.modules",
-                        category=RuntimeWarning)
-torch.set_num_threads(1)
-warm_up(backward=os.environ.get(WARM_UP_ENV, "full") != "forward")
-gc.freeze()
+def warm_forward() -> None:
+    """Build each model and evaluate it: safe whatever device the nodes will use."""
+    torch.set_num_threads(1)
+    for model, x, y in batches():
+        evaluate(model, x.numpy(), y.numpy(), torch.device("cpu"))
+
+
+def warm_backward() -> None:
+    """One gradient of each model: only for a mesh whose every node is on the CPU."""
+    for model, x, y in batches():
+        compute_gradients(model, x, y)
+
+
+def warm_data(plan_path: Path) -> None:
+    """What every node of the plan derives alike from its data (the partition, the global
+    evaluation split: dfl_node/learning/shards.py's PlanData), computed here once and shared by
+    the nodes forked after it instead of computed and held by each. A protocol that brings its
+    own data has no prepared dataset here, and nothing to share."""
+    plan = RunPlan.load(plan_path)
+    with contextlib.suppress(DataError):
+        plan_data(plan.data, len(plan.clients))
+
+
+def freeze() -> None:
+    """Everything allocated so far leaves the garbage collector's reach (see above)."""
+    gc.freeze()
+

@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
 import numpy as np
-from PIL import Image
 
 from launcher.data.source import Decoded, Source
 from launcher.errors import LaunchError
@@ -42,6 +41,8 @@ def image_key(parts: tuple[str, ...], where: str) -> tuple[str, int, str] | None
 
 
 def decode_image(blob: bytes, where: str) -> np.ndarray:
+    from PIL import Image  # here: only a cache miss decodes, and every launch imports this module
+
     try:
         with Image.open(io.BytesIO(blob)) as image:
             pixels = np.asarray(image.convert("RGB"))

@@ -40,12 +40,17 @@ class Source(Protocol):
 
 class ZmqSource:
     """PULL socket bound on the plan's collector address; with `curve` (--secure) a CURVE
-    server that admits the nodes' keys, in a context of its own (the ZAP handler's)."""
+    server that admits the nodes' keys. Unless given one, in a context of its own (also the
+    ZAP handler's), ended with the source: no ZeroMQ thread outlives the run, so the next run
+    of the same launcher (`--seeds`) forks its zygote from a process without one
+    (launcher/backends/zygote.py)."""
 
     def __init__(self, address: str, context: zmq.Context | None = None,
                  curve: Curve | None = None) -> None:
-        self._own = zmq.Context() if curve is not None else None
-        self._sock = (self._own or context or zmq.Context.instance()).socket(zmq.PULL)
+        self._own: zmq.Context | None = None
+        if context is None:
+            context = self._own = zmq.Context()
+        self._sock = context.socket(zmq.PULL)
         self._zap = curve.serve(self._sock, curve.nodes) if curve is not None else None
         self._sock.setsockopt(zmq.MAXMSGSIZE, MAX_RECORD_BYTES)
         self._sock.setsockopt(zmq.LINGER, 0)

@@ -77,26 +77,30 @@ def mean_over_nodes(reports: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def round_seconds(done: dict[int, dict[str, Any]]) -> dict[str, float]:
+def round_seconds(done: dict[int, dict[str, Any]],
+                  key: str = "round_seconds") -> dict[str, float]:
     """Per round, the mean over nodes of the wall seconds the round took them (the protocol's
     round and the failure agreement, not evaluation or checkpoints): a run's own account of
-    its speed, free of start-up, so benchmarks need not time the launcher from outside."""
+    its speed, free of start-up, so benchmarks need not time the launcher from outside. With
+    `key="round_cpu_seconds"`, the CPU seconds instead (every thread of the node's process),
+    which on a machine with fewer cores than nodes is what a round's overhead costs."""
     per_round: dict[str, list[float]] = {}
     for rec in done.values():
-        seconds = rec.get("round_seconds")
+        seconds = rec.get(key)
         for r, value in (seconds.items() if isinstance(seconds, dict) else ()):
             if isinstance(value, float) and str(r).isdigit():
                 per_round.setdefault(str(r), []).append(value)
     return {r: sum(v) / len(v) for r, v in sorted(per_round.items(), key=lambda kv: int(kv[0]))}
 
 
-def first_round_seconds(done: dict[int, dict[str, Any]], started_at: float) -> float | None:
+def first_round_seconds(done: dict[int, dict[str, Any]], started_at: float,
+                        key: str = "first_round_at") -> float | None:
     """Seconds from the nodes' start (`started_at`, Unix time) to the last node finishing its
     first round: start-up as a user waits for it (spawn, data, model, sockets, the start
     barrier and one round), from the nodes' own clocks (one host's: other hosts' clocks may
-    differ)."""
-    ends = [rec["first_round_at"] for rec in done.values()
-            if isinstance(rec.get("first_round_at"), float)]
+    differ). With `key="first_round_began_at"`, to the last node beginning it: start-up alone,
+    the whole mesh training."""
+    ends = [rec[key] for rec in done.values() if isinstance(rec.get(key), float)]
     return max(ends) - started_at if ends else None
 
 
@@ -150,9 +154,12 @@ def summarize(plan: RunPlan, config: dict[str, Any], collector: Collector, outco
         "virtual_seconds": max((rec["virtual_seconds"] for rec in done.values()), default=0.0),
         "wall_seconds": wall_seconds,
         "round_seconds": round_seconds(done),
+        "round_cpu_seconds": round_seconds(done, "round_cpu_seconds"),
         "startup_seconds": max(collector.ready_at.values(), default=None),
         "started_at": collector.opened_at,
         "first_round_seconds": first_round_seconds(done, collector.opened_at),
+        "first_round_start_seconds": first_round_seconds(done, collector.opened_at,
+                                                         "first_round_began_at"),
         "rejected_messages": dict(sorted(rejected.items())),
         "schedule": plan.schedule["mode"], **radio_totals(done),
         "ledger": {"per_round": tables["per_round"], "control": tables["control"]},

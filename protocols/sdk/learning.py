@@ -33,6 +33,9 @@ class LocalSGD:
 
     def __init__(self, ctx: NodeContext, batch_size: int, stream: str = "batches") -> None:
         self.model: nn.Module = ctx.model
+        # A module's parameters are the same tensors for its whole life (a checkpoint restores
+        # into them), and walking the module tree for them costs more than a small model's step.
+        self._parameters = dict(self.model.named_parameters())
         self.batches = BatchSampler(ctx.data.x_train, ctx.data.y_train, batch_size,
                                     ctx.rng(stream), ctx.device)
         self.steps = 0
@@ -40,12 +43,13 @@ class LocalSGD:
     def gradient(self) -> float:
         """Fill every parameter's `.grad` on the next mini-batch; the batch's loss."""
         self.steps += 1
-        return compute_gradients(self.model, *self.batches.next())
+        x, y = self.batches.next()
+        return compute_gradients(self.model, x, y, self._parameters.values())
 
     def step(self, lr: float) -> float:
         """One SGD step, w <- w - lr g(w); the batch's loss."""
         loss = self.gradient()
-        sgd_step(self.model, lr)
+        sgd_step(self._parameters.values(), lr)
         return loss
 
     def take_steps(self) -> int:
@@ -54,4 +58,4 @@ class LocalSGD:
         return steps
 
     def parameters(self) -> dict[str, torch.Tensor]:
-        return dict(self.model.named_parameters())
+        return dict(self._parameters)
