@@ -24,7 +24,7 @@ from zmq.utils.monitor import recv_monitor_message
 from dfl_node.comm.channel import Comm, PeerTimeout
 from dfl_node.ledgers.traffic import Ledger
 from dfl_node.plan import RunPlan
-from dfl_node.transports.base import FORGED_PEER
+from dfl_node.transports.base import FORGED_PEER, TransportError
 from dfl_node.transports.encryption import Curve, load_curve
 from dfl_node.transports.zeromq import ZmqTransport, routing_id
 from dfl_node.wire.codec import WireLimits, encode
@@ -350,7 +350,8 @@ def curve_pair(size: int, admit: bool = True) -> dict[int, ZmqTransport]:
     publics = {node: public for node, (public, _) in pairs.items()}
     curves = {node: Curve(public, secret, publics, {}) for node, (public, secret) in pairs.items()}
     return {node: ZmqTransport(node, "tcp://127.0.0.1:0", {}, max_message_bytes=size,
-                               curve=curves[node], admit=(1 - node,) if admit else ())
+                               curve=curves[node], admit=(1 - node,) if admit else (),
+                               send_timeout_s=5.0)
             for node in (0, 1)}
 
 
@@ -365,7 +366,13 @@ def test_a_neighbour_that_connects_before_its_address_is_known_is_admitted(
         nodes[0].add_peer(1, nodes[1].bound_address)
         time.sleep(0.5)  # node 0's handshake reaches node 1 before node 1 knows node 0
         nodes[1].add_peer(0, nodes[0].bound_address)
-        nodes[0].send(1, [b"h", b"data"])
+        try:
+            nodes[0].send(1, [b"h", b"data"])
+        except TransportError:
+            # Without `admit`, libzmq may already have given up on the refused connection and
+            # dropped its pipe, so nothing can even queue: lost as well, just sooner.
+            assert not delivered
+            return
         assert (nodes[1].recv(3.0) is not None) == delivered
     finally:
         for transport in nodes.values():
