@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from dfl_node.learning.arrays import ImageRows
 from dfl_node.learning.datacache import DataError, open_arrays
 from dfl_node.learning.datasets import load_arrays
-from dfl_node.learning.shards import global_subset, load_node_data
+from dfl_node.learning.shards import global_subset, load_node_data, plan_data
 from launcher.data import fashion_mnist as data_fmnist
 from launcher.data.prepare import prepare_data
 from launcher.errors import LaunchError
@@ -125,8 +126,18 @@ def test_nodes_get_normalised_float32_shards(prepared: dict[str, Any]) -> None:
     node = nodes[3]
     assert node.x_train.dtype == np.float32 and node.y_train.dtype == np.int64
     assert node.x_train.shape == (3000, 1, 28, 28) and node.input_shape == (1, 28, 28)
-    assert not isinstance(node.x_train, np.memmap)  # a private copy of the shard only
-    assert abs(float(node.x_train.mean())) < 0.05 and abs(float(node.x_train.std()) - 1) < 0.05
+    # a private copy of the shard only, kept as uint8 pixels and normalised as it is read
+    assert isinstance(node.x_train, ImageRows) and not isinstance(node.x_train.pixels, np.memmap)
+    assert node.x_train.pixels.dtype == np.uint8
+    shard = np.asarray(node.x_train)
+    assert shard.dtype == np.float32 and shard.shape == (3000, 1, 28, 28)
+    assert abs(float(shard.mean())) < 0.05 and abs(float(shard.std()) - 1) < 0.05
+    # a batch read from the pixels is bit for bit the same rows of the whole normalised shard
+    batch = np.array([2999, 0, 17, 17])
+    assert np.array_equal(node.x_train[batch], shard[batch])
+    assert np.array_equal(node.x_train[5], shard[5])
+    arrays = load_arrays(prepared)  # and equal to normalising the dataset's rows at once
+    assert np.array_equal(shard, arrays.inputs(arrays.x_train, plan_data(prepared, 20).train[3]))
     assert node.x_eval.shape == (2000, 1, 28, 28)
     assert all(np.array_equal(n.y_eval, node.y_eval) for n in nodes)  # one global subset
     subset = global_subset(10000, 2000, prepared["seed"])

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from dfl_node.learning.arrays import DatasetArrays
+from dfl_node.learning.arrays import DatasetArrays, Samples
 from dfl_node.learning.datacache import DataError
 from dfl_node.learning.datasets import load_arrays
 from dfl_node.learning.partition import partition, split_like
@@ -30,7 +30,7 @@ EVAL_SPLITS = ("global", "local")
 
 @dataclass(frozen=True)
 class NodeData:
-    x_train: np.ndarray
+    x_train: Samples
     y_train: np.ndarray
     x_eval: np.ndarray
     y_eval: np.ndarray
@@ -105,7 +105,8 @@ def plan_data(data: dict[str, Any], parts: int) -> PlanData:
 
 
 def load_node_data(data: dict[str, Any], clients: list[int], node_id: int) -> NodeData:
-    """Node `node_id`'s shard and evaluation split, normalised to float32, from the plan.
+    """Node `node_id`'s shard (images read as normalised float32: arrays.ImageRows) and
+    evaluation split (normalised float32), from the plan.
 
     A node that is not a client (an aggregator) gets empty splits of the right shape: it builds
     the same model but never trains or evaluates on data of its own."""

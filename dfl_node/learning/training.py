@@ -14,6 +14,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from dfl_node.learning.arrays import Samples
+
 
 class BatchSampler:
     """Draws mini-batches by sampling a fresh permutation per epoch."""
@@ -21,7 +23,7 @@ class BatchSampler:
     # what a checkpoint keeps (dfl_node/state/codec.py): the stream and the epoch's rest
     checkpoint_fields: ClassVar[tuple[str, ...]] = ("rng", "_order")
 
-    def __init__(self, x: np.ndarray, y: np.ndarray, batch_size: int, rng: np.random.Generator,
+    def __init__(self, x: Samples, y: np.ndarray, batch_size: int, rng: np.random.Generator,
                  device: torch.device) -> None:
         self.x, self.y = x, y
         self.batch_size = min(batch_size, len(y))
@@ -73,7 +75,7 @@ def sgd_step(parameters: Iterable[torch.Tensor], lr: float) -> None:
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, x: np.ndarray, y: np.ndarray, device: torch.device,
+def evaluate(model: nn.Module, x: Samples, y: np.ndarray, device: torch.device,
              batch: int = 256) -> tuple[float, float]:
     """(accuracy, mean cross-entropy) over a whole split."""
     correct, loss_sum = 0, 0.0
