@@ -23,6 +23,14 @@ per node over ZeroMQ, on ring20 and on ER(50, 0.1), and measures in the same run
   code far more than torch kernels, so the shares overstate the Python parts; the framework
   CPU above is the unprofiled figure.
 
+The floor leaves out what it costs the OS to share few cores among many processes: context
+switches, wake-ups on every message, caches refilled after each. No framework can avoid that,
+so on ring20 a bare mesh runs in turn with the others: one process per node, each round one bare
+SGD step (the floor's), the flat parameters to both neighbours over pyzmq PUSH/PULL, theirs
+received and mixed as the floor mixes, timed like the nodes' rounds. Its round over the floor
+is what this machine allows any mesh; the framework's round over the bare one, and its CPU per
+node-round minus the bare one's, are what the framework itself costs.
+
 Goals (ring20): round / floor <= 1.3 (MLP) and <= 1.15 (CNN); framework CPU <= 1 ms per
 node-round (MLP).
 """
@@ -34,11 +42,13 @@ import multiprocessing
 import os
 import pstats
 import statistics
+import struct
 import tempfile
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +71,9 @@ GOALS = {"MLP": 1.3, "CNN": 1.15}
 FRAMEWORK_GOAL_MS = 1.0  # MLP, per node-round
 RAW_BYTES = 64 << 20  # bytes per raw throughput sample
 PROFILE_NODE = 0
+RING = "ring20"  # the topology the bare mesh is measured on
+RING_NODES = 20
+BARE_TIMEOUT_S = 600.0  # a whole bare run, start to stop
 
 
 @dataclass(frozen=True)
@@ -91,11 +104,16 @@ def single_thread(fn: Callable[[], float]) -> float:
 
 def step_seconds(spec: dict[str, Any], steps: int) -> float:
     """Median seconds of one bare SGD step on a random batch of BATCH samples."""
-    model = build_model(spec, INPUT, CLASSES, seed=0)
+    return timed(sgd_step(build_model(spec, INPUT, CLASSES, seed=0), 0), steps)
+
+
+def sgd_step(model: torch.nn.Module, seed: int) -> Callable[[], None]:
+    """One bare SGD step (index the batch, forward, cross-entropy, backward, w -= lr g) on
+    random data: the floor's step and the bare mesh's."""
     data = torch.rand(1024, *INPUT)
     labels = torch.randint(0, CLASSES, (1024,))
     params = list(model.parameters())
-    gen = torch.Generator().manual_seed(0)
+    gen = torch.Generator().manual_seed(seed)
 
     def step() -> None:
         idx = torch.randint(0, 1024, (BATCH,), generator=gen)
@@ -105,7 +123,7 @@ def step_seconds(spec: dict[str, Any], steps: int) -> float:
             for p in params:
                 p.sub_(p.grad, alpha=LR)  # type: ignore[arg-type]
 
-    return timed(step, steps)
+    return step
 
 
 def mix_seconds(spec: dict[str, Any], degree: int, steps: int) -> float:
@@ -190,6 +208,159 @@ def raw_zmq(message_bytes: int) -> Raw:
     ctx.term()
     peer.join(10)
     return Raw(count * message_bytes / seconds, cpu / (count * message_bytes))
+
+
+# --- the bare mesh: the same rounds with no framework -----------------------------------------
+
+HEADER = struct.Struct("<II")  # round, sender
+
+
+def flat_parameters(model: torch.nn.Module) -> torch.Tensor:
+    """The model's parameters copied into one flat tensor and made views of it, so a step
+    updates the vector that is sent and the mix writes the parameters in one copy."""
+    params = list(model.parameters())
+    flat = torch.cat([p.detach().reshape(-1) for p in params])
+    offset = 0
+    for p in params:
+        p.data = flat[offset:offset + p.numel()].view_as(p)
+        offset += p.numel()
+    return flat
+
+
+def _bare_node(node: int, nodes: int, spec: dict[str, Any], rounds: int,
+               link: Connection) -> None:
+    """One node of the bare mesh: bind, trade endpoints with the parent, run the rounds, send
+    the per-round seconds and CPU, and wait for the parent's stop before closing, so that no
+    neighbour still waits for a message in flight. Each message to the parent is ("ok",
+    value) or ("failed", traceback)."""
+    torch.set_num_threads(1)
+    ctx = zmq.Context()
+    try:
+        pull = ctx.socket(zmq.PULL)
+        pull.bind("tcp://127.0.0.1:*")
+        link.send(("ok", pull.getsockopt_string(zmq.LAST_ENDPOINT)))
+        endpoints: list[str] = link.recv()
+        neighbours = [(node - 1) % nodes, (node + 1) % nodes]
+        pushes = []
+        for peer in neighbours:
+            push = ctx.socket(zmq.PUSH)
+            push.connect(endpoints[peer])
+            pushes.append(push)
+        link.send(("ok", bare_rounds(node, neighbours, spec, rounds, pull, pushes)))
+        link.recv()
+    except Exception:
+        link.send(("failed", traceback.format_exc()))
+    finally:
+        ctx.destroy(linger=0)
+
+
+def bare_rounds(node: int, neighbours: list[int], spec: dict[str, Any], rounds: int,
+                pull: zmq.Socket[bytes], pushes: list[zmq.Socket[bytes]],
+                ) -> tuple[list[float], list[float]]:
+    """The node's rounds: wall and CPU seconds of each. A neighbour is at most one round
+    ahead (it needs this node's message to finish a round), so a message of the next round
+    waits in the other half of a two-round inbox; mixing takes self, then the neighbours in
+    a fixed order, as the floor's mix does."""
+    model = build_model(spec, INPUT, CLASSES, seed=0)
+    flat = flat_parameters(model)
+    step = sgd_step(model, node)
+    slots = {peer: slot for slot, peer in enumerate(neighbours)}
+    inbox = [[torch.empty_like(flat) for _ in neighbours] for _ in range(2)]
+    arrived: set[tuple[int, int]] = set()
+    size = flat.numel() * flat.element_size()
+    weight = 1.0 / (len(neighbours) + 1)
+    seconds, cpu = [], []
+    for r in range(rounds):
+        began, cpu_began = time.perf_counter(), time.process_time()
+        step()
+        payload = flat.numpy().tobytes()
+        for push in pushes:
+            push.send_multipart([HEADER.pack(r, node), payload], copy=False)
+        while any((r, slot) not in arrived for slot in slots.values()):
+            sent_round, sender = HEADER.unpack(pull.recv())
+            slot = slots[sender]
+            if sent_round not in (r, r + 1) or (sent_round, slot) in arrived \
+                    or not pull.getsockopt(zmq.RCVMORE):
+                raise RuntimeError(f"node {node} in round {r}: unexpected message of round "
+                                   f"{sent_round} from {sender}")
+            if pull.recv_into(inbox[sent_round % 2][slot].numpy()) != size:
+                raise RuntimeError(f"node {node}: a message from {sender} is not {size} bytes")
+            arrived.add((sent_round, slot))
+        with torch.no_grad():
+            acc = torch.zeros_like(flat)
+            acc.add_(flat, alpha=weight)
+            for slot in range(len(neighbours)):
+                acc.add_(inbox[r % 2][slot], alpha=weight)
+                arrived.remove((r, slot))
+            flat.copy_(acc)
+        seconds.append(time.perf_counter() - began)
+        cpu.append(time.process_time() - cpu_began)
+    return seconds, cpu
+
+
+def _from_node(node: int, link: Connection, proc: multiprocessing.process.BaseProcess,
+               deadline: float) -> Any:
+    """The node's next message; an error if it sent one, died or the run's time ran out."""
+    wait([link, proc.sentinel], max(deadline - time.monotonic(), 0.0))
+    if link.poll():
+        outcome, value = link.recv()
+        if outcome != "ok":
+            raise RuntimeError(f"bare mesh node {node} failed:\n{value}")
+        return value
+    if not proc.is_alive():
+        raise RuntimeError(f"bare mesh node {node} died (exit code {proc.exitcode})")
+    raise TimeoutError(f"bare mesh node {node}: no answer within {BARE_TIMEOUT_S:g} s")
+
+
+def bare_mesh(model: str, nodes: int, rounds: int) -> tuple[float, float]:
+    """A ring of `nodes` bare processes for `rounds` rounds: (seconds per round, CPU seconds
+    per node-round), each the mean over nodes per round, then the median over rounds after
+    the first, as the nodes' `round_seconds` and `round_cpu_seconds` are summarised."""
+    if nodes < 3:
+        raise ValueError(f"a bare ring needs 3 nodes or more, not {nodes}")
+    fork = multiprocessing.get_context("fork")
+    deadline = time.monotonic() + BARE_TIMEOUT_S
+    links: list[Connection] = []
+    procs: list[multiprocessing.process.BaseProcess] = []
+    stopped = False
+    try:
+        for node in range(nodes):
+            here, there = fork.Pipe()
+            links.append(here)
+            procs.append(fork.Process(target=_bare_node, daemon=True,
+                                      args=(node, nodes, MODELS[model], rounds, there)))
+            procs[-1].start()
+            there.close()
+        endpoints = [_from_node(i, links[i], procs[i], deadline) for i in range(nodes)]
+        for link in links:
+            link.send(endpoints)
+        results = [_from_node(i, links[i], procs[i], deadline) for i in range(nodes)]
+        for link in links:
+            link.send("stop")
+        stopped = True
+    finally:
+        for proc in procs:
+            if stopped:
+                proc.join(10)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        for link in links:
+            link.close()
+    per_round = [statistics.mean(run[0][r] for run in results) for r in range(1, rounds)]
+    cpu = [statistics.mean(run[1][r] for run in results) for r in range(1, rounds)]
+    return statistics.median(per_round), statistics.median(cpu)
+
+
+@dataclass
+class Bare:
+    """The bare mesh's samples: seconds per round and CPU seconds per node-round, per run."""
+
+    seconds: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
 
 
 # --- the mesh, from its own records ------------------------------------------------------------
@@ -316,28 +487,41 @@ def figures(quick: bool) -> list[Figure]:
 
 def model_figures(model: str, topologies: list[Path], sizes: Sizes, mode: Mode,
                   work: Path) -> list[Figure]:
-    """One model's meshes, interleaved with raw pyzmq at its message size, then the floor."""
+    """One model's meshes, interleaved with raw pyzmq at its message size and, with ring20,
+    the bare mesh; then the floor."""
     meshes = [Mesh(model, t, sizes.rounds[model], work) for t in topologies]
     raws: list[Raw] = []
     message = param_bytes(MODELS[model])
+    bare = Bare()
 
     def raw_sample() -> float:
         raws.append(raw_zmq(message))
         return raws[-1].throughput
 
+    def bare_sample() -> float:
+        seconds, cpu = bare_mesh(model, RING_NODES, sizes.rounds[model])
+        bare.cpu.append(cpu)
+        return seconds
+
     runs: dict[str, Callable[[], float]] = {"raw": raw_sample}
     runs.update({m.name: m for m in meshes})
+    if any(m.topology.stem == RING for m in meshes):
+        runs["bare"] = bare_sample
     samples = interleaved(runs, mode.reps)
     raw = Raw(median(samples["raw"]), median([r.cpu_per_byte for r in raws]))
+    bare.seconds = samples.get("bare", [])
     profiled = profile(meshes[0], work)
     found = []
     for mesh in meshes:
         degrees = mesh.degrees()
         floor = floor_of(model, degrees, sizes.floor_steps[model])
+        ring = mesh.topology.stem == RING
         found.append(figure(mesh, degrees, floor, raw, samples[mesh.name], mode,
-                            profiled if mesh is meshes[0] else {}))
-        if model == "MLP" and mesh is meshes[0]:
-            found.append(framework_figure(found[-1]))
+                            profiled if mesh is meshes[0] else {}, bare if ring else None))
+        if ring:
+            found.append(bare_figure(found[-1], model, bare, mode))
+        if model == "MLP" and ring:
+            found.append(framework_figure(found[-2]))
     return found
 
 
@@ -350,7 +534,7 @@ def profile(mesh: Mesh, work: Path) -> dict[str, float]:
 
 
 def figure(mesh: Mesh, degrees: list[int], floor: Floor, raw: Raw, seconds: list[float],
-           mode: Mode, buckets: dict[str, float]) -> Figure:
+           mode: Mode, buckets: dict[str, float], bare: Bare | None = None) -> Figure:
     nodes = len(degrees)
     cores = min(os.cpu_count() or 1, nodes)
     compute = sum(floor.step + floor.mix[d] for d in degrees) / cores
@@ -372,7 +556,17 @@ def figure(mesh: Mesh, degrees: list[int], floor: Floor, raw: Raw, seconds: list
         "samples_s": ", ".join(f"{s:.4f}" for s in seconds),
         **{f"profile: {k}": round(v, 4) for k, v in buckets.items()},
     }
-    ring20 = mesh.topology.stem == "ring20"
+    if bare is not None:
+        bare_s = median(bare.seconds)
+        extra.update({
+            "bare_round_s": bare_s,
+            "bare_cpu_per_node_round_ms": median(bare.cpu) * 1e3,
+            "bare_over_floor": bare_s / floor_s,
+            "mesh_over_bare": median(seconds) / bare_s,
+            "framework_minus_bare_cpu_ms": (median(mesh.cpu) - median(bare.cpu)) * 1e3,
+            "bare_samples_s": ", ".join(f"{s:.4f}" for s in bare.seconds),
+        })
+    ring20 = mesh.topology.stem == RING
     note = (f"{mode.note}; {os.cpu_count()} cores; framework CPU {framework_ms:.2f} ms per "
             f"node-round" + (f" (goal <= {FRAMEWORK_GOAL_MS:g})" if mesh.model == "MLP"
                              and ring20 else ""))
@@ -383,6 +577,23 @@ def figure(mesh: Mesh, degrees: list[int], floor: Floor, raw: Raw, seconds: list
                    "floor: nodes*(step+mix)/cores + mesh bytes/raw pyzmq", floor_s,
                    goal_max=GOALS[mesh.model] if ring20 else None, reps=len(seconds),
                    note=note, extra=extra)
+
+
+def bare_figure(round_figure: Figure, model: str, bare: Bare, mode: Mode) -> Figure:
+    """The bare mesh beside the same floor as the framework's round (`figure` has put the
+    comparisons into the round's extra fields)."""
+    extra = round_figure.extra
+    keys = ("bare_cpu_per_node_round_ms", "bare_over_floor", "mesh_over_bare",
+            "framework_minus_bare_cpu_ms", "bare_samples_s")
+    note = (f"{mode.note}; {RING_NODES} processes of one bare SGD step, flat parameters to both "
+            f"neighbours over pyzmq PUSH/PULL, mix; CPU "
+            f"{float(extra['bare_cpu_per_node_round_ms']):.2f} ms per node-round; the "
+            f"framework's round is {float(extra['mesh_over_bare']):.2f}x this, "
+            f"{float(extra['framework_minus_bare_cpu_ms']):+.2f} ms CPU per node-round")
+    return compare("round_cost", f"bare pyzmq+torch mesh, {model} {RING} (no framework)",
+                   float(extra["bare_round_s"]), "s", round_figure.reference,
+                   float(round_figure.reference_value or 0.0), goal_max=None,
+                   reps=len(bare.seconds), note=note, extra={k: extra[k] for k in keys})
 
 
 def framework_figure(round_figure: Figure) -> Figure:
