@@ -58,7 +58,7 @@ def start_zmq_node(plan: RunPlan, node_id: int, out_dir: Path, curve: Curve | No
     transport = ZmqTransport(node_id, entry.bind, peers,
                              hwm=int(plan.wire["hwm"]),
                              max_message_bytes=int(plan.wire["max_message_bytes"]), curve=curve,
-                             heartbeat=Heartbeat.of(plan.wire))
+                             heartbeat=Heartbeat.of(plan.wire, host_crowd(plan, entry.host)))
     reporter: Reporter = ZmqReporter(plan.collector, curve=curve)
     if keep_records:
         reporter = FileReporter(out_dir / "records" / f"node-{node_id}.jsonl", reporter)
@@ -77,6 +77,12 @@ def start_zmq_node(plan: RunPlan, node_id: int, out_dir: Path, curve: Curve | No
         reporter.close()
         if prephase is not None:
             prephase.close()
+
+
+def host_crowd(plan: RunPlan, host: str) -> float:
+    """Node processes of the plan on `host` per core of this machine (the liveness deadline
+    stretches with it)."""
+    return sum(1 for node in plan.nodes if node.host == host) / (os.cpu_count() or 1)
 
 
 def process_start_time(pid: int) -> str | None:

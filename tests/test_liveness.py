@@ -4,22 +4,28 @@ process is alive and a stopped or killed one is dead; `Comm` turns a dead neighb
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from dfl_node.comm.channel import Comm
 from dfl_node.ledgers.traffic import Ledger
+from dfl_node.plan import RunPlan
 from dfl_node.runner.membership import SurvivingGraph
-from dfl_node.transports.liveness import Heartbeat, PeerDead
+from dfl_node.transports.liveness import CROWD_FREE, Heartbeat, PeerDead
 from dfl_node.transports.zeromq import ZmqTransport
 from dfl_node.wire.codec import WireLimits
 from dfl_node.wire.tags import Tag
+from launcher.backends.compose import ComposeOptions, write_compose
+from launcher.config.options import Request
+from launcher.node_cli import host_crowd
 from tests.harness import ENV_ROOT, ROOT
 from tests.proc_util import wait_for
 
@@ -122,6 +128,24 @@ def test_heartbeat_timings_follow_the_deadline() -> None:
     assert (beat.interval_ms, beat.timeout_ms, beat.grace_s) == (1000, 4000, 5.0)
     assert Heartbeat.of({}).deadline_s == 10.0
     assert Heartbeat.of({"deadline_s": 3}).grace_s == 1.5
+
+
+def test_a_crowded_host_stretches_the_deadline() -> None:
+    assert Heartbeat.of({}, crowd=10).deadline_s == 10.0  # ring20 on 2 cores
+    assert Heartbeat.of({}, crowd=CROWD_FREE).deadline_s == 10.0
+    assert Heartbeat.of({}, crowd=250).deadline_s == 50.0  # ring500 on 2 cores
+    assert Heartbeat.of({"deadline_s": 2}, crowd=4 * CROWD_FREE).timeout_ms == 3200
+
+
+
+def test_the_crowd_counts_the_plans_nodes_on_one_host(tmp_path: Path) -> None:
+    write_compose(Request("ring20", "d-psgd", None, {}), ComposeOptions(tmp_path))
+    plan = RunPlan.load(tmp_path / "run" / "plan.json")  # one host per node: node-<id>
+    assert host_crowd(plan, "node-3") == 1 / (os.cpu_count() or 1)
+    assert host_crowd(plan, "elsewhere") == 0
+    crowded = dataclasses.replace(plan, nodes=tuple(dataclasses.replace(n, host="one")
+                                                    for n in plan.nodes))
+    assert host_crowd(crowded, "one") == 20 / (os.cpu_count() or 1)
 
 
 def test_the_surviving_graph_of_a_ring() -> None:

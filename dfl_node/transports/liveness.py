@@ -18,6 +18,13 @@ connection has been down (not re-established by a completed handshake) for D/2 m
 So a process killed outright is declared dead D/2 after its socket closes, and a frozen one
 within about D of its last answer.
 
+A crowded host stretches D. The I/O thread answers without the GIL, but not without a core:
+with hundreds of node processes per core (a 500-node ring on 2 cores) a thread can wait
+seconds for one, the 0.4 D silence drops a live connection, and the message that was crossing
+it is lost (the neighbour then waits out `recv_timeout_s`). So D is `wire.deadline_s` times
+the host's node processes per core over CROWD_FREE, when that is above 1: a 500-node ring on
+2 cores gets 50 s from the default 10, a 20-node one keeps 10.
+
 Heartbeats are control traffic and never reach the ledger's training cells: libzmq does not
 report individual PINGs, so `traffic()` counts them from the time each connection was up
 (one PING of 9 bytes and one PONG of 7 bytes per interval and direction).
@@ -44,6 +51,7 @@ DOWN_EVENT = zmq.EVENT_DISCONNECTED
 PING_BYTES = 9  # ZMTP 3.1 command frame: flags, size, "\x04PING", 2-byte TTL
 PONG_BYTES = 7  # flags, size, "\x04PONG"
 POLL_MS = 100
+CROWD_FREE = 50  # node processes per core up to which `wire.deadline_s` is taken as it is
 STALL_ENV = "DFL_TEST_STALL"  # fault injection for tests: "node:round:seconds"
 
 
@@ -95,13 +103,14 @@ class Heartbeat:
         return self.deadline_s / 2
 
     @classmethod
-    def of(cls, wire: Mapping[str, Any] | WireSettings) -> Heartbeat:
+    def of(cls, wire: Mapping[str, Any] | WireSettings, crowd: float = 1.0) -> Heartbeat:
         """The plan's heartbeat (`wire.deadline_s`; a plan without it gets WireSettings's
-        default)."""
+        default) on a host running `crowd` node processes per core (the module docstring)."""
         try:
-            return cls(WireSettings.model_validate(wire).deadline_s)
+            deadline = WireSettings.model_validate(wire).deadline_s
         except ValidationError as exc:
             raise ValueError(one_line(exc, WireSettings, ("wire",))) from None
+        return cls(deadline * max(1.0, crowd / CROWD_FREE))
 
     def apply(self, socket: zmq.Socket) -> None:
         """Set before connect: libzmq reads these when it builds a connection."""
