@@ -4,6 +4,9 @@
 protocol's defaults (real Fashion-MNIST, the default CNN; evaluation only after the last round,
 which always evaluates), one process per node over ZeroMQ, and measures:
 - the largest ring that finishes (goal: 200 nodes);
+- whether a ring of MLP_RING nodes with the small MLP (784-64-10) runs MLP_ROUNDS rounds on this
+  machine (goal: 500 nodes on 2 cores and 24 GiB), with its memory, in every mode (IID data:
+  the default Dirichlet split cannot give 500 nodes its minimum of 64 samples each);
 - from `dfl-launch` starting to every node ready (data, model, sockets), and to every node
   having finished round 1 (the start barrier and one round on top), from the run's own
   records (`summary.json` `started_at`, `startup_seconds`, `first_round_seconds`) and the
@@ -46,6 +49,9 @@ SAMPLE_S = 0.5  # PSS sampling period (a 2-round run of 20 nodes lasts a few sec
 SAMPLE_NODES = 10  # nodes read per PSS sample (one read took 0.5 s on a loaded machine)
 MIN_READ = 0.9  # the share of them a sample must read
 RUN_TIMEOUT_S = 1800.0
+MLP_RING = 500
+MLP_ROUNDS = 10
+MLP = '{"name": "mlp", "hidden": [64]}'
 
 
 QUICK = Mode(reps=1, rounds=2, note="quick: each ring once, 2 rounds")
@@ -135,14 +141,16 @@ class Launch:
     error: str = ""
 
 
-def launch(nodes: int, rounds: int, workdir: Path, tag: str) -> Launch:
-    """Run a ring of `nodes` for `rounds` rounds, sampling its memory until it exits."""
+def launch(nodes: int, rounds: int, workdir: Path, tag: str,
+           options: tuple[str, ...] = ()) -> Launch:
+    """Run a ring of `nodes` for `rounds` rounds (d-psgd's defaults, then `options`),
+    sampling its memory until it exits."""
     topo = workdir / f"ring{nodes}.yaml"
     if not topo.exists():
         write_topology(ring(nodes), topo)
     run_dir = workdir / f"ring{nodes}-{tag}"
     cmd = launch_command(["--topology", str(topo), "--protocol", "d-psgd", "--rounds",
-                          str(rounds), "--eval-every", str(rounds)], run_dir)
+                          str(rounds), "--eval-every", str(rounds), *options], run_dir)
     result = Launch(nodes)
     err_path = workdir / f"ring{nodes}-{tag}.stderr"  # a file: a pipe nobody reads can fill up
     began = time.time()
@@ -215,9 +223,11 @@ def figures(quick: bool) -> list[Figure]:
             fresh.append(fresh_torch(FRESH))
             for n in SIZES:
                 runs[n].append(launch(n, mode.rounds, Path(tmp), str(rep)))
+        mlp = launch(MLP_RING, MLP_ROUNDS, Path(tmp), "mlp",
+                     ("--set", f"model={MLP}", "--partition", "iid"))
     ok = {n: [r for r in rs if not r.error] for n, rs in runs.items()}
     ref = Fresh(FRESH, median([f.all_up_s for f in fresh]), median([f.pss_mb for f in fresh]))
-    figs = [largest_figure(runs, mode)]
+    figs = [largest_figure(runs, mode), mlp_ring_figure(mlp)]
     for n in SIZES:
         if ok[n]:
             figs += mesh_figures(n, ok[n], ref, mode)
@@ -231,6 +241,17 @@ def largest_figure(runs: dict[int, list[Launch]], mode: Mode) -> Figure:
     return compare("scale", f"largest ring run (d-psgd, FMNIST CNN, {mode.rounds} rounds)",
                    largest, "nodes", "goal", GOAL_NODES, goal_min=1.0, reps=mode.reps,
                    note=f"{mode.note}; {machine()}", extra=errors)
+
+
+def mlp_ring_figure(run: Launch) -> Figure:
+    """The MLP ring: its size if it ran every round, 0 if it failed (the error says why)."""
+    extra: dict[str, float | str] = {"error": run.error} if run.error else {
+        "first_round_s": run.first_round_s, "round_s_after_first": run.round_s,
+        "peak_pss_per_node_MB": run.memory.peak_per_node_mb,
+        "mesh_pss_GB": run.memory.total_mb / 1024, "machine_memory_GB": memory_gb()}
+    return compare("scale", f"MLP ring{MLP_RING}: {MLP_ROUNDS} rounds (d-psgd, MLP 784-64-10)",
+                   0 if run.error else MLP_RING, "nodes", "goal", MLP_RING, goal_min=1.0,
+                   note=machine(), extra=extra)
 
 
 def mesh_figures(n: int, runs: list[Launch], ref: Fresh, mode: Mode) -> list[Figure]:
