@@ -29,7 +29,7 @@ from dfl_node.learning.torch_settings import apply_runtime
 from dfl_node.plan import PlanError, RunPlan
 from dfl_node.runner.context import node_logger
 from dfl_node.runner.prephase_client import ZmqPrephaseChannel
-from dfl_node.runner.process_memory import release_large_buffers
+from dfl_node.runner.process_memory import share_one_arena
 from dfl_node.runner.reporter import FileReporter, Reporter, ZmqReporter
 from dfl_node.runner.run_node import run_node
 from dfl_node.transports.encryption import COORDINATOR, Curve, load_curve
@@ -50,7 +50,7 @@ def start_zmq_node(plan: RunPlan, node_id: int, out_dir: Path, curve: Curve | No
     `keep_records`, to records/node-<id>.jsonl of `out_dir` as well); with `curve` (a --secure
     plan) every socket of the node is CURVE-secured."""
     apply_runtime(plan.hyper)
-    release_large_buffers()
+    share_one_arena()
     entry = plan.node(node_id)
     node_logger(node_id).info("node %d pid %d binds %s device %s", node_id, os.getpid(),
                               entry.bind, entry.device)

@@ -7,36 +7,32 @@ import sys
 
 import pytest
 
-from dfl_node.runner.process_memory import LARGE_BUFFER_BYTES
-
-# In a fresh interpreter: free a large buffer (which raises glibc's dynamic mmap threshold past
-# its size), then allocate a buffer of that size again and report whether it got a mapping of
-# its own (it is absent from the heap's range) - with the policy it must, without it it need not.
+# In a fresh interpreter: a thread allocates a buffer below glibc's mmap threshold and reports
+# whether it came from the main heap ("[heap]" in the memory map) or from an arena of its own.
 PROBE = """
-import ctypes, sys
-from dfl_node.runner.process_memory import release_large_buffers
-if sys.argv[1] == "fixed":
-    assert release_large_buffers()
-size = 8 << 20
-for _ in range(3):
-    del_me = ctypes.create_string_buffer(size)
-    del del_me
-buf = ctypes.create_string_buffer(size)
-address = ctypes.addressof(buf)
+import ctypes, sys, threading
+from dfl_node.runner.process_memory import share_one_arena
+if sys.argv[1] == "shared":
+    assert share_one_arena()
+found = []
+def allocate():
+    buf = ctypes.create_string_buffer(64 << 10)
+    found.append(ctypes.addressof(buf))
+thread = threading.Thread(target=allocate)
+thread.start()
+thread.join()
 heap = [line.split()[0] for line in open("/proc/self/maps") if line.rstrip().endswith("[heap]")]
-inside = any(int(lo, 16) <= address < int(hi, 16)
+inside = any(int(lo, 16) <= found[0] < int(hi, 16)
              for lo, hi in (span.split("-") for span in heap))
-print("heap" if inside else "mapped")
+print("heap" if inside else "own arena")
 """
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
-def test_large_buffers_get_their_own_mapping_once_the_threshold_is_fixed() -> None:
-    assert LARGE_BUFFER_BYTES < 8 << 20  # the probe's buffer is above the fixed threshold
-
+def test_a_nodes_threads_allocate_from_the_one_main_arena() -> None:
     def where(mode: str) -> str:
         return subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True,
                               text=True, check=True).stdout.strip()
 
-    assert where("fixed") == "mapped"
-    assert where("dynamic") == "heap"  # glibc's default: the threshold grew past 8 MiB
+    assert where("shared") == "heap"
+    assert where("default") == "own arena"  # glibc's default: an arena per thread
