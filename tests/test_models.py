@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+from dfl_node.learning import models
 from dfl_node.learning.models import ModelError, build_model, reset_parameters
 
 FMNIST, CIFAR = (1, 28, 28), (3, 32, 32)
@@ -96,3 +97,19 @@ def test_bad_model_specs_are_errors(spec: dict, shape: tuple[int, ...], message:
 def test_a_layer_without_shared_init_is_refused() -> None:
     with pytest.raises(ModelError, match="BatchNorm2d"):
         reset_parameters(nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2)), torch.Generator())
+
+
+def test_each_build_is_an_own_copy_of_the_one_initial_model() -> None:
+    spec, shape = {"name": "mlp", "hidden": [16]}, (1, 28, 28)
+    first = build_model(spec, shape, 10, seed=7)
+    with torch.no_grad():
+        next(first.parameters()).add_(1.0)  # a node trains its own copy ...
+    second = build_model(spec, shape, 10, seed=7)  # ... and the next node starts afresh
+    fresh = models._initialised(models.model_spec(spec), shape, 10, seed=7)
+    for a, b, c in zip(first.parameters(), second.parameters(), fresh.parameters(), strict=True):
+        assert a.data_ptr() != b.data_ptr() and b.requires_grad
+        assert torch.equal(b, c)  # bit for bit the model built from the stream
+    assert not torch.equal(next(first.parameters()), next(second.parameters()))
+    for seed in range(models.KEPT_MODELS + 1):  # older templates are let go
+        build_model(spec, shape, 10, seed=seed)
+    assert len(models._built) == models.KEPT_MODELS

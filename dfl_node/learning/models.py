@@ -14,8 +14,11 @@ neither consumes torch's global generator nor initialises twice.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, get_args
 
@@ -169,11 +172,34 @@ def model_spec(spec: dict[str, Any]) -> ModelSpec:
         raise ModelError(one_line(exc, cls, ("model",))) from None
 
 
+KEPT_MODELS = 2  # initial models remembered per process (a process runs one plan at a time)
+_built: OrderedDict[str, nn.Module] = OrderedDict()
+_built_lock = threading.Lock()
+
+
 def build_model(spec: dict[str, Any], input_shape: Sequence[int], classes: int,
                 seed: int) -> nn.Module:
-    """Build the named model for `input_shape` (one sample's shape) and initialise it from the
-    run's shared `init` stream."""
+    """The named model for `input_shape` (one sample's shape), initialised from the run's
+    shared `init` stream: every node of a run starts from the same one.
+
+    So a process builds it once and hands out copies. The zygote builds the plan's model before
+    it forks the nodes (launcher/backends/preload.py), and each node copies it (a fraction of a
+    millisecond for the MLP) instead of building and initialising its own (7 to 9 ms: 0.4 s of
+    a 100-node start on 2 cores)."""
     checked = model_spec(spec)
+    key = f"{checked.model_dump_json()}|{list(input_shape)}|{classes}|{seed}"
+    with _built_lock:
+        template = _built.get(key)
+        if template is None:
+            template = _built[key] = _initialised(checked, input_shape, classes, seed)
+            while len(_built) > KEPT_MODELS:
+                _built.popitem(last=False)
+        _built.move_to_end(key)
+    return copy.deepcopy(template)
+
+
+def _initialised(checked: ModelSpec, input_shape: Sequence[int], classes: int,
+                 seed: int) -> nn.Module:
     with torch.device("meta"):
         model = checked.build(tuple(input_shape), classes)
     model.to_empty(device="cpu")

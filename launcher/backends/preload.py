@@ -28,7 +28,7 @@ import numpy.random  # noqa: F401  # every node's seeded streams; imported lazil
 import torch
 
 from dfl_node.learning.datacache import DataError
-from dfl_node.learning.models import build_model
+from dfl_node.learning.models import ModelError, build_model
 from dfl_node.learning.shards import plan_data
 from dfl_node.learning.training import compute_gradients, evaluate
 from dfl_node.plan import RunPlan
@@ -81,12 +81,13 @@ def warm_backward() -> None:
 
 def warm_data(plan_path: Path) -> None:
     """What every node of the plan derives alike from its data (the partition, the global
-    evaluation split: dfl_node/learning/shards.py's PlanData), computed here once and shared by
-    the nodes forked after it instead of computed and held by each. A protocol that brings its
-    own data has no prepared dataset here, and nothing to share."""
+    evaluation split: dfl_node/learning/shards.py's PlanData) and its initial model, computed
+    here once and shared by the nodes forked after it instead of computed and held by each. A
+    protocol that brings its own data has no prepared dataset here, and nothing to share."""
     plan = RunPlan.load(plan_path)
-    with contextlib.suppress(DataError):
-        plan_data(plan.data, len(plan.clients))
+    with contextlib.suppress(DataError, ModelError):
+        arrays = plan_data(plan.data, len(plan.clients)).arrays
+        build_model(plan.model, arrays.x_train.shape[1:], arrays.classes, plan.seed)
 
 
 def freeze() -> None:
