@@ -137,7 +137,6 @@ def test_a_crowded_host_stretches_the_deadline() -> None:
     assert Heartbeat.of({"deadline_s": 2}, crowd=4 * CROWD_FREE).timeout_ms == 3200
 
 
-
 def test_the_crowd_counts_the_plans_nodes_on_one_host(tmp_path: Path) -> None:
     write_compose(Request("ring20", "d-psgd", None, {}), ComposeOptions(tmp_path))
     plan = RunPlan.load(tmp_path / "run" / "plan.json")  # one host per node: node-<id>

@@ -28,8 +28,8 @@ class WireSettings(Section):
     """How long a node waits for the rest of the mesh to start; None: recv_timeout_s
     (dfl_node/comm/rendezvous.py)."""
     deadline_s: Positive = 10.0
-    """A neighbour silent this long is dead; stretched on a host with more than 50 node
-    processes per core (dfl_node/transports/liveness.py)."""
+    """A neighbour silent this long is dead; stretched on a host crowded with node processes
+    (dfl_node/transports/liveness.py, CROWD_FREE)."""
     on_failure: OnFailure = "stop"
     """After a death: stop the run, or (continue) the survivors go on without the dead
     (dfl_node/runner/membership.py; only for protocols that survive failures)."""
