@@ -90,6 +90,21 @@ def compose_cmd(image: str, subnet: str, output: Path, **kwargs: Any) -> None:
     print(f"docker-compose -f {path} up")
 
 
+@cli.command("sweep")
+@click.argument("sweep_file", type=click.Path(path_type=Path), metavar="SWEEP.yaml")
+@click.option("--quiet", is_flag=True, help="No progress bar: each run's last line, then the "
+                                            "report.")
+@click.option("--no-plots", is_flag=True, help="Do not write each run's plots/*.png.")
+def sweep_cmd(sweep_file: Path, quiet: bool, no_plots: bool) -> None:
+    """Run a grid of meshes (protocols x topologies x config values x seeds) from one file,
+    skipping finished runs and resuming interrupted ones; end with the report of them all."""
+    from launcher.sweep.runner import run_sweep
+    from launcher.sweep.spec import load_spec
+
+    result = run_sweep(load_spec(sweep_file), progress=not quiet, plots=not no_plots)
+    sys.exit(result.exit_code)
+
+
 @cli.command("schema")
 @click.option("--protocol", default=None, metavar="NAME",
               help="The run config of this protocol (its hyper section exactly); default: "

@@ -59,23 +59,25 @@ def resume(run_dir: Path, view: ViewOptions) -> int:
 
 
 def launch_one(req: Request, out_dir: Path | None, view: ViewOptions,
-               resuming: bool = False) -> int:
+               resuming: bool = False, display: Display | None = None) -> int:
+    """`display`: what shows the run (default: chosen by stdout and `view.quiet`); a sweep
+    passes one that feeds its own bar."""
     # The backend the command line asks for starts what it needs at once, in parallel with
     # resolving the plan (the processes backend forks its zygote: launcher/backends/zygote.py);
     # a config file may still choose another.
     likely = local_backend(req.options.get("transport") or DEFAULT_LOCAL)
     likely.prestart()
     try:
-        return run_one(req, out_dir, view, resuming, likely)
+        return run_one(req, out_dir, view, resuming, likely, display)
     finally:
         likely.close()
 
 
 def run_one(req: Request, out_dir: Path | None, view: ViewOptions, resuming: bool,
-            likely: LocalBackend) -> int:
+            likely: LocalBackend, shown_by: Display | None = None) -> int:
     claims = PortClaims()
     backend = likely
-    with open_display(view.quiet) as display:
+    with shown_by or open_display(view.quiet) as display:
         try:
             display.stage("resolving the plan, preparing data")
             config, plan = resolve(req, claims)
@@ -133,7 +135,7 @@ def execute(backend: LocalBackend, plan: RunPlan, plan_path: Path, run_dir: Path
 def report(outcome: Outcome, run_dir: Path, summary: dict[str, Any],
            display: Display | None = None) -> int:
     """The last line on stdout (the display's kind), the failure on stderr; the exit code."""
-    (display or Display(pipe=False)).final(run_dir, summary, outcome.ok)
+    (display or Display(pipe=False)).final(run_dir, outcome, summary)
     for node, reason in outcome.deaths.items():
         LOG.warning("node %s died (%s); the others went on without it "
                     "(summary.json: failures, graph_changes)", node, reason)

@@ -16,6 +16,7 @@ import pytest
 from dfl_node.plan import RunPlan
 from launcher.config.options import Request
 from launcher.launch import write_plan_only
+from launcher.run.outcome import Outcome
 from launcher.run.progress import (
     Display,
     JsonLines,
@@ -49,7 +50,7 @@ def test_piped_stdout_is_the_metrics_lines_then_the_run_dir(tmp_path: Path, hex6
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     *lines, last = proc.stdout.splitlines()
-    assert last == f"run_dir: {run}"
+    assert last == end_line(run)
     records = [json.loads(line) for line in lines]
     assert all(isinstance(r, dict) and r.keys() >= METRICS_KEYS for r in records)
     assert len(records) == 3 * 6 and {r["round"] for r in records} == {1, 2, 3}
@@ -60,7 +61,14 @@ def test_piped_stdout_is_the_metrics_lines_then_the_run_dir(tmp_path: Path, hex6
 def test_quiet_leaves_only_the_last_line(tmp_path: Path, hex6: str) -> None:
     run = tmp_path / "run"
     proc = launch(run, hex6, "d-psgd", *RUN, "--quiet")
-    assert (proc.returncode, proc.stdout, proc.stderr) == (0, f"run_dir: {run}\n", "")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, end_line(run) + "\n", "")
+
+
+def end_line(run: Path) -> str:
+    """What every successful run ends with: its directory, its average and worst accuracy."""
+    summary = json.loads((run / "summary.json").read_text())
+    return (f"run_dir: {run}  avg_accuracy={summary['avg_accuracy']:.4f}  "
+            f"worst_accuracy={summary['worst_accuracy']:.4f}")
 
 
 def read_pty(cmd: list[str], timeout_s: float = 120) -> tuple[int, str]:
@@ -92,7 +100,7 @@ def test_a_terminal_gets_the_live_view_and_its_final_table(tmp_path: Path, hex6:
     summary = json.loads((run / "summary.json").read_text())
     assert "\x1b[" in out  # drawn, not printed
     lines = [line.strip() for line in out.replace("\r", "\n").splitlines()]
-    assert lines[-1 if lines[-1] else -2].startswith(f"run finished: {run}  avg_accuracy=")
+    assert lines[-1 if lines[-1] else -2] == end_line(run)
     final_row = [line.split() for line in lines if line.startswith("3 ")][-1]
     assert final_row[1] == f"{summary['avg_accuracy']:.4f}"
     assert final_row[2] == f"{summary['worst_accuracy']:.4f}"
@@ -140,9 +148,10 @@ def test_the_display_follows_stdout_and_quiet(capsys: pytest.CaptureFixture[str]
     pipe.on_record("ready", {"node": 0})
     pipe.on_record("metrics", record(0, 1, 0.5))
     pipe.close()
-    pipe.final(Path("runs/x"), {}, ok=False)
+    pipe.final(Path("runs/x"), Outcome(False, failed_node=3, reason="exit code 1"), {})
     out = capsys.readouterr().out.splitlines()
-    assert json.loads(out[0]) == record(0, 1, 0.5) and out[1] == "run_dir: runs/x"
+    assert json.loads(out[0]) == record(0, 1, 0.5)
+    assert out[1] == "run_dir: runs/x  failed: node 3 (exit code 1)"
     quiet = open_display(True, Terminal())  # type: ignore[arg-type]
     assert type(quiet) is Display and not quiet.pipe
     assert type(open_display(True, Pipe())) is Display  # type: ignore[arg-type]

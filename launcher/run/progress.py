@@ -4,8 +4,9 @@ On a terminal: a bar over rounds with an ETA, the set-up step under way (data, n
 pre-phase) and a compact table of the latest evaluations, drawn with rich. The drawing is
 transient, so a run that stops at bad input leaves nothing on the screen but its error; the
 final table is printed once the run ends. Into a pipe or file: every evaluation as exactly the
-JSON line `metrics.jsonl` gets, so a script can follow a run live, and `run_dir: PATH` last. A
-pipe never gets the bar, and errors never go to stdout. `--quiet` keeps only the last line.
+JSON line `metrics.jsonl` gets, so a script can follow a run live. A pipe never gets the bar, and
+errors never go to stdout. Everywhere, `--quiet` included, the run ends with one line: the run
+directory, then the average and worst accuracy, or the failure and its node.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from types import TracebackType
 from typing import Any, TextIO
 
 from dfl_node.plan import RunPlan
+from launcher.run.outcome import Outcome
 from protocols.registry import protocol_class
 
 TABLE_ROWS = 8
@@ -53,12 +55,21 @@ class Display:
     def close(self) -> None:
         """The run is over: stop drawing (idempotent)."""
 
-    def final(self, run_dir: Path, summary: dict[str, Any], ok: bool) -> None:
-        if self.pipe:
-            emit(f"run_dir: {run_dir}")
-        elif ok:
-            emit(f"run finished: {run_dir}  avg_accuracy={summary['avg_accuracy']:.4f}  "
-                 f"worst_accuracy={summary['worst_accuracy']:.4f}")
+    def final(self, run_dir: Path, outcome: Outcome, summary: dict[str, Any]) -> None:
+        emit(last_line(run_dir, outcome, summary))
+
+
+def last_line(run_dir: Path, outcome: Outcome, summary: dict[str, Any]) -> str:
+    """The one line every run ends with, whatever stdout is: it starts `run_dir: RUN_DIR`, so a
+    script that takes the directory from that prefix keeps working, then how the run ended."""
+    head = f"run_dir: {run_dir}"
+    if outcome.ok:
+        return (f"{head}  avg_accuracy={fmt(summary.get('avg_accuracy'), '.4f')}  "
+                f"worst_accuracy={fmt(summary.get('worst_accuracy'), '.4f')}")
+    if outcome.status == "interrupted":
+        return f"{head}  interrupted"
+    node = "the mesh" if outcome.failed_node is None else f"node {outcome.failed_node}"
+    return f"{head}  failed: {node} ({outcome.reason or 'no reason given'})"
 
 
 class JsonLines(Display):
@@ -237,10 +248,17 @@ class Live(Display):
             self.console.print(self._render_table())
 
 
+def in_notebook() -> bool:
+    """A Jupyter kernel: its stdout is no terminal, yet a person watches (rich draws a widget)."""
+    from rich.console import Console
+
+    return Console().is_jupyter
+
+
 def open_display(quiet: bool, stream: TextIO | None = None) -> Display:
     """The live view on a terminal, JSON lines into a pipe, `--quiet` neither."""
     stream = stream or sys.stdout
-    pipe = not stream.isatty()
+    pipe = not (stream.isatty() or in_notebook())
     if quiet:
         return Display(pipe)
     return JsonLines() if pipe else Live(stream)

@@ -27,15 +27,28 @@ INPUTS_FILE = "inputs.json"
 REPORTED_FILES = ("metrics.jsonl", "cycles.jsonl")
 
 
-def record_inputs(run_dir: Path, req: Request) -> None:
+def inputs_body(req: Request) -> dict[str, Any]:
     """What a later `--resume` resolves again; paths made absolute so any cwd works."""
     topology = Path(req.topology) if req.topology else None
-    body = {"topology": str(topology.resolve()) if topology and topology.exists()
+    return {"topology": str(topology.resolve()) if topology and topology.exists()
             else req.topology,
             "protocol": req.protocol,
             "config_file": str(req.config_file.resolve()) if req.config_file else None,
             "options": req.options, "sets": list(req.sets)}
-    (run_dir / INPUTS_FILE).write_text(json.dumps(body, indent=1, sort_keys=True) + "\n")
+
+
+def record_inputs(run_dir: Path, req: Request) -> None:
+    (run_dir / INPUTS_FILE).write_text(json.dumps(inputs_body(req), indent=1, sort_keys=True)
+                                       + "\n")
+
+
+def recorded_inputs(run_dir: Path) -> dict[str, Any] | None:
+    """The inputs a run directory was launched with, as JSON (None: no readable record)."""
+    try:
+        body = json.loads((run_dir / INPUTS_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return body if isinstance(body, dict) else None
 
 
 def resume_request(run_dir: Path) -> Request:

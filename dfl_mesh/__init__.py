@@ -1,0 +1,36 @@
+"""dfl-mesh from Python: run a mesh, resume it, load a finished one, sweep a grid of them.
+
+    import dfl_mesh
+    result = dfl_mesh.run("ring20", "dmfl-sq", rounds=20, eval_every=5)
+    result.metrics          # a pandas DataFrame, one row per evaluation of a node
+
+The functions are the launcher's (`launcher/api`, `launcher/sweep`): `dfl-launch` and this
+package parse the same settings and run the same code. Docs: docs/python-api.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from launcher.api.result import RunResult, Summary, load
+from launcher.api.running import RunInterrupted, resume, run
+from launcher.errors import LaunchError as InputError
+from launcher.sweep.runner import SweepResult, run_sweep
+from launcher.sweep.spec import from_mapping, load_spec
+
+__all__ = ["InputError", "RunInterrupted", "RunResult", "Summary", "SweepResult", "load",
+           "resume", "run", "sweep"]
+
+
+def sweep(file: str | Path | None = None, *, progress: bool = True, plots: bool = True,
+          **spec: Any) -> SweepResult:
+    """A sweep from a SWEEP.yaml file, or given here with the file's keys (`protocols=`,
+    `topologies=`, `seeds=`, `grid=`, `settings=`, `out=`, ...); finished runs are skipped
+    and interrupted ones resumed, so calling it again after an interrupt finishes the rest."""
+    if (file is None) == (not spec):
+        raise InputError("sweep: give a sweep file or the sweep's keys, not both")
+    parsed = load_spec(Path(file)) if file is not None else from_mapping(spec)
+    if parsed.out is None:
+        raise InputError("sweep: give `out`, the folder its runs go to")
+    return run_sweep(parsed, progress=progress, plots=plots)
