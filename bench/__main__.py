@@ -31,7 +31,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import compute, overhead, round_cost, scale, startup, transport, wire_efficiency
+from bench import (
+    compute,
+    first_run,
+    overhead,
+    round_cost,
+    scale,
+    startup,
+    transport,
+    wire_efficiency,
+)
 from bench.figures import Figure, not_measured, table
 from bench.launch import DataMissing
 
@@ -51,7 +60,8 @@ Group = Callable[[bool], list[Figure]] | TakesDataRoot
 GROUPS: dict[str, Group] = {
     "transport": transport.figures, "overhead": overhead.figures,
     "round_cost": round_cost.figures, "startup": startup.figures, "scale": scale.figures,
-    "compute": TakesDataRoot(compute.figures), "wire_efficiency": wire_efficiency.figures}
+    "compute": TakesDataRoot(compute.figures), "wire_efficiency": wire_efficiency.figures,
+    "first_run": first_run.figures}
 
 
 def machine() -> dict[str, object]:
