@@ -24,11 +24,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.proc_util import poll
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ("dockerd", "docker", "docker-compose", "debootstrap", "tar", "ip")
@@ -89,14 +90,19 @@ class Engine:
     def remove_containers(self) -> None:
         """Every container removed, waiting out removals already in progress (a build whose
         client was killed leaves one behind)."""
-        deadline = time.monotonic() + STOP_TIMEOUT_S
-        while containers := self.ids("ps", "-aq"):
-            try:
-                self.run("docker", "rm", "-f", *containers)
-            except EngineError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(1)
+        errors: list[EngineError] = []
+
+        def removed() -> bool:
+            while containers := self.ids("ps", "-aq"):
+                try:
+                    self.run("docker", "rm", "-f", *containers)
+                except EngineError as exc:
+                    errors.append(exc)
+                    return False
+            return True
+
+        if not poll(removed, STOP_TIMEOUT_S):
+            raise errors[-1]
 
     def clear(self) -> None:
         """Every container, network and image of this engine removed, or an EngineError
@@ -122,18 +128,20 @@ def start(root: Path) -> Engine:
          "--userland-proxy=false"],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     engine = Engine(root, proc, made_run_dir)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
+
+    def answering() -> bool:
         if proc.poll() is not None:
             raise EngineError(f"dockerd exited {proc.returncode}: {tail(root / 'dockerd.log')}")
         with contextlib.suppress(EngineError, subprocess.TimeoutExpired):
             engine.run("docker", "version", timeout=10)
-            return engine
-        if time.monotonic() > deadline:
-            stop(engine)
-            raise EngineError(f"dockerd not answering after {START_TIMEOUT_S} s: "
-                              f"{tail(root / 'dockerd.log')}")
-        time.sleep(0.5)
+            return True
+        return False
+
+    if not poll(answering, START_TIMEOUT_S):
+        stop(engine)
+        raise EngineError(f"dockerd not answering after {START_TIMEOUT_S} s: "
+                          f"{tail(root / 'dockerd.log')}")
+    return engine
 
 
 def tail(path: Path, chars: int = 2000) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -36,20 +37,28 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
-def wait_gone(pids: list[int], timeout_s: float) -> list[int]:
-    """The pids still alive after waiting up to `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while (left := [p for p in pids if alive(p)]) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return left
-
-
-def wait_for(predicate, timeout_s: float, what: str) -> None:
+def poll(predicate: Callable[[], object], timeout_s: float) -> bool:
+    """Whether `predicate` came true within `timeout_s`, looking every tenth of a second: for
+    states nothing signals (another process's, a file's). The suite's one sleep
+    (tests/test_hygiene.py); its callers fail the test when it returns False."""
     deadline = time.monotonic() + timeout_s
     while not predicate():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            return False
         time.sleep(0.1)
+    return True
+
+
+def wait_gone(pids: list[int], timeout_s: float) -> list[int]:
+    """The pids still alive after waiting up to `timeout_s`."""
+    poll(lambda: not any(alive(p) for p in pids), timeout_s)
+    return [p for p in pids if alive(p)]
+
+
+def wait_for(predicate: Callable[[], object], timeout_s: float, what: str) -> None:
+    """Wait until `predicate` is true; fail the test if it is not within `timeout_s`."""
+    if not poll(predicate, timeout_s):
+        raise AssertionError(f"timed out waiting for {what}")
 
 
 def node_pids(run_dir: Path) -> dict[int, int]:
@@ -60,3 +69,17 @@ def node_pids(run_dir: Path) -> dict[int, int]:
         if len(first) >= 4 and first[0] == "node" and first[2] == "pid":
             out[int(first[1])] = int(first[3])
     return out
+
+
+def listening(port: int) -> bool:
+    """Whether some process on this machine listens on TCP `port` (read from /proc/net)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for row in rows:
+            local, state = row.split()[1], row.split()[3]
+            if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:
+                return True
+    return False

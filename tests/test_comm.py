@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -16,6 +16,7 @@ import pytest
 import torch
 import zmq
 
+from dfl_node.comm import channel
 from dfl_node.comm.channel import BYE_PHASE, Comm, PeerTimeout
 from dfl_node.comm.received import RECEIVED_OFFSET, TORCH_DTYPES, offset_of
 from dfl_node.ledgers.traffic import Ledger
@@ -25,6 +26,7 @@ from dfl_node.transports.zeromq import ZmqTransport, routing_id
 from dfl_node.wire.codec import DTYPES, WireLimits, encode
 from dfl_node.wire.session import Session
 from dfl_node.wire.tags import Tag
+from tests.proc_util import wait_for
 
 LIMITS = WireLimits(max_tensors=4, max_message_bytes=1 << 20)
 TRIANGLE = {0: (1, 2), 1: (0, 2), 2: (0, 1)}
@@ -227,7 +229,8 @@ def test_hostile_messages_are_counted_and_change_nothing() -> None:
         with ThreadPoolExecutor(1) as pool:
             run = pool.submit(run_mesh, transports, TRIANGLE, program, ledgers,
                               schemas=SCHEMAS)  # fmt: skip
-            wait_for(lambda: ledgers[0].rejected["not_neighbour"] == 3)
+            wait_for(lambda: ledgers[0].rejected["not_neighbour"] == 3, 10,
+                     "three strangers' messages refused")
             strangers_counted.set()
             results = run.result(timeout=60)
     finally:
@@ -253,20 +256,34 @@ def attack_node_0(transport: Transport) -> None:
     transport.send(0, encode(2, gossip_tag(5), {"w": w}))  # far future round
 
 
-def wait_for(condition: Callable[[], bool], seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.01)
+class FakeClock:
+    """Comm's clock replaced by one that moves only while Comm waits on `transport`: by the
+    whole timeout it asked for when nothing arrives, by `per_message` for each arrival. What
+    Comm waited is then a count, the same on an idle and on a loaded machine."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, transport: Transport,
+                 per_message: float = 0.0) -> None:
+        self.now = 0.0
+        self.waits: list[float] = []  # each timeout Comm passed to transport.recv
+        real = transport.recv
+
+        def recv(timeout_s: float) -> Any:
+            self.waits.append(timeout_s)
+            got = real(0)
+            self.now += timeout_s if got is None else per_message
+            return got
+
+        monkeypatch.setattr(transport, "recv", recv)
+        monkeypatch.setattr(channel, "time", SimpleNamespace(monotonic=lambda: self.now))
 
 
-def test_recv_timeout_raises_peer_timeout_within_the_bound() -> None:
+def test_recv_timeout_raises_peer_timeout_within_the_bound(monkeypatch) -> None:
     transports = zmq_transports(PAIR)
     comm = Comm(0, [1], transports[0], LIMITS, Ledger(0), recv_timeout_s=0.3)
-    start = time.monotonic()
+    clock = FakeClock(monkeypatch, transports[0])
     with pytest.raises(PeerTimeout) as info:
         comm.recv(1, gossip_tag(0))
-    assert 0.3 <= time.monotonic() - start < 1.5
+    assert clock.waits == [pytest.approx(0.3)]  # blocked on the transport for the bound, once
     assert (info.value.src, info.value.tag, info.value.missing) == (1, gossip_tag(0), (1,))
     with pytest.raises(PeerTimeout):  # the neighbour never says bye either
         comm.close()
@@ -283,7 +300,8 @@ def test_close_loses_no_queued_message() -> None:
             for step in range(count):
                 comm.send(1, Tag("data", 0, GOSSIP, step=step), {"w": value(0, step)})
             return []  # close() follows at once, with everything still queued
-        time.sleep(0.3)
+        # Read only once node 0 is closing: its bye sent, behind everything still queued.
+        wait_for(lambda: ledgers[0].totals("control")["sent"]["messages"] == 1, 30, "node 0's bye")
         return [comm.recv(0, Tag("data", 0, GOSSIP, step=s))["w"] for s in range(count)]
 
     ledgers = {i: Ledger(i) for i in PAIR}
@@ -370,14 +388,15 @@ def test_stale_expired_and_unconsumed_messages_are_counted(local) -> None:
     assert a.ledger.rejected == Counter(stale_or_future=1, expired=1, unconsumed=1)
 
 
-def test_a_flood_of_rejected_messages_does_not_extend_the_timeout(local) -> None:
+def test_a_flood_of_rejected_messages_does_not_extend_the_timeout(local, monkeypatch) -> None:
     a, _, hub = local
     for _ in range(2000):
         hub.deliver(1, 0, [b"\xc1"])
-    start = time.monotonic()
+    clock = FakeClock(monkeypatch, a.transport, per_message=0.001)  # the flood lasts 2 s
     with pytest.raises(PeerTimeout) as info:
         a.gather_neighbors(gossip_tag(0))
-    assert time.monotonic() - start < 1.0
+    assert clock.now == pytest.approx(a.recv_timeout_s, abs=0.01)
+    assert len(clock.waits) < 2000  # it gave up with the flood still arriving
     assert info.value.missing == (1, 2)
 
 

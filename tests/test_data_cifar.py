@@ -15,7 +15,6 @@ from launcher.data.cifar10 import CLASSES
 from launcher.data.prepare import prepare_data
 from launcher.errors import LaunchError
 
-SHARED_ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-jpeg.tar.gz"
 CONFIG = {"dataset": "cifar10", "partition": "iid", "eval_split": "global", "seed": 0,
           "synthetic": {}}
 PER_CLASS = {"train": 3, "test": 1}
@@ -105,10 +104,9 @@ def test_wrong_image_size_is_an_error(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not SHARED_ARCHIVE.is_file(), reason=f"{SHARED_ARCHIVE} is not here")
-def test_the_shared_archive_gives_50000_and_10000(tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    got = prepare(SHARED_ARCHIVE, tmp_path / "cache", monkeypatch, parts=20)
+def test_the_shared_archive_gives_50000_and_10000(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  cifar_archive: Path) -> None:
+    got = prepare(cifar_archive, tmp_path / "cache", monkeypatch, parts=20)
     assert got["x_train"].shape == (50000, 3, 32, 32)
     assert got["x_test"].shape == (10000, 3, 32, 32)
     assert np.bincount(got["y_train"]).tolist() == [5000] * 10

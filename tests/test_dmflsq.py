@@ -314,18 +314,15 @@ def test_the_users_first_command(tmp_path: Path) -> None:
         assert key in summary
 
 
-CIFAR_ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-jpeg.tar.gz"
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not CIFAR_ARCHIVE.exists(), reason="no CIFAR-10 archive at CIFAR_ARCHIVE")
-def test_the_papers_cifar10_setting_charges_the_papers_message(tmp_path: Path) -> None:
+def test_the_papers_cifar10_setting_charges_the_papers_message(tmp_path: Path,
+                                                               cifar_archive: Path) -> None:
     """The named CIFAR-10 config: P = 2,122,186, k = 21,222, so a triggered message costs
     8 k + 22 k + 32 + 32 bits on each link (positions as an index list: 22 k < P)."""
     config = defaults_file("dmfl-sq").with_name("dmfl-sq-cifar10.yaml")
     run = tmp_path / "run"
     summary = launch_ok(run, "ring20", "dmfl-sq", "--config", str(config), "--data-root",
-                        str(CIFAR_ARCHIVE.parent), "--rounds", "2", "--eval-every", "2",
+                        str(cifar_archive.parent), "--rounds", "2", "--eval-every", "2",
                         "--transport", "inproc")
     assert summary["dataset"] == "cifar10" and summary["partition"] == "dirichlet:0.1:64"
     k = 21_222

@@ -66,7 +66,6 @@ def test_the_default_job_on_real_data(tmp_path: Path) -> None:
     assert zmq_sum["dataset"] == "fmnist" and zmq_sum["partition"] == "dirichlet:0.5"
     assert zmq_sum["eval_split"] == "global"
     assert zmq_sum["avg_accuracy"] > 0.6
-    assert zmq_sum["wall_seconds"] < 600
 
 
 def softmax_grad(w: np.ndarray, b: np.ndarray, x: np.ndarray, y: np.ndarray):

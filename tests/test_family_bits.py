@@ -32,8 +32,7 @@ def one_round(tmp_path: Path, protocol: str, *extra: str) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (DATA / "cifar10-jpeg.tar.gz").exists(), reason="no CIFAR-10 archive")
-def test_bits_per_client_order_and_formulas(tmp_path: Path) -> None:
+def test_bits_per_client_order_and_formulas(tmp_path: Path, cifar_archive: Path) -> None:
     dpsgd = one_round(tmp_path, "d-psgd", "--set", "local_steps=1")
     dsgt = one_round(tmp_path, "dsgt")
     choco = one_round(tmp_path, "choco-sgd")

@@ -17,9 +17,7 @@ import random
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -43,10 +41,8 @@ MAX_MESSAGE_BYTES = 1 << 16  # the model's messages are ~2 KB; a larger frame is
 
 
 @pytest.fixture
-def ports() -> Iterator[list[int]]:
-    claims = PortClaims()
-    yield claims.claim(7)
-    claims.release()
+def ports(port_claims: PortClaims) -> list[int]:
+    return port_claims.claim(7)
 
 
 def ring(tmp_path: Path, ports: list[int], n: int) -> Path:
@@ -184,6 +180,16 @@ def test_the_prephase_coordinator_counts_what_it_refuses(tmp_path: Path, ports: 
     expected = Counter({"not_a_node": 20, "src_mismatch": 10, "bad_tag": 10, "duplicate": 10})
     expected.update(str(wire_reason(g, limits)) for g in garbage)
     channel = ZmqCoordinatorChannel(plan.prephase["bind"], int(plan.prephase["max_bytes"]))
+    read = []  # every message the coordinator read
+    channel_recv = channel.recv
+
+    def recv(timeout_s: float) -> tuple[int, list] | None:
+        arrival = channel_recv(timeout_s)
+        if arrival is not None:
+            read.append(arrival)
+        return arrival
+
+    channel.recv = recv  # type: ignore[method-assign]
     result: list[Gathered] = []
     worker = threading.Thread(target=lambda: result.append(gather(plan, channel, 60)))
     worker.start()
@@ -196,7 +202,9 @@ def test_the_prephase_coordinator_counts_what_it_refuses(tmp_path: Path, ports: 
             sock.connect(plan.prephase["address"])
             for frames in messages:
                 sock.send_multipart(frames)
-        time.sleep(1.0)  # the coordinator reads all of that before the last reports arrive
+        # The coordinator reads all of that before the last reports arrive.
+        sent = sum(len(messages) for messages in hostile.values())
+        wait_for(lambda: len(read) == sent, 60, "the coordinator reading the hostile messages")
         for i in plan.ids[1:]:
             sock = ctx.socket(zmq.DEALER)
             sock.setsockopt(zmq.ROUTING_ID, routing_id(i))

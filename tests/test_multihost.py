@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,15 +19,14 @@ from launcher.config.options import Request
 from launcher.config.ports import PortClaims
 from launcher.errors import LaunchError
 from tests.harness import ENV_ROOT, ROOT, final_files, launch_ok
+from tests.proc_util import listening, wait_for
 
 SYNTHETIC = ("--dataset", "synthetic", "--rounds", "2")
 
 
 @pytest.fixture
-def ports() -> Iterator[list[int]]:
-    claims = PortClaims()
-    yield claims.claim(8)
-    claims.release()
+def ports(port_claims: PortClaims) -> list[int]:
+    return port_claims.claim(8)
 
 
 def topology(tmp_path: Path, ports: list[int], count: int) -> Path:
@@ -131,12 +128,11 @@ def test_collect_without_a_mesh_gives_up_at_its_timeout(tmp_path: Path, ports: l
     plan = resolve_host_plan(request(topology(tmp_path, ports, 2),
                                      f"endpoints.collector=127.0.0.1:{ports[7]}"))
     plan.dump(tmp_path / "plan.json")
-    began = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "launcher.cli", "collect", "--plan",
                            str(tmp_path / "plan.json"), "--out", str(tmp_path / "run"),
                            "--timeout-s", "1"], env=ENV_ROOT, cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
-    assert proc.returncode == 1 and time.monotonic() - began < 60
+    assert proc.returncode == 1
     assert "no result from nodes [0, 1] within 1 s" in proc.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert (summary["status"], summary["failed_node"], summary["avg_accuracy"]) == (
@@ -159,7 +155,7 @@ def test_off_launcher_coordinator_and_collector_equal_the_launchers_inproc_run(
     assert subprocess.run(plan_cmd, env=ENV_ROOT, cwd=ROOT, timeout=120).returncode == 0
     plan = str(run / "plan.json")
     procs = [dfl_node("--plan", plan, "--node-id", str(i)) for i in (3, 1, 0, 2)]
-    time.sleep(2)
+    wait_for(lambda: all(listening(port) for port in ports[:4]), 120, "the nodes listening")
     procs.append(dfl_node("--coordinator", "--plan", plan, "--out", str(tmp_path / "coord")))
     collect = subprocess.run([sys.executable, "-m", "launcher.cli", "collect", "--plan", plan,
                               "--out", str(tmp_path / "collected"), "--timeout-s", "300"],

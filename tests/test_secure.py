@@ -38,6 +38,7 @@ from launcher.node_cli import main as node_main
 from launcher.run.collector import Collector, ZmqSource
 from launcher.run.prephase_coordinator import Gathered, ZmqCoordinatorChannel, admit
 from tests.harness import ENV_ROOT, ROOT, final_files, launch_ok
+from tests.proc_util import wait_for
 from tests.test_multihost import dfl_node
 
 LIMITS = WireLimits(max_tensors=4, max_message_bytes=1 << 20)
@@ -184,10 +185,12 @@ def test_the_collector_knows_a_record_by_its_key(
         pusher.connect(address)
         for node in (0, 1):  # node 1's key reports as node 0, then as itself
             pusher.send(msgpack.packb({"type": "error", "node": node, "message": "boom"}))
-        deadline = time.monotonic() + 10
-        while sum(collector.rejected.values()) + len(collector.errors) < 2:
-            assert time.monotonic() < deadline, "the records did not arrive"
+
+        def both_judged() -> bool:
             collector.pump(0.1)
+            return sum(collector.rejected.values()) + len(collector.errors) >= 2
+
+        wait_for(both_judged, 10, "the records")
     finally:
         collector.close()
     assert collector.errors == {1: "boom"}
@@ -363,8 +366,17 @@ def test_a_neighbour_that_connects_before_its_address_is_known_is_admitted(
     `admit` the late neighbour's message is lost, which is what the bench once hung on."""
     nodes = curve_pair(1 << 10, admit)
     try:
-        nodes[0].add_peer(1, nodes[1].bound_address)
-        time.sleep(0.5)  # node 0's handshake reaches node 1 before node 1 knows node 0
+        # Node 0's handshake reaches node 1 (and is judged) before node 1 knows node 0.
+        monitor = nodes[1]._router.get_monitor_socket(
+            zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+            | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+        try:
+            nodes[0].add_peer(1, nodes[1].bound_address)
+            assert monitor.poll(10_000), "node 0's handshake never reached node 1"
+            recv_monitor_message(monitor)
+        finally:
+            nodes[1]._router.disable_monitor()
+            monitor.close(0)
         nodes[1].add_peer(0, nodes[0].bound_address)
         try:
             nodes[0].send(1, [b"h", b"data"])

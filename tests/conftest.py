@@ -1,0 +1,69 @@
+"""Fixtures shared by the suite. Helpers that tests import live in modules of their own:
+tests/harness.py (runs of dfl-launch), tests/proc_util.py (processes, waiting on a state)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from launcher.config.ports import PortClaims
+
+ROOT = Path(__file__).resolve().parents[1]
+# The data shared by every checkout of this machine (CI copies ../shared next to the checkout).
+SHARED_DATA = ROOT.parent / "shared" / "data"
+CIFAR_ARCHIVE = SHARED_DATA / "cifar10-jpeg.tar.gz"
+
+HEX6 = """\
+nodes: [{id: 0}, {id: 1}, {id: 2}, {id: 3}, {id: 4}, {id: 5}]
+edges: [[0, 1], [1, 2], [2, 3], [3, 4], [4, 5], [5, 0]]
+"""
+
+
+def require(present: bool, what: str) -> None:
+    """Skip a test whose prerequisite is missing, except under CI=true (.ci/run sets it),
+    where nothing may skip silently: there the test fails."""
+    if present:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{what} (CI=true: .ci/run must provide it)")
+    pytest.skip(what)
+
+
+@pytest.fixture
+def cifar_archive() -> Path:
+    """The CIFAR-10 archive of ../shared/data: skips without it, fails without it under CI."""
+    require(CIFAR_ARCHIVE.is_file(), f"no CIFAR-10 archive at {CIFAR_ARCHIVE}")
+    return CIFAR_ARCHIVE
+
+
+@pytest.fixture
+def port_claims() -> Iterator[PortClaims]:
+    """Loopback ports no concurrent test or run can take (launcher/config/ports.py), released
+    after the test."""
+    claims = PortClaims()
+    try:
+        yield claims
+    finally:
+        claims.release()
+
+
+@pytest.fixture
+def hex6(tmp_path: Path) -> str:
+    """A six-node ring's topology file."""
+    path = tmp_path / "hex6.yaml"
+    path.write_text(HEX6)
+    return str(path)
+
+
+# A slow test's bound on hangs (pyproject.toml's `timeout` is the default suite's); one that
+# needs more says so with @pytest.mark.timeout.
+SLOW_TIMEOUT_S = 1800
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
