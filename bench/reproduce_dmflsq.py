@@ -7,10 +7,11 @@ Every method runs as a real mesh (`dfl-launch`, one process per client) on the p
 setting: 20 clients on the ring, Dirichlet(0.1) label skew (at least 64 samples per client),
 the CNN2+FC2 whose size matches the paper's omega (P = 2,122,186), each client evaluated on its
 own test split, batch 32, one local update per round, each method with the paper's
-hyper-parameters (docs/protocols/dmfl-sq.md#a10, #a16). Run directories are kept under --out,
-one per method and
-seed; a finished one is reused when the script runs again, so an interrupted reproduction
-resumes where it stopped.
+hyper-parameters (docs/protocols/dmfl-sq.md#a10, #a16). The methods are the variants of one
+sweep, bench/sweeps/dmflsq.yaml (docs/sweeps.md), cut to the command line's budget: its run
+directories are OUT/<variant>/<topology>/defaults/seed-<s>, a finished run is skipped and an
+interrupted one resumed when the script runs again, and OUT/report.md holds dfl-report's tables
+of all of them.
 
 The output is Table II's columns (avg, worst, bottom-10%, std, Jain, bits per client) as mean
 +- 95% t-interval over seeds for the five protocols, the same for the ablations (Table III), and
@@ -24,46 +25,40 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
+import re
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import sweeps
 from bench.seedstats import mean_ci, separated
+from launcher.sweep.spec import SweepSpec
 
 ROOT = Path(__file__).resolve().parents[1]
-CIFAR = ("--dataset", "cifar10", "--partition", "dirichlet:0.1:64", "--set", "eval_split=local",
-         "--set", "model={name: dmflsq-cnn}")
-DMFLSQ = ("--config", str(ROOT / "protocols" / "configs" / "dmfl-sq-cifar10.yaml"))
 
 
 @dataclass(frozen=True)
 class Method:
     label: str
+    variant: str  # its variant in bench/sweeps/dmflsq.yaml (and its folder under --out)
     protocol: str
-    args: tuple[str, ...]
     note: str
 
 
 METHODS = (
-    Method("DSGT", "dsgt", CIFAR, "alpha_t = 0.045/sqrt(t+1), tracker clip 1.2"),
-    Method("q-FFL", "qffl", CIFAR, "q = 1, L = 2, lr 0.18, clip 0.5, aggregator node"),
-    Method("D-PSGD", "d-psgd", (*CIFAR, "--set", "lr=0.035", "--set", "local_steps=1",
-                                "--set", "batch_size=32"), "lr 0.035, dense fp32"),
-    Method("CHOCO-SGD", "choco-sgd", CIFAR, "lr 0.018, gamma 0.25, Q8 o Top_0.1, wd 5e-5"),
-    Method("DMFL-SQ", "dmfl-sq", DMFLSQ, "gamma 0.1, alpha 0.4, rho 0.5, Q8 o Top_0.01"),
+    Method("DSGT", "dsgt", "dsgt", "alpha_t = 0.045/sqrt(t+1), tracker clip 1.2"),
+    Method("q-FFL", "q-ffl", "qffl", "q = 1, L = 2, lr 0.18, clip 0.5, aggregator node"),
+    Method("D-PSGD", "d-psgd", "d-psgd", "lr 0.035, dense fp32"),
+    Method("CHOCO-SGD", "choco-sgd", "choco-sgd", "lr 0.018, gamma 0.25, Q8 o Top_0.1, wd 5e-5"),
+    Method("DMFL-SQ", "dmfl-sq", "dmfl-sq", "gamma 0.1, alpha 0.4, rho 0.5, Q8 o Top_0.01"),
 )
 ABLATIONS = (
-    Method("No fairness (rho=0)", "dmfl-sq", (*DMFLSQ, "--set", "rho=0"), "consensus skipped"),
-    Method("No coupling (alpha=0)", "dmfl-sq", (*DMFLSQ, "--set", "alpha=0"), "still sends"),
-    Method("No event-triggering", "dmfl-sq", (*DMFLSQ, "--set", "trigger=zero"), "chi = 1"),
-    Method("No sparsification", "dmfl-sq",
-           (*DMFLSQ, "--set", "compressor={quantizer: {type: uniform, bits: 8}}"), "Q8 dense"),
-    Method("No quantization", "dmfl-sq",
-           (*DMFLSQ, "--set", "compressor={sparsifier: {type: topk, ratio: 0.01}}"),
-           "Top_0.01 float32"),
+    Method("No fairness (rho=0)", "no-fairness-rho-0", "dmfl-sq", "consensus skipped"),
+    Method("No coupling (alpha=0)", "no-coupling-alpha-0", "dmfl-sq", "still sends"),
+    Method("No event-triggering", "no-event-triggering", "dmfl-sq", "chi = 1"),
+    Method("No sparsification", "no-sparsification", "dmfl-sq", "Q8 dense"),
+    Method("No quantization", "no-quantization", "dmfl-sq", "Top_0.01 float32"),
 )
 FULL = "DMFL-SQ (full)"  # Table III's reference row: the DMFL-SQ run of the main table
 COLUMNS = (  # summary key, header, higher is better
@@ -86,31 +81,19 @@ CLAIMS = {
 
 
 def slug(label: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in label.lower()).strip("-")
+    """`No fairness (rho=0)` -> `no-fairness-rho-0`, its variant's name."""
+    return re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
 
 
-def run_dir(out: Path, method: Method, seed: int) -> Path:
-    return out / slug(method.label) / f"seed-{seed}"
-
-
-def run_method(method: Method, seed: int, opts: argparse.Namespace) -> dict[str, Any]:
-    """One mesh run (or the finished one already on disk); its summary."""
-    where = run_dir(opts.out, method, seed)
-    done = where / "summary.json"
-    if done.exists() and json.loads(done.read_text()).get("status") == "ok":
-        return json.loads(done.read_text())
-    cmd = [sys.executable, "-m", "launcher.cli", "--topology", opts.topology,
-           "--protocol", method.protocol, *method.args, "--data-root", str(opts.data_root),
-           "--rounds", str(opts.rounds), "--eval-every", str(opts.eval_every),
-           "--seed", str(seed), "--out", str(where)]
-    started = time.monotonic()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"reproduce_dmflsq: {method.label} seed {seed} failed "
-                         f"(exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
-    print(f"  {method.label:<24} seed {seed}: {time.monotonic() - started:6.0f} s",
-          file=sys.stderr, flush=True)
-    return json.loads(done.read_text())
+def sweep_spec(methods: tuple[Method, ...], opts: argparse.Namespace) -> SweepSpec:
+    """bench/sweeps/dmflsq.yaml cut to these methods and the command line's budget."""
+    spec = sweeps.load("dmflsq")
+    wanted = {m.variant for m in methods}
+    settings = {**spec.settings, "rounds": opts.rounds, "eval_every": opts.eval_every,
+                "data_root": str(opts.data_root) if opts.data_root else None}
+    return spec.model_copy(update={
+        "out": opts.out, "topologies": [opts.topology], "seeds": opts.seeds,
+        "variants": [v for v in spec.variants if v.name in wanted], "settings": settings})
 
 
 def curve(where: Path, summary: dict[str, Any]) -> list[dict[str, float]]:
@@ -198,42 +181,47 @@ def ablation_checks(rows: dict[str, dict[str, tuple[float, float]]]) -> list[str
 
 def run_all(methods: tuple[Method, ...], opts: argparse.Namespace,
             curves: dict[str, Any]) -> dict[str, dict[str, tuple[float, float]]]:
+    """The methods' sweep (finished runs skipped); their rows, and their curves into `curves`."""
+    runs = sweeps.summaries(sweeps.run(sweep_spec(methods, opts), "reproduce_dmflsq"))
     rows = {}
     for method in methods:
-        summaries = [run_method(method, seed, opts) for seed in opts.seeds]
+        summaries = [runs[(method.variant, Path(opts.topology).stem, seed)]
+                     for seed in opts.seeds]
         rows[method.label] = aggregate(summaries)
-        curves[method.label] = {str(seed): curve(run_dir(opts.out, method, seed), s)
+        curves[method.label] = {str(seed): curve(Path(s["_dir"]), s)
                                 for seed, s in zip(opts.seeds, summaries, strict=True)}
     return rows
-
-
-def seeds_arg(text: str) -> list[int]:
-    first, _, last = text.partition("-")
-    return list(range(int(first), int(last or first) + 1))
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m bench.reproduce_dmflsq",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=200)
-    ap.add_argument("--seeds", type=seeds_arg, default=[1, 2], help="A-B (default 1-2)")
+    ap.add_argument("--seeds", type=sweeps.seed_range, default=[1, 2],
+                    help="A-B (default 1-2)")
     ap.add_argument("--eval-every", type=int, default=10)
     ap.add_argument("--topology", default="ring20")
-    ap.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data")
+    ap.add_argument("--data-root", type=Path, default=None,
+                    help="where CIFAR-10 is (default: where dfl-launch looks)")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "reproduce-dmflsq")
-    ap.add_argument("--only", default="", help="comma-separated labels to run")
+    ap.add_argument("--only", default="",
+                    help="comma-separated methods to run, by label or variant (dmfl-sq,d-psgd)")
     ap.add_argument("--no-ablations", action="store_true")
-    return ap.parse_args(argv)
-
-
-def selected(methods: tuple[Method, ...], only: str) -> tuple[Method, ...]:
-    wanted = {slug(x) for x in only.split(",") if x}
-    return tuple(m for m in methods if not wanted or slug(m.label) in wanted)
+    opts = ap.parse_args(argv)
+    wanted = {slug(x) for x in opts.only.split(",") if x}
+    unknown = wanted - {m.variant for m in METHODS + ABLATIONS}
+    if unknown:
+        ap.error(f"--only: unknown {sorted(unknown)}; the methods are "
+                 f"{[m.variant for m in METHODS + ABLATIONS]}")
+    methods = METHODS + (() if opts.no_ablations else ABLATIONS)
+    opts.methods = tuple(m for m in methods if not wanted or m.variant in wanted)
+    if not opts.methods:
+        ap.error("--only and --no-ablations leave no method to run")
+    return opts
 
 
 def main(argv: list[str] | None = None) -> int:
     opts = parse(argv)
-    opts.out.mkdir(parents=True, exist_ok=True)
     curves: dict[str, Any] = {}
     print(f"DMFL-SQ reproduction on CIFAR-10: {opts.topology}, 20 clients, Dirichlet(0.1) "
            f"(min 64), dmflsq-cnn (P = 2,122,186), local test splits; budget: {opts.rounds} "
@@ -242,9 +230,11 @@ def main(argv: list[str] | None = None) -> int:
            "client (eq. 20), cumulative")
     for m in METHODS + ABLATIONS:
         print(f"  {m.label:<24} {m.protocol:<10} {m.note}")
-    main_rows = run_all(selected(METHODS, opts.only), opts, curves)
+    sys.stdout.flush()
+    rows = run_all(opts.methods, opts, curves)
+    main_rows = {m.label: rows[m.label] for m in METHODS if m.label in rows}
+    abl_rows = {m.label: rows[m.label] for m in ABLATIONS if m.label in rows}
     print_table("Table II columns (CIFAR-10; the paper's Table II is on MUSMET)", main_rows)
-    abl_rows = {} if opts.no_ablations else run_all(selected(ABLATIONS, opts.only), opts, curves)
     if abl_rows and "DMFL-SQ" in main_rows:
         abl_rows[FULL] = main_rows["DMFL-SQ"]
     if abl_rows:

@@ -11,9 +11,13 @@ portfolios (2x{seg,sn,dep}, 2x{seg,sn}, 3x{seg,dep}, 3x{sn,dep}), SynthScenes 32
 round. Table 2: no aggregation, FedAvg (column-uniform), heuristic max, FedAMP and the proposed
 similarity weights at J = 1 and J = 5; then the J sweep of the proposed method, with J* fitted
 from it (protocols/dsc/depth.py: err = -Delta_all, rho = the runs' mean rho(W)) beside the
-measured best J. Delta (Eq. 42-44) is against the same seed's no-aggregation run. Run
-directories are kept under --out (method/J/seed); a finished one is reused, so an interrupted
-reproduction resumes where it stopped. `--tiny` is the smoke budget (16x16 scenes, small pools).
+measured best J. Delta (Eq. 42-44) is against the same seed's no-aggregation run (the runs'
+`hyper.delta_baseline`). The runs are sweeps (docs/sweeps.md): the no-aggregation runs first,
+then, since the baseline is a setting that differs by seed, one sweep per seed of the rest, a
+variant per method and depth; run directories are OUT/<protocol>-J<depth>/<topology>/defaults/
+seed-<s> (OUT/dsc-noagg/... for the baseline). A finished run is skipped and an interrupted one
+resumed when the script runs again, and OUT/report.md holds dfl-report's tables. `--tiny` is the
+smoke budget (16x16 scenes, small pools).
 """
 
 from __future__ import annotations
@@ -21,19 +25,22 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import subprocess
+import re
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import sweeps
 from bench.seedstats import mean_ci, separated
+from launcher.sweep.spec import SweepSpec, Variant
 from protocols.dsc.depth import continuous_depth, deployed_depth, fit_constants
 from protocols.dsc.task_metrics import delta_report
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY_SCENES = "scenes={size: 16, train_size: 200, test_size: 40, min_size: 12}"
+TINY_SCENES = {"size": 16, "train_size": 200, "test_size": 40, "min_size": 12}
+NOAGG = "dsc-noagg"
 REFERENCE = "No aggregation"
 CPU_FIXED_S, CPU_EPOCH_S = 25.0, 3.0  # see estimate_minutes
 
@@ -54,32 +61,34 @@ COLUMNS = {"seg": ("miou", "pacc"), "sn": ("mean", "median", "a11", "a22", "a30"
            "dep": ("abs", "rel", "d1", "d2", "d3")}
 
 
-def run_dir(opts: argparse.Namespace, protocol: str, depth: int | None, seed: int) -> Path:
-    return opts.out / protocol / (f"J{depth}" if depth else "J0") / f"seed-{seed}"
+def variant(protocol: str, depth: int) -> Variant:
+    return Variant(name=f"{protocol}-J{depth}", protocol=protocol,
+                   settings={"hyper.depth": depth})
 
 
-def run(opts: argparse.Namespace, protocol: str, depth: int | None, seed: int) -> dict[str, Any]:
-    """One mesh run (or the finished one on disk); its summary."""
-    where = run_dir(opts, protocol, depth, seed)
-    done = where / "summary.json"
-    if done.exists() and json.loads(done.read_text()).get("status") == "ok":
-        return json.loads(done.read_text())
-    sets = [f"hyper.epochs={opts.epochs}", f"hyper.tau={opts.tau}",
-            f"hyper.depth={depth or 1}", *([TINY_SCENES] if opts.tiny else [])]
-    if depth:
-        sets.append(f"hyper.delta_baseline={run_dir(opts, 'dsc-noagg', None, seed)}")
-    cmd = [sys.executable, "-m", "launcher.cli", "--topology", opts.topology,
-           "--protocol", protocol, "--rounds", str(opts.rounds), "--eval-every",
-           str(opts.rounds), "--seed", str(seed), "--out", str(where),
-           *[arg for s in sets for arg in ("--set", s)]]
-    started = time.monotonic()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"reproduce_dsc: {protocol} J={depth} seed {seed} failed "
-                         f"(exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
-    print(f"  {protocol:<11} J={depth or '-':<3} seed {seed}: "
-          f"{time.monotonic() - started:6.0f} s", file=sys.stderr, flush=True)
-    return json.loads(done.read_text())
+def sweep_spec(opts: argparse.Namespace, variants: list[Variant], seeds: list[int],
+               baseline: Path | None = None) -> SweepSpec:
+    """These variants on the command line's budget, Delta against `baseline` when given."""
+    settings = {"rounds": opts.rounds, "eval_every": opts.rounds, "hyper.epochs": opts.epochs,
+                "hyper.tau": opts.tau, "scenes": TINY_SCENES if opts.tiny else None,
+                "hyper.delta_baseline": str(baseline) if baseline else None}
+    return SweepSpec(out=opts.out, variants=variants, topologies=[opts.topology], seeds=seeds,
+                     settings={k: v for k, v in settings.items() if v is not None})
+
+
+def run_all(opts: argparse.Namespace) -> dict[tuple[str, str, int], dict[str, Any]]:
+    """Every run's summary by (variant, topology, seed): the no-aggregation sweep, then each
+    seed's sweep of the methods at the table's depths and the J sweep's other depths."""
+    reference = Variant(name=NOAGG, protocol=NOAGG, settings={"hyper.depth": 1})
+    noagg = sweeps.run(sweep_spec(opts, [reference], opts.seeds), "reproduce_dsc")
+    done = sweeps.summaries(noagg)
+    depths = [*TABLE_DEPTHS, *(j for j in opts.sweep if j not in TABLE_DEPTHS)]
+    variants = [variant(m.protocol, j) for j in TABLE_DEPTHS for m in METHODS] + \
+        [variant(PROPOSED.protocol, j) for j in depths[len(TABLE_DEPTHS):]]
+    for point in noagg.points:
+        spec = sweep_spec(opts, variants, [point.seed], baseline=point.run_dir)
+        done |= sweeps.summaries(sweeps.run(spec, f"reproduce_dsc (seed {point.seed})"))
+    return done
 
 
 def client_average(summary: dict[str, Any], task: str, metric: str) -> float:
@@ -192,11 +201,15 @@ def estimate_minutes(opts: argparse.Namespace, runs: int) -> float:
     return cpu / 2 / 60
 
 
-def depths_arg(text: str) -> list[int]:
+def depth_list(text: str) -> list[int]:
+    """`1,2,3,5,8,12,15` or `1-15` (or both, `1-3,5,8`): the J sweep's depths, sorted."""
     out: list[int] = []
     for part in text.split(","):
-        first, _, last = part.partition("-")
-        out.extend(range(int(first), int(last or first) + 1))
+        match = re.fullmatch(r"(\d+)(?:-(\d+))?", part.strip())
+        if match is None or int(match[1]) < 1:
+            raise argparse.ArgumentTypeError(f"expected depths >= 1 like 1,2,5 or 1-15, "
+                                             f"got {text!r}")
+        out.extend(range(int(match[1]), int(match[2] or match[1]) + 1))
     return sorted(set(out))
 
 
@@ -205,8 +218,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--epochs", type=int, default=2)
-    ap.add_argument("--seeds", type=depths_arg, default=[0, 1], help="A-B (default 0-1)")
-    ap.add_argument("--sweep", type=depths_arg, default=[1, 2, 3, 5, 8, 12, 15],
+    ap.add_argument("--seeds", type=sweeps.seed_range, default=[0, 1],
+                    help="A-B (default 0-1)")
+    ap.add_argument("--sweep", type=depth_list, default=[1, 2, 3, 5, 8, 12, 15],
                     help="depths of the J sweep, e.g. 1-15 or 1,2,3,5,8,12,15")
     ap.add_argument("--tau", type=float, default=0.1)
     ap.add_argument("--topology", default="rgg10")
@@ -217,23 +231,28 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     opts = parse(argv)
-    opts.out.mkdir(parents=True, exist_ok=True)
     sweep_extra = [j for j in opts.sweep if j not in TABLE_DEPTHS]
-    runs = len(opts.seeds) * (1 + len(METHODS) * len(TABLE_DEPTHS) + len(sweep_extra))
+    count = len(opts.seeds) * (1 + len(METHODS) * len(TABLE_DEPTHS) + len(sweep_extra))
     print(f"DSC reproduction on SynthScenes ({'16x16 tiny' if opts.tiny else '32x32'}): "
           f"{opts.topology}, NYU-like portfolios, mini routed ResNet (K = 8), TDMA; budget: "
           f"{opts.rounds} rounds x E = {opts.epochs}, tau = {opts.tau}, seeds {opts.seeds}, "
-          f"J sweep {opts.sweep}: {runs} runs, estimated {estimate_minutes(opts, runs):.0f} min "
+          f"J sweep {opts.sweep}: {count} runs, estimated {estimate_minutes(opts, count):.0f} min "
           "on 2 idle cores; Delta_all mean +- 95% t-interval over seeds")
+    sys.stdout.flush()
     started = time.monotonic()
-    noagg = [run(opts, "dsc-noagg", None, s) for s in opts.seeds]
+    done = run_all(opts)
+    topology = Path(opts.topology).stem
+
+    def runs(name: str) -> list[dict[str, Any]]:
+        return [done[(name, topology, s)] for s in opts.seeds]
+
+    noagg = runs(NOAGG)
     rows = {REFERENCE: noagg}
     for j in TABLE_DEPTHS:
         for m in METHODS:
-            rows[f"{m.label} (J={j})"] = [run(opts, m.protocol, j, s) for s in opts.seeds]
+            rows[f"{m.label} (J={j})"] = runs(f"{m.protocol}-J{j}")
     print_table(rows)
-    sweep = {j: rows[f"{PROPOSED.label} (J={j})"] if j in TABLE_DEPTHS
-             else [run(opts, PROPOSED.protocol, j, s) for s in opts.seeds] for j in opts.sweep}
+    sweep = {j: runs(f"{PROPOSED.protocol}-J{j}") for j in opts.sweep}
     depth = sweep_report(sweep, noagg)
     print("\nThe paper's orderings at this budget:")
     for line in orderings(rows):

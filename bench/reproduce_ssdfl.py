@@ -13,8 +13,10 @@ OUT/topologies): ER(10, 0.1), ER(30, 0.1), BA(30, 1), RGeo(30, 0.2), WS(30, 3, 0
 K_30. The budget is cut to fit about an hour on two CPU cores: `--cycles` global cycles instead
 of 20, `--local-steps` mini-batch steps per iteration instead of an epoch (#e1), the global
 test subset of `--eval-size` images, the `--model` (the paper's 5-layer CNN is `ssdfl-cnn`),
-and two seeds. Every run is a real mesh (`dfl-launch`, one process per device) with per-cycle
-metrics; a finished run directory is reused, so an interrupted reproduction resumes.
+and two seeds. Every run is a real mesh (one process per device) with per-cycle metrics, all of
+them one sweep (docs/sweeps.md: a variant per method and level, a topology per graph, run
+directories OUT/<method>-<level>/<graph>/defaults/seed-<s>); a finished run is skipped and an
+interrupted one resumed when the script runs again, and OUT/report.md holds dfl-report's tables.
 
 Prints markdown tables: final mean accuracy per method and graph (mean +- 95% t-interval over
 seeds), cycles to the paper's FMNIST thresholds, S* per graph beside what the paper says, and
@@ -25,15 +27,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from bench import sweeps
 from bench.seedstats import mean_ci, separated
+from launcher.sweep.spec import SweepSpec, Variant
 from topologies import generators as gen
 from topologies.model import Topology
 from topologies.writer import write_topology
@@ -75,35 +77,23 @@ def topology_file(out: Path, graph: Graph) -> Path:
     return path
 
 
-def run_dir(out: Path, graph: str, level: str, method: str, seed: int) -> Path:
-    return out / graph / level / method / f"seed-{seed}"
+def variant(method: str, level: str) -> Variant:
+    """A method at one heterogeneity level: its label slots and that level's thresholds."""
+    partition, thresholds = LEVELS[level]
+    return Variant(name=f"{method}-{level}", protocol=method, settings={
+        "partition": partition,
+        "cycle_metrics": {"params_every": 1, "thresholds": list(thresholds)}})
 
 
-def run_one(graph: Graph, level: str, method: str, seed: int,
-            opts: argparse.Namespace) -> dict[str, Any]:
-    """One mesh run (or the finished one on disk): its summary, with `_dir` added."""
-    where = run_dir(opts.out, graph.label, level, method, seed)
-    done = where / "summary.json"
-    if not (done.exists() and json.loads(done.read_text()).get("status") == "ok"):
-        partition, thresholds = LEVELS[level]
-        cmd = [sys.executable, "-m", "launcher.cli", "--topology",
-               str(topology_file(opts.out, graph)), "--protocol", method,
-               "--dataset", "fmnist", "--partition", partition, "--rounds", str(opts.cycles),
-               "--seed", str(seed), "--out", str(where),
-               "--set", f"eval_size={opts.eval_size}", "--set", f"model={{name: {opts.model}}}",
-               "--set", f"local_steps={opts.local_steps}", "--set", "tau_a=3",
-               "--set", "tau_r=1", "--set",
-               f"cycle_metrics={{params_every: 1, thresholds: {list(thresholds)}}}"]
-        if opts.data_root:
-            cmd += ["--data-root", str(opts.data_root)]
-        started = time.monotonic()
-        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise SystemExit(f"reproduce_ssdfl: {graph.label}/{level}/{method} seed {seed} "
-                             f"failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
-        print(f"  {graph.label:<7} {level:<8} {method:<7} seed {seed}: "
-              f"{time.monotonic() - started:6.0f} s", file=sys.stderr, flush=True)
-    return {**json.loads(done.read_text()), "_dir": str(where)}
+def sweep_spec(opts: argparse.Namespace) -> SweepSpec:
+    """The comparison as one sweep: a variant per method and level, a topology per graph; run
+    directories OUT/<method>-<level>/<graph>/defaults/seed-<s>."""
+    return SweepSpec(
+        out=opts.out, variants=[variant(m, level) for m in opts.methods for level in opts.levels],
+        topologies=[str(topology_file(opts.out, g)) for g in opts.graphs], seeds=opts.seeds,
+        settings={"dataset": "fmnist", "rounds": opts.cycles, "eval_size": opts.eval_size,
+                  "model": {"name": opts.model}, "local_steps": opts.local_steps, "tau_a": 3,
+                  "tau_r": 1, "data_root": str(opts.data_root) if opts.data_root else None})
 
 
 def s_star(summary: dict[str, Any]) -> int | None:
@@ -182,11 +172,6 @@ def print_tables(results: dict[tuple[str, str, str], list[dict[str, Any]]],
     return verdicts
 
 
-def seeds_arg(text: str) -> list[int]:
-    first, _, last = text.partition("-")
-    return list(range(int(first), int(last or first) + 1))
-
-
 def parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m bench.reproduce_ssdfl",
                                  description=__doc__.split("\n\n")[0])
@@ -194,7 +179,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--local-steps", type=int, default=2)
     ap.add_argument("--eval-size", type=int, default=500)
     ap.add_argument("--model", default="cnn")
-    ap.add_argument("--seeds", type=seeds_arg, default=[1, 2], help="A-B (default 1-2)")
+    ap.add_argument("--seeds", type=sweeps.seed_range, default=[1, 2],
+                    help="A-B (default 1-2)")
     ap.add_argument("--graphs", default=",".join(g.label for g in GRAPHS))
     ap.add_argument("--levels", default="mild,extreme")
     ap.add_argument("--only", default=",".join(METHODS), help="comma-separated methods")
@@ -215,7 +201,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     opts = parse(argv)
-    opts.out.mkdir(parents=True, exist_ok=True)
     runs = len(opts.graphs) * len(opts.levels) * len(opts.methods) * len(opts.seeds)
     print(f"SSD-FL reproduction (FMNIST, tau_a 3, tau_r 1, heterogeneous optimizers); budget: "
           f"{opts.cycles} cycles (paper: 20) x {opts.local_steps} local steps per iteration "
@@ -223,7 +208,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{opts.eval_size}, seeds {opts.seeds}; {runs} runs over graphs "
           f"{[g.label for g in opts.graphs]}, levels {opts.levels}, methods {opts.methods}; "
           "accuracies are the mean over devices, mean ± 95% t-interval over seeds")
-    results = {(g.label, level, m): [run_one(g, level, m, seed, opts) for seed in opts.seeds]
+    sys.stdout.flush()
+    done = sweeps.summaries(sweeps.run(sweep_spec(opts), "reproduce_ssdfl"))
+    results = {(g.label, level, m): [done[(f"{m}-{level}", g.label, seed)]
+                                     for seed in opts.seeds]
                for g in opts.graphs for level in opts.levels for m in opts.methods}
     verdicts = print_tables(results, opts)
     print("\nThe paper's claims at this budget:")
