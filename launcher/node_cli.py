@@ -115,6 +115,10 @@ def run_launched(plan_path: str, node_id: int, run_dir: str, launcher_pid: int) 
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.close(log)
+    # The Python streams too: a launcher in a Jupyter kernel (or under pytest) has replaced
+    # sys.stdout with its own object, which a forked node would otherwise keep writing to.
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115 (the node's life)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
     configure("dfl-node", info_on_stdout=True)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     exit_with_launcher(launcher_pid)

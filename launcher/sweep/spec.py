@@ -10,8 +10,8 @@
     settings: {rounds: 20}         # every run; run options or config keys, as dfl_mesh.run's
     parallel: auto                 # meshes at once (auto: as the cores allow)
 
-Relative paths (out, config files) are relative to the sweep file, so a sweep file and its
-configs travel together.
+Relative paths (out, config files, topology files) are relative to the sweep file, so a sweep
+file and its configs travel together.
 """
 
 from __future__ import annotations
@@ -84,10 +84,15 @@ class SweepSpec(Strict):
         def under(path: Path | None) -> Path | None:
             return None if path is None or path.is_absolute() else base / path
 
+        def topology(name: str) -> str:  # a file next to the sweep, else a shipped name
+            beside = base / name
+            return str(beside) if not Path(name).is_absolute() and beside.is_file() else name
+
         variants = [v.model_copy(update={"config": under(v.config) or v.config})
                     for v in self.variants]
         return self.model_copy(update={"out": under(self.out) or self.out,
-                                       "variants": variants})
+                                       "variants": variants,
+                                       "topologies": [topology(t) for t in self.topologies]})
 
 
 def load_spec(path: Path) -> SweepSpec:
