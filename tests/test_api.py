@@ -61,7 +61,7 @@ def test_bad_input_is_the_command_lines_line(tmp_path: Path, ring4: str) -> None
     with pytest.raises(dfl_mesh.InputError, match="'three' is not a valid integer"):
         dfl_mesh.run(ring4, "d-psgd", out=tmp_path / "never", rounds="three")
     assert not (tmp_path / "never").exists()
-    with pytest.raises(dfl_mesh.InputError, match="no summary.json"):
+    with pytest.raises(dfl_mesh.InputError, match=r"no summary\.json"):
         dfl_mesh.load(tmp_path)
 
 

@@ -93,7 +93,7 @@ def test_the_api_sweep_and_its_refusals(tmp_path: Path) -> None:
     changed = {**keys, "settings": {**keys["settings"], "rounds": 2}}
     with pytest.raises(dfl_mesh.InputError, match="holds a run with other inputs"):
         dfl_mesh.sweep(**changed, progress=False)
-    with pytest.raises(dfl_mesh.InputError, match="d-psgd ring4 lr=-1 seed 3: --set lr=-1"):
+    with pytest.raises(dfl_mesh.InputError, match=r"d-psgd ring4 lr=-1 seed 3: --set lr=-1"):
         dfl_mesh.sweep(**{**keys, "grid": {"lr": [-1]}}, progress=False)
-    with pytest.raises(dfl_mesh.InputError, match="seeds: .*0 <= A <= B"):
+    with pytest.raises(dfl_mesh.InputError, match=r"seeds: .*0 <= A <= B"):
         dfl_mesh.sweep(**{**keys, "seeds": "4-3"}, progress=False)
