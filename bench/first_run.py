@@ -1,17 +1,17 @@
 """A first run of every protocol: `dfl-launch --topology T --protocol P`, nothing else, shows
 progress within 30 s and ends within 10 minutes on a 2-core machine.
 
-    python -m bench.first_run [--full] [--only ssd-fl,dsc,...] [--topology er30]
-                              [--config FILE]
+    python -m bench.first_run [--full] [--only ssd-fl,dsc,...] [--topology T] [--config FILE]
 
 Why: a user's first command is the protocol's defaults; a default that evaluates only after
 minutes, or needs hours, reads as a hang. The paper's full settings stay one `--config` away
 (e.g. protocols/configs/ssd-fl-paper.yaml).
 
 For each registered protocol the group starts its default job as a user does (the defaults file,
-no `--rounds`), on er30 (the largest shipped topology, 30 nodes; the README's first run, ring20,
-is smaller), with stdout a pipe, where the launcher prints each evaluation as its JSON line. It
-reads, from the lines' arrival times:
+no `--rounds`) on its first-run topology (`topology_of`): the README's, ring20; er30 for the
+ssd-fl family (30 devices, the paper's network size); rgg10 for the DSC family (its mini run),
+with stdout a pipe, where the launcher prints each evaluation as its JSON line. It reads, from
+the lines' arrival times:
 
 - first progress: seconds from starting the command to its first line (start-up, data, the
   pre-phase and the rounds up to the first evaluation: what the user waits for);
@@ -49,7 +49,13 @@ from bench.figures import Figure, table
 from bench.launch import ROOT, last_words
 
 GROUP = "first_run"
-TOPOLOGY = "er30"
+TOPOLOGY = "ring20"  # the README's first run
+# Families whose docs run them elsewhere first: SSD-FL's paper works with 30 devices; DSC's mini
+# run (docs/protocols/dsc.md#mini-run) is rgg10, and its 800 training scenes do not split
+# Dirichlet(1) with 30 per node over 20 nodes.
+TOPOLOGIES = {"ssd-fl": "er30", "sdfl": "er30", "pdfl": "er30", "stc": "er30", "cstc": "er30",
+              "dsc": "rgg10", "dsc-noagg": "rgg10", "dsc-fedavg": "rgg10", "dsc-max": "rgg10",
+              "dsc-fedamp": "rgg10"}
 PROGRESS_GOAL_S = 30.0
 JOB_GOAL_S = 600.0
 STOP_GRACE_S = 30.0  # from SIGINT to SIGKILL of the run's process group
@@ -80,6 +86,8 @@ class Watched:
     ended_s: float | None = None  # the job ended by itself (its whole time), else None
     exit_code: int | None = None
     stderr_tail: str = ""
+    load: float = 0.0  # the machine's 1-minute load average when the watch ended: on a shared
+    # machine it says how much of a slow round is the others' work
 
     @property
     def first_progress_s(self) -> float | None:
@@ -163,6 +171,7 @@ def watch(protocol: str, topology: str, run_dir: Path, mode: Watch,
         finally:
             stop(proc)
     seen.stderr_tail = stderr_path.read_text(errors="replace")[-2000:]
+    seen.load = os.getloadavg()[0]
     return seen, now
 
 
@@ -206,7 +215,8 @@ def figures_of(protocol: str, topology: str, seen: Watched, watched_s: float,
     extra: dict[str, float | str] = {
         "topology": topology, "rounds": float(seen.rounds), "eval_every": float(seen.eval_every),
         "watched_s": round(watched_s, 1),
-        "evaluated_rounds": ", ".join(str(r) for r in sorted(seen.arrivals))}
+        "evaluated_rounds": ", ".join(str(r) for r in sorted(seen.arrivals)),
+        "load_1min": round(seen.load, 1)}
     if per_round is not None:
         extra["round_s"] = round(per_round, 3)
     if seen.exit_code not in (None, 0):
@@ -234,27 +244,34 @@ def protocols() -> list[str]:
     return sorted(PROTOCOLS)
 
 
-def measure(names: list[str], topology: str, quick: bool,
+def measure(names: list[str], topology: str | None, quick: bool,
             config_file: Path | None = None) -> list[Figure]:
+    """Each protocol's two rows, on `topology` (None: each one's first-run topology)."""
     mode = QUICK if quick else FULL
     found: list[Figure] = []
     with tempfile.TemporaryDirectory(prefix="dfl-bench-first-run-") as tmp:
         for name in names:
-            print(f"bench: first_run: {name} on {topology} ...", file=sys.stderr, flush=True)
-            seen, watched_s = watch(name, topology, Path(tmp) / name, mode, config_file)
-            found += figures_of(name, topology, seen, watched_s, mode)
+            where = topology or topology_of(name)
+            print(f"bench: first_run: {name} on {where} ...", file=sys.stderr, flush=True)
+            seen, watched_s = watch(name, where, Path(tmp) / name, mode, config_file)
+            found += figures_of(name, where, seen, watched_s, mode)
     return found
 
 
+def topology_of(protocol: str) -> str:
+    return TOPOLOGIES.get(protocol, TOPOLOGY)
+
+
 def figures(quick: bool) -> list[Figure]:
-    return measure(protocols(), TOPOLOGY, quick)
+    return measure(protocols(), None, quick)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="watch 10 rounds, up to 10 minutes")
     parser.add_argument("--only", default="", help="comma-separated protocols (default: all)")
-    parser.add_argument("--topology", default=TOPOLOGY, help=f"default {TOPOLOGY}")
+    parser.add_argument("--topology", default=None,
+                        help=f"every job's (default: {TOPOLOGY}; ssd-fl's er30, dsc's rgg10)")
     parser.add_argument("--config", type=Path, default=None,
                         help="a config file layered over each protocol's defaults")
     args = parser.parse_args()
