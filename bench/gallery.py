@@ -3,63 +3,42 @@
 
     python -m bench.gallery [--out runs/gallery] [--images bench/gallery]
 
-Every run is a real mesh (`dfl-launch --seeds 0-2`, in-process transport, the shipped rgg10
-topology) on a budget of a few minutes on two cores: the synthetic task for the DMFL-SQ and
-SSD-FL families, tiny procedural scenes for DSC (each dsc seed measured against the
-no-aggregation run of the same seed). A finished run is reused, so a second call only redraws.
-Then `dfl-report` writes the tables (OUT/report.md), its overlay plots and the offline page
-(OUT/report.html). Copied into --images: one overlay plot of each kind, a screenshot of the
-page (when Debian's chromium is installed), and each kind of per-run plot that `dfl-launch`
-left in a run's `plots/` folder. It prints every command it ran, for the manual.
+Every run is a real mesh (in-process transport, the shipped rgg10 topology, seeds 0-2) on a
+budget of a few minutes on two cores: the synthetic task for the DMFL-SQ and SSD-FL families,
+tiny procedural scenes for DSC. The runs are sweeps (docs/sweeps.md): bench/sweeps/gallery.yaml,
+then dsc, one sweep per seed since each dsc seed is measured against the no-aggregation run of
+the same seed (`delta_baseline`). Run directories are OUT/<name>/rgg10/defaults/seed-<s>; a
+finished run is skipped, so a second call only redraws. Then `dfl-report` writes the tables
+(OUT/report.md), its overlay plots and the offline page (OUT/report.html). Copied into
+--images: one overlay plot of each kind, a screenshot of the page (when Debian's chromium is
+installed), and each kind of per-run plot that a run left in its `plots/` folder. It prints
+what it ran, for the manual.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, replace
 from pathlib import Path
 
+from bench import sweeps
+from launcher.api.settings import to_argv
+from launcher.sweep.grid import points
+from launcher.sweep.spec import SweepSpec, Variant
+
 ROOT = Path(__file__).resolve().parents[1]
-SYNTHETIC = ("--dataset", "synthetic", "--set", "model={name: mlp}")
-TINY_SCENES = ("--set", "scenes={size: 16, train_size: 300, test_size: 40, min_size: 8}",
-               "--set", "epochs=1", "--set", "depth=1")
-SEEDS = (0, 1, 2)
-
-
-@dataclass(frozen=True)
-class Method:
-    name: str  # also its folder under --out
-    protocol: str
-    args: tuple[str, ...]
-
-
-METHODS = (
-    *(Method(p, p, (*SYNTHETIC, "--rounds", "15", "--eval-every", "3",
-                    "--set", "eval_split=local")) for p in ("dmfl-sq", "choco-sgd", "d-psgd")),
-    *(Method(p, p, (*SYNTHETIC, "--rounds", "8", "--partition", "shards:3",
-                    "--set", "local_steps=2",
-                    "--set", "cycle_metrics={params_every: 0, thresholds: [0.15, 0.2]}"))
-      for p in ("ssd-fl", "stc")),
-    Method("dsc-noagg", "dsc-noagg", ("--rounds", "2", *TINY_SCENES)),
-)
-DSC = Method("dsc", "dsc", ("--rounds", "2", *TINY_SCENES))
+SWEEP = "gallery"  # bench/sweeps/gallery.yaml
+BASELINE = "dsc-noagg"  # its variant that dsc is measured against
 PER_RUN = ("dmfl-sq", "ssd-fl", "dsc")  # a run of each family, for the per-run plots
 REPORT_PLOTS = {  # the overlay plot shown for each kind
     "report-accuracy-vs-round.png": "dmfl-sq-local-accuracy-vs-round.png",
     "report-worst-vs-round.png": "dmfl-sq-local-worst-vs-round.png",
     "report-accuracy-vs-bits.png": "dmfl-sq-local-accuracy-vs-bits.png",
 }
-
-
-def finished(run_dir: Path) -> bool:
-    summary = run_dir / "summary.json"
-    return summary.is_file() and json.loads(summary.read_text()).get("status") == "ok"
 
 
 def run(cmd: list[str], shown: list[str], stdout: Path | None = None) -> None:
@@ -73,23 +52,25 @@ def run(cmd: list[str], shown: list[str], stdout: Path | None = None) -> None:
         stdout.write_text(proc.stdout)
 
 
-def launch(method: Method, where: Path, seeds: tuple[str, ...], runs: list[Path]) -> None:
-    """One `dfl-launch`, unless the run directories it makes are already finished."""
-    if all(finished(ROOT / r) for r in runs):
-        return
-    args = ["--topology", "rgg10", "--protocol", method.protocol, *method.args,
-            "--transport", "inproc", *seeds, "--out", str(where)]
-    run([sys.executable, "-m", "launcher.cli", *args], ["dfl-launch", *args])
-
-
 def run_all(out: Path) -> None:
-    for method in METHODS:
-        launch(method, out / method.name, ("--seeds", f"{SEEDS[0]}-{SEEDS[-1]}"),
-               [out / method.name / f"seed-{s}" for s in SEEDS])
-    for seed in SEEDS:  # Delta against the same seed's no-aggregation run
-        where, baseline = (out / name / f"seed-{seed}" for name in ("dsc", "dsc-noagg"))
-        dsc = replace(DSC, args=(*DSC.args, "--set", f"delta_baseline={baseline}"))
-        launch(dsc, where, ("--seed", str(seed)), [where])
+    """The gallery's sweep, then dsc: per seed, a sweep against that seed's dsc-noagg run."""
+    spec = sweeps.load(SWEEP).model_copy(update={"out": ROOT / out})
+    print(f"  $ dfl-launch sweep {below_root(sweeps.HERE / f'{SWEEP}.yaml')}"
+          f"  # with out: {out}", flush=True)
+    result = sweeps.run(spec, "gallery")
+    baseline = next(v for v in spec.variants if v.name == BASELINE)
+    dsc = Variant(name="dsc", protocol="dsc", settings=baseline.settings)
+    for point in (p for p in result.points if p.variant.name == BASELINE):
+        settings = {**spec.settings, "delta_baseline": str(below_root(point.run_dir))}
+        per_seed = SweepSpec(out=spec.out, variants=[dsc], topologies=spec.topologies,
+                             seeds=[point.seed], settings=settings)
+        (run_dir,) = (p.run_dir for p in points(per_seed))
+        shown = to_argv(point.topology, dsc.protocol, None,
+                        {**settings, **dsc.settings, "seed": point.seed}, {})
+        print("  $ " + shlex.join(["dfl-launch", *shown, "--out", str(below_root(run_dir))]),
+              flush=True)
+        sweeps.run(per_seed.model_copy(update={"settings": {
+            **settings, "delta_baseline": str(point.run_dir)}}), f"gallery (dsc {point.seed})")
 
 
 def report(out: Path) -> None:
@@ -121,12 +102,13 @@ def collect(out: Path, images: Path) -> list[str]:
         notes.append("no chromium: the page's screenshot was not taken")
     kinds: dict[str, Path] = {}  # each kind of per-run plot, from the first family that has it
     for family in PER_RUN:
-        for plot in sorted((out / family / "seed-0" / "plots").glob("*.png")):
+        for plot in sorted((out / family / "rgg10" / "defaults" / "seed-0" / "plots")
+                           .glob("*.png")):
             kinds.setdefault(plot.name, plot)
     for name, plot in kinds.items():
         shutil.copyfile(plot, images / f"run-{name}")
     if not kinds:
-        notes.append(f"no per-run plots in {out}/*/seed-0/plots (dfl-launch --no-plots?)")
+        notes.append(f"no per-run plots in {out}/*/rgg10/defaults/seed-0/plots")
     return notes
 
 
