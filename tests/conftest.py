@@ -12,7 +12,8 @@ import pytest
 from launcher.config.ports import PortClaims
 
 ROOT = Path(__file__).resolve().parents[1]
-# The data shared by every checkout of this machine (CI copies ../shared next to the checkout).
+# The data shared by every checkout of this machine: CI copies the directory "shared" next to
+# the checkout.
 SHARED_DATA = ROOT.parent / "shared" / "data"
 CIFAR_ARCHIVE = SHARED_DATA / "cifar10-jpeg.tar.gz"
 
@@ -34,7 +35,7 @@ def require(present: bool, what: str) -> None:
 
 @pytest.fixture
 def cifar_archive() -> Path:
-    """The CIFAR-10 archive of ../shared/data: skips without it, fails without it under CI."""
+    """The CIFAR-10 archive of the shared data: skips without it, fails without it under CI."""
     require(CIFAR_ARCHIVE.is_file(), f"no CIFAR-10 archive at {CIFAR_ARCHIVE}")
     return CIFAR_ARCHIVE
 
