@@ -64,7 +64,6 @@ def hex6(tmp_path: Path) -> str:
 SLOW_TIMEOUT_S = 1800
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
-            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
+def pytest_itemcollected(item: pytest.Item) -> None:
+    if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+        item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))

@@ -25,9 +25,9 @@ from launcher.data.fashion_mnist import DEBIAN_DIR
 from tests import dockerd, netns
 from tests.harness import ENV_ROOT, ROOT, final_files
 
-# One module-scoped engine and image for all its tests, so all on one xdist worker; a bound on
-# hangs above the docker commands' own (a base image and a build: each up to DOCKER_TIMEOUT_S).
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("docker"), pytest.mark.timeout(7200)]
+# A bound on hangs above the docker commands' own (a base image and a build: each up to
+# DOCKER_TIMEOUT_S).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(7200)]
 
 NODES = 4
 OPTIONS = ("--protocol", "d-psgd", "--rounds", "2", "--set", "eval_size=500")

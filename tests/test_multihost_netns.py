@@ -20,8 +20,7 @@ import pytest
 from tests import netns
 from tests.harness import ENV_ROOT, ROOT, final_files, launch_ok
 
-# One module-scoped lab of network namespaces for all its tests, so all on one xdist worker.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("netns")]
+pytestmark = pytest.mark.slow
 
 NODES = 5  # hosts 0..4 run nodes, host 5 the collector
 PORT = 7000  # the same port on every host: each namespace has a stack of its own
