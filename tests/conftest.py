@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from launcher.config.ports import PortClaims
+from tests.harness import RING4
 
 ROOT = Path(__file__).resolve().parents[1]
 # The data shared by every checkout of this machine: CI copies the directory "shared" next to
@@ -49,6 +50,14 @@ def port_claims() -> Iterator[PortClaims]:
         yield claims
     finally:
         claims.release()
+
+
+@pytest.fixture
+def ring4(tmp_path: Path) -> str:
+    """A four-node ring's topology file: the smallest mesh with two neighbours each."""
+    path = tmp_path / "ring4.yaml"
+    path.write_text(RING4)
+    return str(path)
 
 
 @pytest.fixture

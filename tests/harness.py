@@ -14,6 +14,12 @@ from typing import Any
 
 from safetensors.numpy import load_file
 
+# The smallest mesh in which every node has two neighbours, for tests of the run machinery.
+RING4 = """\
+nodes: [{id: 0}, {id: 1}, {id: 2}, {id: 3}]
+edges: [[0, 1], [1, 2], [2, 3], [3, 0]]
+"""
+
 ROOT = Path(__file__).resolve().parents[1]
 ENV_ROOT = {**os.environ, "PYTHONPATH": str(ROOT)}
 

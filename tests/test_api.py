@@ -16,18 +16,7 @@ import dfl_mesh
 from tests.harness import ENV_ROOT, ROOT
 from tests.proc_util import node_pids, wait_for, wait_gone
 
-RING4 = """\
-nodes: [{id: 0}, {id: 1}, {id: 2}, {id: 3}]
-edges: [[0, 1], [1, 2], [2, 3], [3, 0]]
-"""
 QUICK = {"dataset": "synthetic", "partition": "iid", "eval_every": 1}
-
-
-@pytest.fixture
-def ring4(tmp_path: Path) -> str:
-    path = tmp_path / "ring4.yaml"
-    path.write_text(RING4)
-    return str(path)
 
 
 def test_a_run_is_its_directory_as_objects(tmp_path: Path, ring4: str) -> None:

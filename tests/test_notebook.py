@@ -12,12 +12,9 @@ import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import start_new_kernel
 
+from tests.harness import RING4
 from tests.proc_util import node_pids, wait_for, wait_gone
 
-RING4 = """\
-nodes: [{id: 0}, {id: 1}, {id: 2}, {id: 3}]
-edges: [[0, 1], [1, 2], [2, 3], [3, 0]]
-"""
 WIDGET = "application/vnd.jupyter.widget-view+json"
 
 

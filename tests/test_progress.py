@@ -27,21 +27,10 @@ from launcher.run.progress import (
 )
 from tests.harness import ENV_ROOT, ROOT, launch
 
-HEX6 = """\
-nodes: [{id: 0}, {id: 1}, {id: 2}, {id: 3}, {id: 4}, {id: 5}]
-edges: [[0, 1], [1, 2], [2, 3], [3, 4], [4, 5], [5, 0]]
-"""
 RUN = ("--dataset", "synthetic", "--partition", "iid", "--rounds", "3", "--eval-every", "1",
        "--transport", "inproc")
 METRICS_KEYS = {"round", "node", "accuracy", "loss", "wire_bytes", "virtual_seconds",
                 "eval_split"}
-
-
-@pytest.fixture
-def hex6(tmp_path: Path) -> str:
-    path = tmp_path / "hex6.yaml"
-    path.write_text(HEX6)
-    return str(path)
 
 
 def test_piped_stdout_is_the_metrics_lines_then_the_run_dir(tmp_path: Path, hex6: str) -> None:

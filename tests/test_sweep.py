@@ -12,13 +12,9 @@ from pathlib import Path
 import pytest
 
 import dfl_mesh
-from tests.harness import ENV_ROOT, ROOT
+from tests.harness import ENV_ROOT, RING4, ROOT
 from tests.proc_util import wait_for
 
-RING4 = """\
-nodes: [{id: 0}, {id: 1}, {id: 2}, {id: 3}]
-edges: [[0, 1], [1, 2], [2, 3], [3, 0]]
-"""
 SWEEP = """\
 out: out
 protocols: [d-psgd, dsgt]

@@ -16,7 +16,7 @@ from typing import Any
 
 from launcher.api.result import RunResult
 from launcher.api.settings import parse, to_argv
-from launcher.config.options import Request, ViewOptions
+from launcher.config.options import ViewOptions
 from launcher.errors import LaunchError
 from launcher.launch import EXIT_INTERRUPTED, launch_one
 from launcher.run import rundir
@@ -62,12 +62,6 @@ def resume(run_dir: str | Path, *, progress: bool = True, plots: bool = True) ->
     where = Path(run_dir)
     return finish(launch_one(resume_request(where), where, view(progress, plots),
                              resuming=True), where)
-
-
-def run_request(req: Request, run_dir: Path, progress: bool, plots: bool,
-                resuming: bool = False) -> int:
-    """One run of a prepared request, for the sweep; its exit code."""
-    return launch_one(req, run_dir, view(progress, plots), resuming=resuming)
 
 
 def view(progress: bool, plots: bool) -> ViewOptions:

@@ -18,9 +18,6 @@ import click
 from launcher.config.options import Request, request, run_options
 from launcher.errors import LaunchError
 
-# `run()` keywords that are not run options of the command line but say where and how.
-CONFIG_FILE = "config"
-
 
 def _parser() -> click.Command:
     @click.command("dfl_mesh.run")
@@ -45,9 +42,9 @@ def to_argv(topology: str | Path, protocol: str, config: str | Path | None,
         argv += ["--config", str(config)]
     sets: dict[str, Any] = {}
     for name, value in settings.items():
-        if name in NOT_SETTINGS or value is None:
-            if name in NOT_SETTINGS:
-                raise LaunchError(f"{name}=: pass it as run()'s own argument")
+        if name in NOT_SETTINGS:
+            raise LaunchError(f"{name}=: pass it as run()'s own argument")
+        if value is None:
             continue
         if name not in OPTION_NAMES:
             sets[name] = value

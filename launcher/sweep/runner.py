@@ -12,7 +12,7 @@ import json
 import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -130,7 +130,6 @@ class SweepResult:
     skipped: int
     report: str = ""
     interrupted: bool = False
-    codes: dict[Path, int] = field(default_factory=dict)
 
     @property
     def runs(self) -> list[RunResult]:
@@ -184,7 +183,6 @@ def run_sweep(spec: SweepSpec, progress: bool = True, plots: bool = True,
         if at_once <= 1:
             for point in todo:
                 code = run_point(point, RunShown(bar, point.label), plots)
-                result.codes[point.run_dir] = code
                 bar.run_ended()
                 if code == EXIT_INTERRUPTED:
                     result.interrupted = True
@@ -205,9 +203,7 @@ def run_sweep(spec: SweepSpec, progress: bool = True, plots: bool = True,
 def run_parallel(todo: list[Point], at_once: int, plots: bool, bar: SweepBar,
                  result: SweepResult) -> None:
     with ProcessPoolExecutor(at_once, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(run_in_worker, p, plots): p for p in todo}
-        for future, point in futures.items():
-            code = future.result()
-            result.codes[point.run_dir] = code
+        futures = [pool.submit(run_in_worker, p, plots) for p in todo]
+        for future in futures:
             bar.run_ended()
-            result.interrupted |= code == EXIT_INTERRUPTED
+            result.interrupted |= future.result() == EXIT_INTERRUPTED
