@@ -180,4 +180,4 @@ def test_local_steps_zero_only_gossips_and_the_summary_times_each_round(
     rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert rows and all("train_loss" not in row for row in rows)
     assert sorted(summary["round_seconds"], key=int) == ["0", "1", "2"]
-    assert all(0 < s < summary["wall_seconds"] for s in summary["round_seconds"].values())
+    assert all(isinstance(s, float) and s > 0 for s in summary["round_seconds"].values())

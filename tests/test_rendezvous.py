@@ -37,7 +37,7 @@ def addresses(port_claims: PortClaims) -> dict[int, str]:
 def start(plan: RunPlan, node: int, addresses: dict[int, str], delay_s: float,
           outcome: dict[int, object]) -> threading.Thread:
     """Node `node` binds after `delay_s`, then meets the mesh; its outcome lands in `outcome`:
-    (seconds it waited, its receive timeout afterwards), or its RendezvousTimeout's message."""
+    its receive timeout afterwards, or its RendezvousTimeout's message."""
 
     def body() -> None:
         time.sleep(delay_s)
@@ -46,10 +46,9 @@ def start(plan: RunPlan, node: int, addresses: dict[int, str], delay_s: float,
                                  linger_ms=1000)
         comm = Comm(node, plan.neighbors(node), transport, LIMITS, Ledger(node),
                     recv_timeout_s=float(plan.wire["recv_timeout_s"]))
-        began = time.monotonic()
         try:
             meet_mesh(comm, plan)
-            outcome[node] = (time.monotonic() - began, comm.recv_timeout_s)
+            outcome[node] = comm.recv_timeout_s
         except RendezvousTimeout as exc:
             outcome[node] = str(exc)
         finally:
@@ -74,12 +73,10 @@ def test_a_node_started_late_is_waited_for_until_the_deadline(addresses) -> None
     for t in threads:
         t.join(60)
     assert sorted(outcome) == [0, 1, 2]
-    # The early nodes waited for node 1 far beyond their receive timeout, then all met, and
-    # the ordinary receive timeout is back for the rounds.
-    assert all(isinstance(v, tuple) for v in outcome.values()), outcome
-    waited = {node: seconds for node, (seconds, _) in outcome.items()}
-    assert waited[2] >= LATE_S - 0.1 and waited[0] >= LATE_S - 0.4
-    assert {timeout for _, timeout in outcome.values()} == {0.5}
+    # Node 1 bound at least LATE_S (five receive timeouts) after the others began to wait for
+    # it: that they met it at all means they waited past their receive timeout. The ordinary
+    # receive timeout is back for the rounds.
+    assert outcome == dict.fromkeys([0, 1, 2], 0.5), outcome
 
 
 def test_a_neighbour_missing_at_the_deadline_is_named(addresses) -> None:

@@ -414,7 +414,8 @@ class Comm:
         if not dead:
             return
         if not self.tolerate_deaths:
-            raise PeerDead(self.node_id, dead, self._deadline_s())
+            raise PeerDead(self.node_id, dead, self._deadline_s(),
+                           max(liveness.silent_intervals(src) for src in dead))
         self.suspects.update(dead)
 
     def _deadline_s(self) -> float:

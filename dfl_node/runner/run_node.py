@@ -96,7 +96,8 @@ def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: 
     with profiled(node_id, out_dir):
         for r in range(resumed.round if resumed else 0, plan.rounds):
             comm.round = r
-            stall_for_test(node_id, r)
+            if stalled := stall_for_test(node_id, r):
+                ctx.log.info(stalled)
             began, cpu_began = time.perf_counter(), time.process_time()
             first_round_began_at = first_round_began_at or time.time()
             info = proto.run_round(r)

@@ -64,17 +64,27 @@ class MeshFailure(RuntimeError):
 
 
 class PeerDead(MeshFailure):
-    """Neighbours this node waited for stopped answering heartbeats past the deadline."""
+    """Neighbours this node waited for stopped answering heartbeats past the deadline.
 
-    def __init__(self, node_id: int, peers: tuple[int, ...], deadline_s: float) -> None:
+    `silent_intervals`: for how many heartbeat intervals the longest-silent of them had had no
+    connection when this node concluded (None where no heartbeats ran). The promise "found
+    within a deadline of its last answer" is stated in these units, so that a test can check it
+    by counting intervals, whatever the load stretched them to in seconds."""
+
+    def __init__(self, node_id: int, peers: tuple[int, ...], deadline_s: float,
+                 silent_intervals: int | None = None) -> None:
         super().__init__(f"node {node_id}: neighbour(s) {sorted(peers)} stopped answering "
                          f"(no heartbeat within the {deadline_s:g} s deadline)", peers)
+        self.silent_intervals = silent_intervals
 
 
 def failure_fields(exc: BaseException) -> dict[str, Any]:
     """What a node's error record adds so that the collector can name the dead, not the node
-    that noticed."""
-    return {"dead": list(exc.peers)} if isinstance(exc, MeshFailure) else {}
+    that noticed (and, for a heartbeat verdict, how long they had been silent)."""
+    if not isinstance(exc, MeshFailure):
+        return {}
+    silent = getattr(exc, "silent_intervals", None)
+    return {"dead": list(exc.peers), **({} if silent is None else {"silent_intervals": silent})}
 
 
 def arm(comm: PeerWaiter, watch: PeerLiveness | None) -> None:
@@ -126,6 +136,8 @@ class PeerLiveness(Protocol):
     deadline_s: float
 
     def dead(self, peer: int) -> bool: ...
+
+    def silent_intervals(self, peer: int) -> int: ...
 
     def arm(self) -> None: ...
 
@@ -179,6 +191,15 @@ class LivenessWatch:
                 return False
             return time.monotonic() - link.since >= self.heartbeat.grace_s
 
+    def silent_intervals(self, peer: int) -> int:
+        """Whole heartbeat intervals for which `peer` has had no connection (0 while it has
+        one): a dead verdict comes after grace_s, half a deadline, five intervals."""
+        with self._lock:
+            link = self._links[peer]
+            if link.up:
+                return 0
+            return int((time.monotonic() - link.since) * 1000 / self.heartbeat.interval_ms)
+
     def ignore(self, peer: int) -> None:
         """Stop watching a neighbour the mesh has dropped."""
         with self._lock:
@@ -228,15 +249,18 @@ class LivenessWatch:
                 link.up, link.since = False, now
 
 
-def stall_for_test(node_id: int, round_: int) -> None:
+def stall_for_test(node_id: int, round_: int) -> str:
     """Fault injection for the liveness tests: with DFL_TEST_STALL="node:round:seconds" that
     node computes (a busy loop holding the GIL) for that long at the start of that round, so a
-    test can show that a busy node keeps answering heartbeats."""
+    test can show that a busy node keeps answering heartbeats. Returns the line for the node's
+log once the stall ran out (the test's proof that it happened), else ""."""
     spec = os.environ.get(STALL_ENV, "")
     if not spec:
-        return
+        return ""
     node, round_at, seconds = spec.split(":")
     if int(node) == node_id and int(round_at) == round_:
         end = time.monotonic() + float(seconds)
         while time.monotonic() < end:
             pass
+        return f"stalled round {round_} for {seconds} s ({STALL_ENV})"
+    return ""

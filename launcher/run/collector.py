@@ -99,6 +99,8 @@ class Collector:
         self.errors: dict[int, str] = {}
         # node -> the neighbours its error says stopped answering (launcher/run/on_failure.py)
         self.dead_reports: dict[int, list[int]] = {}
+        # node -> the heartbeat intervals those neighbours had been silent when it concluded
+        self.silences: dict[int, int] = {}
         self.rejected: Counter[str] = Counter()
         # per-cycle metrics (launcher/results/cycle_metrics.py); `params` records go nowhere else
         self.cycles = cycles
@@ -187,6 +189,9 @@ class Collector:
             dead = record.get("dead")
             if isinstance(dead, list) and all(type(i) is int and i in self.ids for i in dead):
                 self.dead_reports[record["node"]] = dead
+                silent = record.get("silent_intervals")
+                if type(silent) is int and silent >= 0:
+                    self.silences[record["node"]] = silent
         if self.on_record is not None:
             self.on_record(kind, record)
 

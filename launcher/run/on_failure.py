@@ -73,7 +73,8 @@ class FailureWatch:
         if reports:
             dead = sorted({i for ids in reports.values() for i in ids})
             witness = min(reports)
-            return Outcome(False, dead[0], errors[witness], failed_at=time.time())
+            return Outcome(False, dead[0], errors[witness], failed_at=time.time(),
+                           silent_intervals=self.collector.silences.get(witness))
         node = min(errors)
         return Outcome(False, node, errors[node], failed_at=time.time())
 
@@ -98,7 +99,9 @@ def failure_keys(outcome: Outcome, done: Mapping[int, Mapping[str, Any]]) -> dic
     ran on which graph: `round` is the first round, 0-based, run on it)."""
     failures = [{"node": node, "reason": reason} for node, reason in outcome.deaths.items()]
     if outcome.failed_node is not None and outcome.failed_node not in outcome.deaths:
-        failures.append({"node": outcome.failed_node, "reason": outcome.reason})
+        failures.append({"node": outcome.failed_node, "reason": outcome.reason,
+                         **({} if outcome.silent_intervals is None
+                            else {"silent_intervals": outcome.silent_intervals})})
     views = {node: rec["membership"]["changes"] for node, rec in sorted(done.items())
              if "membership" in rec}
     distinct = {repr(changes) for changes in views.values()}

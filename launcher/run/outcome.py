@@ -15,6 +15,9 @@ class Outcome:
     deaths: dict[int, str] = field(default_factory=dict)
     # when the launcher concluded that the run failed (Unix time; 0 if it did not)
     failed_at: float = 0.0
+    # heartbeat intervals the failed node had been silent when a neighbour found it dead
+    # (None when the launcher saw it die, or no neighbour said)
+    silent_intervals: int | None = None
 
     @property
     def status(self) -> str:
