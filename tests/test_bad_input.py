@@ -2,8 +2,9 @@
 naming the file or option, the field and the reason, before anything starts.
 
 Each case runs the real entry point (`dfl-launch`, `dfl-topology`, `dfl-node`) in this process
-with its own argv, so the exit code is the one the shell would see (the `main` functions end in
-`sys.exit`); a few cases also run as subprocesses to show the in-process runs are faithful.
+with its own argv (conftest's `entry` fixture), so the exit code is the one the shell would see
+(the `main` functions end in `sys.exit`); a few cases also run as subprocesses to show the
+in-process runs are faithful.
 `{d}` in an argument is the test's temporary directory, where the case's files are written.
 """
 
@@ -15,19 +16,17 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from launcher.cli import main as launch_main
-from launcher.node_cli import main as node_main
 from tests.harness import ENV_ROOT
-from topologies.cli import main as topology_main
+
+if TYPE_CHECKING:  # the fixture's result; conftest is pytest's to import
+    from tests.conftest import Exited
 
 TRI = "nodes: [{id: 0}, {id: 1}, {id: 2}]\nedges: [[0, 1], [1, 2], [2, 0]]\n"
 FIXED = "nodes: [{id: 0, port: PORT}, {id: 1}]\nedges: [[0, 1]]\n"
-ENTRIES: dict[str, Callable[[], None]] = {
-    "dfl-launch": launch_main, "dfl-topology": topology_main, "dfl-node": node_main,
-}
 FAST = ("--dataset", "synthetic", "--rounds", "1")
 
 
@@ -190,17 +189,13 @@ def materialise(case: Case, tmp: Path, port: int) -> list[str]:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_bad_input_is_exit_2_and_one_line(
-    case: Case, tmp_path: Path, busy_port: int, monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    case: Case, tmp_path: Path, busy_port: int, entry: Callable[..., Exited],
 ) -> None:
-    monkeypatch.setattr(sys, "argv", [case.entry, *materialise(case, tmp_path, busy_port)])
-    with pytest.raises(SystemExit) as info:
-        ENTRIES[case.entry]()
-    out, err = capsys.readouterr()
-    assert (info.value.code, out) == (2, ""), err
-    assert err.endswith("\n") and err.count("\n") == 1, err
+    done = entry(case.entry, *materialise(case, tmp_path, busy_port))
+    assert (done.code, done.out) == (2, ""), done.err
+    assert done.err.endswith("\n") and done.err.count("\n") == 1, done.err
     for fragment in case.expect:
-        assert fragment in err, (fragment, err)
+        assert fragment in done.err, (fragment, done.err)
     assert not (tmp_path / "plan.json").exists() and not (tmp_path / "run").exists()
 
 

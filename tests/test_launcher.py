@@ -8,7 +8,9 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import torch
@@ -17,6 +19,9 @@ from launcher.config.devices import resolve_devices
 from launcher.errors import LaunchError
 from tests.harness import ROOT, launch, launch_ok
 from tests.proc_util import descendants, node_pids, wait_for, wait_gone
+
+if TYPE_CHECKING:  # the fixture's result; conftest is pytest's to import
+    from tests.conftest import Exited
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
@@ -46,27 +51,28 @@ def metrics_lines(run_dir: Path) -> int:
     (["--topology", "ring20", "--protocol", "d-psgd", "--set", "lr=0"], "lr"),
     (["--topology", "ring20", "--protocol", "dmfl-sq", "--set", "rho=-1"], "rho"),
 ])
-def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], needle: str) -> None:
-    proc = subprocess.run([sys.executable, "-m", "launcher.cli", *args, "--out",
-                           str(tmp_path / "r")], env=ENV, cwd=ROOT, capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode == 2, proc.stderr
-    assert proc.stdout == ""
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in proc.stderr
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, entry: Callable[..., Exited],
+                                          args: list[str], needle: str) -> None:
+    done = entry("dfl-launch", *args, "--out", str(tmp_path / "r"))
+    assert done.code == 2, done.err
+    assert done.out == ""
+    lines = done.err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.err
     assert lines[0].startswith("dfl-launch: ") and needle in lines[0]
     assert not (tmp_path / "r").exists()
 
 
-def test_a_gpu_that_does_not_exist_is_bad_input(tmp_path: Path) -> None:
+def test_a_gpu_that_does_not_exist_is_bad_input(tmp_path: Path,
+                                                entry: Callable[..., Exited]) -> None:
     topo = tmp_path / "gpu.yaml"
     topo.write_text("nodes: [{id: 0, device: 'cuda:7'}, {id: 1}]\nedges: [[0, 1]]\n")
-    proc = launch(tmp_path / "r", str(topo), "d-psgd")
     visible = torch.cuda.device_count()
     if visible > 7:
         pytest.skip("this machine has a cuda:7")
-    assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.strip() == (
+    done = entry("dfl-launch", "--topology", str(topo), "--protocol", "d-psgd", "--out",
+                 str(tmp_path / "r"), "--no-plots")
+    assert done.code == 2 and done.out == ""
+    assert done.err.strip() == (
         f"dfl-launch: node 0: device 'cuda:7' does not exist ({visible} CUDA device(s) visible)")
 
 

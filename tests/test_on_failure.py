@@ -15,12 +15,17 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.harness import ENV_ROOT, ROOT, assert_transports_identical
 from tests.proc_util import node_pids, wait_for
+
+if TYPE_CHECKING:  # the fixture's result; conftest is pytest's to import
+    from tests.conftest import Exited
 
 HEX6 = """\
 nodes: [{id: 0}, {id: 1}, {id: 2}, {id: 3}, {id: 4}, {id: 5}]
@@ -128,13 +133,11 @@ def test_continue_stops_when_the_survivors_are_disconnected(tmp_path: Path) -> N
     (("--protocol", "d-psgd", "--deadline", "0"), "--deadline: wire.deadline_s: must be > 0"),
     (("--protocol", "d-psgd", "--set", "wire.on_failure=retry"), "wire.on_failure"),
 ])
-def test_failure_options_are_checked_before_anything_starts(tmp_path: Path, args: tuple,
-                                                            needle: str) -> None:
-    proc = subprocess.run([sys.executable, "-m", "launcher.cli", "--topology", "ring20", *args,
-                           "--out", str(tmp_path / "r")], env=ENV_ROOT, cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.count("\n") == 1 and needle in proc.stderr, proc.stderr
+def test_failure_options_are_checked_before_anything_starts(
+        tmp_path: Path, entry: Callable[..., Exited], args: tuple, needle: str) -> None:
+    done = entry("dfl-launch", "--topology", "ring20", *args, "--out", str(tmp_path / "r"))
+    assert done.code == 2 and done.out == ""
+    assert done.err.count("\n") == 1 and needle in done.err, done.err
     assert not (tmp_path / "r").exists()
 
 

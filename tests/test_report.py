@@ -11,8 +11,9 @@ import shutil
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -26,6 +27,9 @@ from launcher.results.report_runs import Run
 from launcher.results.report_text import to_markdown
 from launcher.results.stats import mean_ci, t975
 from tests.harness import ENV_ROOT, ROOT
+
+if TYPE_CHECKING:  # the fixture's result; conftest is pytest's to import
+    from tests.conftest import Exited
 
 HEX4 = "nodes: [{id: 0}, {id: 1}, {id: 2}, {id: 3}]\nedges: [[0, 1], [1, 2], [2, 3], [3, 0]]\n"
 PROTOCOLS = ("d-psgd", "dmfl-sq")
@@ -203,16 +207,18 @@ def test_t_quantile_matches_its_closed_forms() -> None:
     (lambda d: d / "nope", "nope: no such directory"),
     (lambda d: d, "no summary.json in it or below"),
 ])
-def test_user_errors_are_one_line_and_exit_2(tmp_path: Path, make: Any, needle: str) -> None:
-    proc = report(make(tmp_path))
-    assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.count("\n") == 1 and needle in proc.stderr
+def test_user_errors_are_one_line_and_exit_2(tmp_path: Path, entry: Callable[..., Exited],
+                                            make: Any, needle: str) -> None:
+    done = entry("dfl-report", str(make(tmp_path)))
+    assert done.code == 2 and done.out == ""
+    assert done.err.count("\n") == 1 and needle in done.err
 
 
-def test_a_broken_summary_is_named(runs: Path, tmp_path: Path) -> None:
+def test_a_broken_summary_is_named(runs: Path, tmp_path: Path,
+                                   entry: Callable[..., Exited]) -> None:
     broken = tmp_path / "run"
     shutil.copytree(runs / "d-psgd" / "seed-1", broken)
     (broken / "summary.json").write_text("{not json")
-    proc = report(broken)
-    assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.startswith(f"dfl-report: {broken / 'summary.json'}: unreadable (")
+    done = entry("dfl-report", str(broken))
+    assert done.code == 2 and done.out == ""
+    assert done.err.startswith(f"dfl-report: {broken / 'summary.json'}: unreadable (")

@@ -9,8 +9,9 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -24,6 +25,9 @@ from launcher.run.resume import keep_rounds_through
 from protocols.registry import PROTOCOLS
 from tests.harness import ENV_ROOT, ROOT, final_files, launch_ok
 from tests.proc_util import wait_for, wait_gone
+
+if TYPE_CHECKING:  # the fixture's result; conftest is pytest's to import
+    from tests.conftest import Exited
 
 SYNTH = ("--dataset", "synthetic", "--partition", "iid", "--set", "model={name: mlp}")
 # summary keys that must not change when a run is killed and resumed
@@ -167,27 +171,26 @@ def test_every_protocol_resumes_exactly(tmp_path: Path, protocol: str) -> None:
                                         "--checkpoint-every", "2")
 
 
-def test_resume_refuses_a_changed_topology_file(tmp_path: Path) -> None:
+def test_resume_refuses_a_changed_topology_file(tmp_path: Path,
+                                                entry: Callable[..., Exited]) -> None:
     ring = ring_file(tmp_path)
     run = tmp_path / "run"
     launch_ok(run, ring, "d-psgd", *SYNTH, "--rounds", "2", "--checkpoint-every", "1",
               "--transport", "inproc", "--quiet", "--no-plots")
     Path(ring).write_text(Path(ring).read_text() + "  - [0, 3]\n")  # a chord
-    proc = subprocess.run([sys.executable, "-m", "launcher.cli", "--resume", str(run)], cwd=ROOT,
-                          env=ENV_ROOT, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and proc.stdout == ""
-    lines = proc.stderr.strip().splitlines()
+    done = entry("dfl-launch", "--resume", str(run))
+    assert done.code == 2 and done.out == ""
+    lines = done.err.strip().splitlines()
     assert len(lines) == 1 and "changed" in lines[0] and f"topology ({ring})" in lines[0]
     assert "protocol" not in lines[0].split("changed", 1)[1].replace(f"({ring})", "")
 
 
-def test_resume_without_a_run_or_with_run_options_is_exit_2(tmp_path: Path) -> None:
+def test_resume_without_a_run_or_with_run_options_is_exit_2(
+        tmp_path: Path, entry: Callable[..., Exited]) -> None:
     for args, reason in [((), "not a run directory"), (("--rounds", "3"), "drop --rounds")]:
-        proc = subprocess.run([sys.executable, "-m", "launcher.cli", "--resume", str(tmp_path),
-                               *args], cwd=ROOT, env=ENV_ROOT, capture_output=True, text=True,
-                              timeout=120)
-        assert proc.returncode == 2 and proc.stdout == ""
-        lines = proc.stderr.strip().splitlines()
+        done = entry("dfl-launch", "--resume", str(tmp_path), *args)
+        assert done.code == 2 and done.out == ""
+        lines = done.err.strip().splitlines()
         assert len(lines) == 1 and reason in lines[0], lines
 
 
