@@ -40,6 +40,7 @@ from protocols.dsc.task_metrics import delta_report
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_SCENES = {"size": 16, "train_size": 200, "test_size": 40, "min_size": 12}
+PAPER_TEST_SIZE = 650  # protocols/configs/dsc-paper.yaml: NYU-v2's 654 test images
 NOAGG = "dsc-noagg"
 REFERENCE = "No aggregation"
 CPU_FIXED_S, CPU_EPOCH_S = 25.0, 3.0  # see estimate_minutes
@@ -70,7 +71,8 @@ def sweep_spec(opts: argparse.Namespace, variants: list[Variant], seeds: list[in
                baseline: Path | None = None) -> SweepSpec:
     """These variants on the command line's budget, Delta against `baseline` when given."""
     settings = {"rounds": opts.rounds, "eval_every": opts.rounds, "hyper.epochs": opts.epochs,
-                "hyper.tau": opts.tau, "scenes": TINY_SCENES if opts.tiny else None,
+                "hyper.tau": opts.tau,
+                "scenes": TINY_SCENES if opts.tiny else {"test_size": PAPER_TEST_SIZE},
                 "hyper.delta_baseline": str(baseline) if baseline else None}
     return SweepSpec(out=opts.out, variants=variants, topologies=[opts.topology], seeds=seeds,
                      settings={k: v for k, v in settings.items() if v is not None})

@@ -1,7 +1,8 @@
 """A first run is quick and the paper is one `--config` away: the ssd-fl family's shipped
 defaults are the small first run, and protocols/configs/ssd-fl-paper.yaml over them gives back the
-paper's model and local epochs; bench.first_run's estimate of a default job from what a watch
-saw (no mesh runs here: `python -m bench.first_run` measures)."""
+paper's model and local epochs (dsc-paper.yaml the DSC family's test pool); bench.first_run's
+estimate of a default job from what a watch saw (no mesh runs here: `python -m bench.first_run`
+measures)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from bench.first_run import Watch, Watched, done_watching, parse, topology_of
 from launcher.config.layers import defaults_file, resolve_config
 
 FAMILY = ("ssd-fl", "sdfl", "pdfl", "stc", "cstc")
+DSC_FAMILY = ("dsc", "dsc-noagg", "dsc-fedavg", "dsc-max", "dsc-fedamp")
 
 
 @pytest.mark.parametrize("protocol", FAMILY)
@@ -25,6 +27,16 @@ def test_the_ssdfl_family_defaults_are_a_first_run_and_the_paper_file_restores_t
         assert paper[key] == quick[key], key
     assert (quick["rounds"], quick["eval_every"]) == (20, 1)
     assert topology_of(protocol) == "er30"
+
+
+@pytest.mark.parametrize("protocol", DSC_FAMILY)
+def test_the_dsc_family_tests_a_first_run_on_a_small_pool_and_the_paper_file_restores_it(
+        protocol: str) -> None:
+    quick = resolve_config(protocol, None, {}, ())
+    paper = resolve_config(protocol, defaults_file("dsc").with_name("dsc-paper.yaml"), {}, ())
+    assert quick["scenes"]["test_size"] == 200 and paper["scenes"]["test_size"] == 650
+    assert {**paper["scenes"], "test_size": 200} == quick["scenes"]
+    assert topology_of(protocol) == "rgg10"
 
 
 def test_an_estimate_is_first_progress_plus_the_remaining_rounds_at_the_watched_pace() -> None:

@@ -82,6 +82,9 @@ def test_dsc_depths_and_baseline(tmp_path: Path) -> None:
     assert point.run_dir == tmp_path / "dsc-fedavg-J5" / "rgg10" / "defaults" / "seed-0"
     assert f'hyper.delta_baseline="{base}"' in point.request.sets
     assert "hyper.depth=5" in point.request.sets
+    paper_sized = reproduce_dsc.sweep_spec(reproduce_dsc.parse(["--out", str(tmp_path)]),
+                                           [reproduce_dsc.variant("dsc", 1)], [0])
+    assert paper_sized.settings["scenes"] == {"test_size": 650}  # dsc-paper.yaml's pool
 
 
 @pytest.mark.slow
