@@ -6,10 +6,9 @@ bench/gpu.py on a machine that has one."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import torch
@@ -19,7 +18,9 @@ from dfl_node.learning.torch_settings import check_runtime
 from launcher.cli import cli
 from launcher.config.devices import resolve_devices
 from launcher.errors import LaunchError
-from tests.harness import ENV_ROOT, ROOT
+
+if TYPE_CHECKING:  # the fixture's result; conftest is pytest's to import
+    from tests.conftest import Exited
 
 TWO_NODES = "nodes: [{{id: 0, device: {a}}}, {{id: 1, device: {b}}}]\nedges: [[0, 1]]\n"
 
@@ -32,15 +33,16 @@ def test_cuda_0_on_a_machine_without_cuda_names_the_node_and_the_count() -> None
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a cuda:0")
-def test_launching_on_cuda_0_without_cuda_is_one_line_exit_2(tmp_path: Path) -> None:
+def test_launching_on_cuda_0_without_cuda_is_one_line_exit_2(
+    tmp_path: Path, entry: Callable[..., Exited]
+) -> None:
     topo = tmp_path / "gpu.yaml"
     topo.write_text(TWO_NODES.format(a="'cuda:0'", b="cpu"))
-    proc = subprocess.run([sys.executable, "-m", "launcher.cli", "plan", "--topology", str(topo),
-                           "--protocol", "d-psgd", "-o", str(tmp_path / "plan.json")],
-                          env=ENV_ROOT, cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.strip() == ("dfl-launch: node 0: device 'cuda:0' does not exist "
-                                   "(0 CUDA device(s) visible)")
+    done = entry("dfl-launch", "plan", "--topology", str(topo), "--protocol", "d-psgd", "-o",
+                 str(tmp_path / "plan.json"))
+    assert done.code == 2 and done.out == ""
+    assert done.err.strip() == ("dfl-launch: node 0: device 'cuda:0' does not exist "
+                                "(0 CUDA device(s) visible)")
     assert not (tmp_path / "plan.json").exists()
 
 

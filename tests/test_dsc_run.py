@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from protocols.dsc.task_metrics import delta_report
-from tests.harness import ENV_ROOT, ROOT, assert_transports_identical, launch_ok
+from tests.harness import assert_transports_identical, launch_ok
+
+if TYPE_CHECKING:  # the fixture's result; conftest is pytest's to import
+    from tests.conftest import Exited
 
 # The graph and portfolios of docs/protocols/dsc.md#worked-example, a lossy and a slow edge.
 SPEC4 = """\
@@ -146,26 +148,25 @@ def ints(table: dict[str, Any]) -> dict[int, Any]:
      "model.channel.kind: unknown 'awgm' (did you mean awgn?)"),
     (["hyper.delta_baseline=/nonexistent"], "hyper.delta_baseline: must be a run directory"),
 ])
-def test_bad_dsc_input_is_one_line_and_exit_2(tmp_path: Path, sets: list[str],
-                                              needle: str) -> None:
+def test_bad_dsc_input_is_one_line_and_exit_2(tmp_path: Path, entry: Callable[..., Exited],
+                                              sets: list[str], needle: str) -> None:
     args = [arg for item in sets for arg in ("--set", item)]
-    proc = subprocess.run([sys.executable, "-m", "launcher.cli", "--topology", "rgg10",
-                           "--protocol", "dsc", "--out", str(tmp_path / "r"), *args],
-                          env=ENV_ROOT, cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and proc.stdout == ""
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and needle in lines[0], proc.stderr
+    done = entry("dfl-launch", "--topology", "rgg10", "--protocol", "dsc", "--out",
+                 str(tmp_path / "r"), *args)
+    assert done.code == 2 and done.out == ""
+    lines = done.err.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], done.err
 
 
-def test_a_bad_tasks_attribute_is_one_line_and_exit_2(tmp_path: Path) -> None:
+def test_a_bad_tasks_attribute_is_one_line_and_exit_2(tmp_path: Path,
+                                                      entry: Callable[..., Exited]) -> None:
     topology = tmp_path / "t.yaml"
     topology.write_text(SPEC4.replace("tasks: [seg]}", "tasks: [seg, colour]}"))
-    proc = subprocess.run([sys.executable, "-m", "launcher.cli", "--topology", str(topology),
-                           "--protocol", "dsc", "--out", str(tmp_path / "r")],
-                          env=ENV_ROOT, cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and proc.stdout == ""
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "tasks[1]: input should be 'seg'" in lines[0], proc.stderr
+    done = entry("dfl-launch", "--topology", str(topology), "--protocol", "dsc", "--out",
+                 str(tmp_path / "r"))
+    assert done.code == 2 and done.out == ""
+    lines = done.err.strip().splitlines()
+    assert len(lines) == 1 and "tasks[1]: input should be 'seg'" in lines[0], done.err
 
 
 @pytest.mark.slow

@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.harness import (
-    ENV_ROOT,
-    ROOT,
-    assert_transports_identical,
-    final_files,
-    launch_ok,
-)
+from tests.harness import assert_transports_identical, final_files, launch_ok
+
+if TYPE_CHECKING:  # the fixture's result; conftest is pytest's to import
+    from tests.conftest import Exited
 
 # The graph of docs/protocols/dsc.md#worked-example, with a lossy and a slow edge.
 SPEC4 = """\
@@ -129,12 +126,11 @@ def test_rgg10_outage_model_under_tdma(tmp_path: Path) -> None:
     (["schedule=tdma", "tdma.interference_range=-1"], "interference_range"),
 ])
 def test_bad_schedule_or_link_input_is_one_line_and_exit_2(
-    tmp_path: Path, sets: list[str], needle: str
+    tmp_path: Path, entry: Callable[..., Exited], sets: list[str], needle: str
 ) -> None:
     args = [arg for item in sets for arg in ("--set", item)]
-    proc = subprocess.run([sys.executable, "-m", "launcher.cli", "--topology", "ring20",
-                           "--protocol", "d-psgd", "--out", str(tmp_path / "r"), *args],
-                          env=ENV_ROOT, cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and proc.stdout == ""
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and needle in lines[0], proc.stderr
+    done = entry("dfl-launch", "--topology", "ring20", "--protocol", "d-psgd", "--out",
+                 str(tmp_path / "r"), *args)
+    assert done.code == 2 and done.out == ""
+    lines = done.err.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], done.err

@@ -1,4 +1,5 @@
-"""`dfl-topology` as a user runs it: a real subprocess per invalid file, and the shipped files."""
+"""`dfl-topology` as a user runs it: its real entry point on each invalid file, and the shipped
+files in a real subprocess."""
 
 from __future__ import annotations
 
@@ -6,14 +7,18 @@ import json
 import os
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
 from click.testing import CliRunner, Result
 
 from topologies.cli import main
+
+if TYPE_CHECKING:  # the fixture's result; conftest is pytest's to import
+    from tests.conftest import Exited
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -133,33 +138,21 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture(scope="module")
-def invalid_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, object]]:
-    """Run `show` on every invalid file at once (subprocess start-up dominates the time)."""
-    tmp = tmp_path_factory.mktemp("invalid")
-    paths = {}
-    for case, (content, _) in INVALID.items():
-        path = tmp / f"{case}.yaml"
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        elif content is not None:
-            path.write_text(content, encoding="utf-8")
-        paths[case] = path
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        results = dict(
-            zip(paths, pool.map(lambda p: run_cli("show", str(p)), paths.values()), strict=True)
-        )
-    return {case: (paths[case], results[case]) for case in INVALID}
-
-
 @pytest.mark.parametrize("case", INVALID)
-def test_invalid_file_is_one_stderr_line_and_exit_2(case: str, invalid_runs: dict) -> None:
-    path, proc = invalid_runs[case]
-    assert proc.returncode == 2, proc.stderr
-    assert proc.stdout == ""
-    assert "Traceback" not in proc.stderr
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1, proc.stderr
+def test_invalid_file_is_one_stderr_line_and_exit_2(case: str, tmp_path: Path,
+                                                    entry: Callable[..., Exited]) -> None:
+    content = INVALID[case][0]
+    path = tmp_path / f"{case}.yaml"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
+        path.write_text(content, encoding="utf-8")
+    done = entry("dfl-topology", "show", str(path))
+    assert done.code == 2, done.err
+    assert done.out == ""
+    assert "Traceback" not in done.err
+    lines = done.err.splitlines()
+    assert len(lines) == 1, done.err
     assert lines[0].startswith(f"dfl-topology: {path}: ")
     for expected in INVALID[case][1]:
         assert expected in lines[0]
