@@ -4,19 +4,13 @@ tests/harness.py (runs of dfl-launch), tests/proc_util.py (processes, waiting on
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from launcher.cli import main as launch_main
 from launcher.config.ports import PortClaims
-from launcher.node_cli import main as node_main
-from launcher.report_cli import main as report_main
-from tests.harness import RING4
-from topologies.cli import main as topology_main
+from tests.harness import RING4, Exited, in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 # The data shared by every checkout of this machine: CI copies the directory "shared" next to
@@ -74,41 +68,13 @@ def hex6(tmp_path: Path) -> str:
     return str(path)
 
 
-ENTRY_POINTS: dict[str, Callable[[], None]] = {
-    "dfl-launch": launch_main, "dfl-topology": topology_main, "dfl-node": node_main,
-    "dfl-report": report_main,
-}
-
-
-@dataclass(frozen=True)
-class Exited:
-    """What a shell would see of one program run: exit code, stdout, stderr."""
-
-    code: int
-    out: str
-    err: str
-
-
 @pytest.fixture
-def entry(monkeypatch: pytest.MonkeyPatch,
-          capsys: pytest.CaptureFixture[str]) -> Callable[..., Exited]:
+def entry() -> Callable[..., Exited]:
     """`entry("dfl-launch", *args)` runs that program's real entry point in this process with
-    `args` as its argv. For what a program says and returns before any node starts (bad input
-    above all): a subprocess would spend seconds importing torch to print one line.
-    tests/test_bad_input.py shows that the two agree."""
-
-    def call(prog: str, *args: str) -> Exited:
-        capsys.readouterr()
-        monkeypatch.setattr(sys, "argv", [prog, *args])
-        try:
-            ENTRY_POINTS[prog]()
-            code: object = 0
-        except SystemExit as exc:
-            code = exc.code
-        out, err = capsys.readouterr()
-        return Exited(0 if code is None else int(code) if isinstance(code, int) else 1, out, err)
-
-    return call
+    `args` as its argv (tests/harness.py's `in_process`). For what a program says and returns
+    before any node starts (bad input above all): a subprocess would spend seconds importing
+    torch to print one line. tests/test_bad_input.py shows that the two agree."""
+    return in_process
 
 
 # A slow test's bound on hangs (pyproject.toml's `timeout` is the default suite's); one that

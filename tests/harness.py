@@ -1,18 +1,35 @@
-"""The exactness harness: run a plan under both transports and demand identical `final/` files.
+"""Runs of the programs for tests, and the exactness harness: run a plan under both transports
+and demand identical `final/` files.
 
 Each protocol adds one line: `assert_transports_identical(tmp_path, "ring20", "<protocol>")`.
+
+A run is the program's real entry point called in the test's process (`in_process`), its argv,
+stdout and stderr its own for the call: a subprocess would add seconds of importing torch to every
+run, and the nodes are separate processes either way (the launcher forks them, as it does for
+`dfl_mesh.run` in a notebook). Tests of the process boundary itself (signals, exit codes seen by
+a shell, a second interpreter) start `dfl-launch` as a subprocess.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import signal
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from safetensors.numpy import load_file
+
+from launcher.cli import main as launch_main
+from launcher.node_cli import main as node_main
+from launcher.report_cli import main as report_main
+from topologies.cli import main as topology_main
 
 # The smallest mesh in which every node has two neighbours, for tests of the run machinery.
 RING4 = """\
@@ -24,27 +41,58 @@ ROOT = Path(__file__).resolve().parents[1]
 ENV_ROOT = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
+ENTRY_POINTS: dict[str, Callable[[], None]] = {
+    "dfl-launch": launch_main, "dfl-topology": topology_main, "dfl-node": node_main,
+    "dfl-report": report_main,
+}
+
+
+@dataclass(frozen=True)
+class Exited:
+    """What a shell would see of one program run: exit code, stdout, stderr."""
+
+    code: int
+    out: str
+    err: str
+
+
+def in_process(prog: str, *args: str) -> Exited:
+    """Run `prog`'s entry point here with `args` as its argv, from the repository root, its
+    stdout and stderr captured; the process's argv, directory and SIGINT handler (which
+    `run_cli` sets) are as before afterwards."""
+    out, err = io.StringIO(), io.StringIO()
+    argv, cwd, sigint = sys.argv, os.getcwd(), signal.getsignal(signal.SIGINT)
+    sys.argv = [prog, *args]
+    os.chdir(ROOT)
+    code: object = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                ENTRY_POINTS[prog]()
+            except SystemExit as exc:
+                code = exc.code
+    finally:
+        sys.argv = argv
+        os.chdir(cwd)
+        signal.signal(signal.SIGINT, sigint)
+    exit_code = 0 if code is None else code if isinstance(code, int) else 1
+    return Exited(exit_code, out.getvalue(), err.getvalue())
+
+
 def launch(
     out: Path, topology: str, protocol: str, *args: str, timeout_s: float = 600,
     plots: bool = False, python: str = sys.executable,
 ) -> subprocess.CompletedProcess:
-    """`dfl-launch` as a user runs it, in a subprocess, never hanging the suite. Plots are off
-    unless asked for: they cost seconds per run and tests/test_plots.py covers them."""
-    cmd = [
-        python,
-        "-m",
-        "launcher.cli",
-        "--topology",
-        topology,
-        "--protocol",
-        protocol,
-        "--out",
-        str(out),
-        *(() if plots else ("--no-plots",)),
-        *args,
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=ENV_ROOT,
-                          cwd=ROOT)
+    """`dfl-launch` as a user runs it: in this process (`in_process`), or, given another
+    interpreter, in a subprocess under `timeout_s`. Plots are off unless asked for: they cost
+    seconds per run and tests/test_plots.py covers them."""
+    args = ("--topology", topology, "--protocol", protocol, "--out", str(out),
+            *(() if plots else ("--no-plots",)), *args)
+    if python != sys.executable:
+        return subprocess.run([python, "-m", "launcher.cli", *args], capture_output=True,
+                              text=True, timeout=timeout_s, env=ENV_ROOT, cwd=ROOT)
+    done = in_process("dfl-launch", *args)
+    return subprocess.CompletedProcess(["dfl-launch", *args], done.code, done.out, done.err)
 
 
 def launch_ok(

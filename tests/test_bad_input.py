@@ -16,14 +16,10 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.harness import ENV_ROOT
-
-if TYPE_CHECKING:  # the fixture's result; conftest is pytest's to import
-    from tests.conftest import Exited
+from tests.harness import ENV_ROOT, Exited
 
 TRI = "nodes: [{id: 0}, {id: 1}, {id: 2}]\nedges: [[0, 1], [1, 2], [2, 0]]\n"
 FIXED = "nodes: [{id: 0, port: PORT}, {id: 1}]\nedges: [[0, 1]]\n"

@@ -9,16 +9,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from tests.harness import assert_transports_identical, launch_ok
-
-if TYPE_CHECKING:  # the fixture's result; conftest is pytest's to import
-    from tests.conftest import Exited
+from tests.harness import Exited, assert_transports_identical, launch_ok
 
 FMNIST_P = 18_378  # the default CNN on Fashion-MNIST
 SHORT = ("--rounds", "3", "--eval-every", "1")

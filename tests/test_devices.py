@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 import torch
@@ -18,9 +18,7 @@ from dfl_node.learning.torch_settings import check_runtime
 from launcher.cli import cli
 from launcher.config.devices import resolve_devices
 from launcher.errors import LaunchError
-
-if TYPE_CHECKING:  # the fixture's result; conftest is pytest's to import
-    from tests.conftest import Exited
+from tests.harness import Exited
 
 TWO_NODES = "nodes: [{{id: 0, device: {a}}}, {{id: 1, device: {b}}}]\nedges: [[0, 1]]\n"
 

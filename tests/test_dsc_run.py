@@ -7,15 +7,12 @@ import json
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
 from protocols.dsc.task_metrics import delta_report
-from tests.harness import assert_transports_identical, launch_ok
-
-if TYPE_CHECKING:  # the fixture's result; conftest is pytest's to import
-    from tests.conftest import Exited
+from tests.harness import Exited, assert_transports_identical, launch_ok
 
 # The graph and portfolios of docs/protocols/dsc.md#worked-example, a lossy and a slow edge.
 SPEC4 = """\

@@ -10,18 +10,14 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 import torch
 
 from launcher.config.devices import resolve_devices
 from launcher.errors import LaunchError
-from tests.harness import ROOT, launch, launch_ok
+from tests.harness import ROOT, Exited, launch, launch_ok
 from tests.proc_util import descendants, node_pids, wait_for, wait_gone
-
-if TYPE_CHECKING:  # the fixture's result; conftest is pytest's to import
-    from tests.conftest import Exited
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 

@@ -17,15 +17,11 @@ import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.harness import ENV_ROOT, ROOT, assert_transports_identical
+from tests.harness import ENV_ROOT, ROOT, Exited, assert_transports_identical
 from tests.proc_util import node_pids, wait_for
-
-if TYPE_CHECKING:  # the fixture's result; conftest is pytest's to import
-    from tests.conftest import Exited
 
 HEX6 = """\
 nodes: [{id: 0}, {id: 1}, {id: 2}, {id: 3}, {id: 4}, {id: 5}]

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pytest
@@ -26,10 +26,7 @@ from launcher.results.report_plots import aligned, kinds
 from launcher.results.report_runs import Run
 from launcher.results.report_text import to_markdown
 from launcher.results.stats import mean_ci, t975
-from tests.harness import ENV_ROOT, ROOT
-
-if TYPE_CHECKING:  # the fixture's result; conftest is pytest's to import
-    from tests.conftest import Exited
+from tests.harness import ENV_ROOT, ROOT, Exited
 
 HEX4 = "nodes: [{id: 0}, {id: 1}, {id: 2}, {id: 3}]\nedges: [[0, 1], [1, 2], [2, 3], [3, 0]]\n"
 PROTOCOLS = ("d-psgd", "dmfl-sq")

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pytest
@@ -23,11 +23,8 @@ from dfl_node.state import codec as statecodec
 from dfl_node.transports.liveness import STALL_ENV
 from launcher.run.resume import keep_rounds_through
 from protocols.registry import PROTOCOLS
-from tests.harness import ENV_ROOT, ROOT, final_files, launch_ok
+from tests.harness import ENV_ROOT, ROOT, Exited, final_files, launch_ok
 from tests.proc_util import wait_for, wait_gone
-
-if TYPE_CHECKING:  # the fixture's result; conftest is pytest's to import
-    from tests.conftest import Exited
 
 SYNTH = ("--dataset", "synthetic", "--partition", "iid", "--set", "model={name: mlp}")
 # summary keys that must not change when a run is killed and resumed

@@ -7,7 +7,7 @@ import json
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,11 +15,8 @@ from safetensors.numpy import load_file
 
 from dfl_node.learning.models import build_model
 from dfl_node.learning.shards import load_node_data
-from tests.harness import assert_transports_identical, final_files, launch_ok
+from tests.harness import Exited, assert_transports_identical, final_files, launch_ok
 from tests.test_dpsgd import softmax_grad
-
-if TYPE_CHECKING:  # the fixture's result; conftest is pytest's to import
-    from tests.conftest import Exited
 
 FAST = ("--dataset", "synthetic", "--partition", "iid", "--set", "model={name: mlp}",
         "--set", "local_steps=1", "--set", "sample_size=20")

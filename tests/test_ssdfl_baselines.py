@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,13 +17,10 @@ from safetensors.numpy import load_file
 from dfl_node.learning.models import build_model
 from dfl_node.learning.seeds import numpy_stream, torch_stream
 from protocols.ssdfl.stc_sampling import EdgeSampler, mixing_row, random_partition, same_cluster
-from tests.harness import assert_transports_identical, final_files, launch_ok
+from tests.harness import Exited, assert_transports_identical, final_files, launch_ok
 from tests.test_ssdfl import FAST, LINE6, topology
 from topologies.measures import slem
 from topologies.mixing import metropolis
-
-if TYPE_CHECKING:  # the fixture's result; conftest is pytest's to import
-    from tests.conftest import Exited
 
 BASE = ("--dataset", "synthetic", "--partition", "iid", "--set", "model={name: mlp}",
         "--set", "local_steps=1")

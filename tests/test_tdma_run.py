@@ -6,14 +6,10 @@ import json
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.harness import assert_transports_identical, final_files, launch_ok
-
-if TYPE_CHECKING:  # the fixture's result; conftest is pytest's to import
-    from tests.conftest import Exited
+from tests.harness import Exited, assert_transports_identical, final_files, launch_ok
 
 # The graph of docs/protocols/dsc.md#worked-example, with a lossy and a slow edge.
 SPEC4 = """\
