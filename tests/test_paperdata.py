@@ -64,7 +64,10 @@ def test_trends_compare_the_ends_and_a_u_needs_a_low_middle() -> None:
     assert trend(rising, "falls") == Verdict.FAILS
     assert trend(rising, "u-shaped") == Verdict.FAILS  # monotone, ends apart
     u = {1: [0.5, 0.51, 0.5], 5: [0.1, 0.11, 0.1], 15: [0.5, 0.5, 0.52]}
-    assert trend(u, "u-shaped") == Verdict.HOLDS
+    assert trend(u, "u-shaped") == Verdict.HOLDS and trend(u, "peaks") == Verdict.UNRESOLVED
+    peak = {x: [-v for v in values] for x, values in u.items()}
+    assert trend(peak, "peaks") == Verdict.HOLDS and trend(peak, "u-shaped") == Verdict.UNRESOLVED
+    assert trend(rising, "peaks") == Verdict.FAILS
     flat = {1: [0.5, 0.6, 0.4], 5: [0.5, 0.4, 0.6], 15: [0.55, 0.45, 0.5]}
     assert trend(flat, "rises") == trend(flat, "u-shaped") == Verdict.UNRESOLVED
     check = Check(kind="trend", metric="delta_all", method="DSC", along="J", direction="u-shaped")

@@ -3,7 +3,8 @@
 Judged on means over seeds with 95% t-intervals (bench.seedstats): a comparison holds when the
 intervals are apart in the claimed direction and fails when they are apart the other way; when
 they overlap (or one seed gives no interval) the budget did not resolve it. A trend compares the
-ends of the swept range the same way; a U-shape needs an interior value apart below both ends.
+ends of the swept range the same way; a U-shape needs an interior value apart below both ends, a
+peak one apart above both.
 """
 
 from __future__ import annotations
@@ -65,9 +66,11 @@ def trend(points: Mapping[float, Sequence[float]], direction: str) -> Verdict:
         if not (up or down):
             return Verdict.UNRESOLVED
         return Verdict.HOLDS if up == (direction == "rises") else Verdict.FAILS
-    if direction != "u-shaped":
+    if direction not in ("u-shaped", "peaks"):
         raise ValueError(f"unknown direction {direction!r}")
-    if any(_above(first, cis[x]) and _above(last, cis[x]) for x in xs[1:-1]):
+    dips = direction == "u-shaped"
+    if any((_above(first, cis[x]) and _above(last, cis[x])) if dips
+           else (_above(cis[x], first) and _above(cis[x], last)) for x in xs[1:-1]):
         return Verdict.HOLDS
     monotone = all(cis[a][0] <= cis[b][0] for a, b in pairwise(xs)) or \
         all(cis[a][0] >= cis[b][0] for a, b in pairwise(xs))

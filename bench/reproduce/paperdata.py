@@ -43,7 +43,8 @@ class PaperNumber(Strict):
 class Check(Strict):
     """The measurable form of a claim: `method`'s `metric` is higher (or lower) than each of
     `than`'s, judged on means over seeds with 95% intervals; or, for `trend`, the metric
-    rises or falls along the experiment's swept values (`along`)."""
+    rises, falls, dips in the middle (u-shaped) or peaks in the middle along the experiment's
+    swept values (`along`)."""
 
     kind: Literal["higher", "lower", "trend"]
     metric: str
@@ -53,7 +54,10 @@ class Check(Strict):
     than: tuple[str, ...] = ()
     along: str = ""
     """For `trend`: the swept setting (e.g. "theta0", "J")."""
-    direction: Literal["rises", "falls", "u-shaped", ""] = ""
+    direction: Literal["rises", "falls", "u-shaped", "peaks", ""] = ""
+    condition: str = ""
+    """The setting of the experiment the claim is made at, when it is not all of it (e.g.
+    "tau_a = 5", "J = 5"): only the runs at that setting are compared."""
 
     @model_validator(mode="after")
     def _shape(self) -> Check:
