@@ -32,15 +32,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from bench import sweeps
 from bench.seedstats import mean_ci, separated
+from launcher.config.layers import defaults_file
 from launcher.sweep.spec import SweepSpec, Variant
 from protocols.dsc.depth import continuous_depth, deployed_depth, fit_constants
 from protocols.dsc.task_metrics import delta_report
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_SCENES = {"size": 16, "train_size": 200, "test_size": 40, "min_size": 12}
-PAPER_TEST_SIZE = 650  # protocols/configs/dsc-paper.yaml: NYU-v2's 654 test images
+# The test pool of the paper's size (NYU-v2's 654 images), as protocols/configs/dsc-paper.yaml
+# declares it; the first-run default is smaller.
+PAPER_SCENES = yaml.safe_load(defaults_file("dsc").with_name("dsc-paper.yaml").read_text())[
+    "scenes"]
 NOAGG = "dsc-noagg"
 REFERENCE = "No aggregation"
 CPU_FIXED_S, CPU_EPOCH_S = 25.0, 3.0  # see estimate_minutes
@@ -72,7 +78,7 @@ def sweep_spec(opts: argparse.Namespace, variants: list[Variant], seeds: list[in
     """These variants on the command line's budget, Delta against `baseline` when given."""
     settings = {"rounds": opts.rounds, "eval_every": opts.rounds, "hyper.epochs": opts.epochs,
                 "hyper.tau": opts.tau,
-                "scenes": TINY_SCENES if opts.tiny else {"test_size": PAPER_TEST_SIZE},
+                "scenes": TINY_SCENES if opts.tiny else PAPER_SCENES,
                 "hyper.delta_baseline": str(baseline) if baseline else None}
     return SweepSpec(out=opts.out, variants=variants, topologies=[opts.topology], seeds=seeds,
                      settings={k: v for k, v in settings.items() if v is not None})

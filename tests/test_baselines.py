@@ -7,14 +7,13 @@ q-FFL's aggregator role (a node of the plan that is never a client).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from tests.harness import Exited, assert_transports_identical, launch_ok
+from tests.harness import assert_transports_identical, launch, launch_ok
 
 FMNIST_P = 18_378  # the default CNN on Fashion-MNIST
 SHORT = ("--rounds", "3", "--eval-every", "1")
@@ -115,16 +114,13 @@ def test_qffl_aggregator_is_a_node_apart(tmp_path: Path) -> None:
     ("qffl", "hyper.accounting.b_hdr=-1", "hyper.accounting.b_hdr: must be >= 0"),
     ("dsgt", "hyper.lr_typo=1", "hyper.lr_typo: unknown key"),
 ])
-def test_bad_settings_exit_2(tmp_path: Path, entry: Callable[..., Exited], protocol: str,
-                            setting: str, message: str) -> None:
-    done = entry("dfl-launch", "--topology", "ring20", "--protocol", protocol, "--out",
-                 str(tmp_path), "--no-plots", "--set", setting)
-    assert done.code == 2 and done.out == ""
-    assert message in done.err and len(done.err.strip().splitlines()) == 1
+def test_bad_settings_exit_2(tmp_path: Path, protocol: str, setting: str, message: str) -> None:
+    proc = launch(tmp_path, "ring20", protocol, "--set", setting, timeout_s=300)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_qffl_refuses_tdma_before_starting(tmp_path: Path, entry: Callable[..., Exited]) -> None:
-    done = entry("dfl-launch", "--topology", "ring20", "--protocol", "qffl", "--out",
-                 str(tmp_path), "--no-plots", "--set", "schedule=tdma")
-    assert done.code == 2 and done.out == ""
-    assert "only with schedule=sync" in done.err and len(done.err.splitlines()) == 1
+def test_qffl_refuses_tdma_before_starting(tmp_path: Path) -> None:
+    proc = launch(tmp_path, "ring20", "qffl", "--set", "schedule=tdma", timeout_s=300)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "only with schedule=sync" in proc.stderr and len(proc.stderr.splitlines()) == 1

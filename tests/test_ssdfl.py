@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ from safetensors.numpy import load_file
 
 from dfl_node.learning.models import build_model
 from dfl_node.learning.shards import load_node_data
-from tests.harness import Exited, assert_transports_identical, final_files, launch_ok
+from tests.harness import assert_transports_identical, final_files, launch, launch_ok
 from tests.test_dpsgd import softmax_grad
 
 FAST = ("--dataset", "synthetic", "--partition", "iid", "--set", "model={name: mlp}",
@@ -198,23 +197,19 @@ def test_node_without_in_cluster_neighbour_trains_alone_without_deadlock(tmp_pat
     assert {m["cluster"] for m in metrics if m["node"] == 3} == {1}
 
 
-def test_bad_settings_exit_2(tmp_path: Path, entry: Callable[..., Exited]) -> None:
+def test_bad_settings_exit_2(tmp_path: Path) -> None:
     for bad in ("tau_a=0", "regimes=mixed", "hyper.clustering={conductance: fast}",
                 "local_steps=-1"):
-        done = entry("dfl-launch", "--topology", "complete10", "--protocol", "ssd-fl", "--out",
-                     str(tmp_path / "bad"), "--no-plots", *FAST, "--set", bad)
-        assert done.code == 2 and done.out == ""
-        assert len(done.err.strip().splitlines()) == 1, done.err
+        proc = launch(tmp_path / "bad", "complete10", "ssd-fl", *FAST, "--set", bad)
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
-def test_topology_optimizer_attribute_is_validated_at_launch(
-    tmp_path: Path, entry: Callable[..., Exited]
-) -> None:
+def test_topology_optimizer_attribute_is_validated_at_launch(tmp_path: Path) -> None:
     for node, expect in (("{id: 5, optimzer: sgd}", "nodes[5].optimzer: unknown key (did you "
                                                     "mean optimizer?)"),
                          ("{id: 5, optimizer: {type: sgd, rho: 0.5}}", "nodes[5].optimizer")):
         topo = topology(tmp_path, LINE6.replace("{id: 5}", node), "typo")
-        done = entry("dfl-launch", "--topology", topo, "--protocol", "ssd-fl", "--out",
-                     str(tmp_path / "bad"), "--no-plots", *FAST, "--set", "optimizers=topology")
-        assert done.code == 2 and done.out == "", done.err
-        assert len(done.err.strip().splitlines()) == 1 and expect in done.err, done.err
+        proc = launch(tmp_path / "bad", topo, "ssd-fl", *FAST, "--set", "optimizers=topology")
+        assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and expect in proc.stderr, proc.stderr

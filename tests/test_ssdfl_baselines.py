@@ -5,7 +5,6 @@ agree over zmq, the transports harness for all four, and bad settings."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from safetensors.numpy import load_file
 from dfl_node.learning.models import build_model
 from dfl_node.learning.seeds import numpy_stream, torch_stream
 from protocols.ssdfl.stc_sampling import EdgeSampler, mixing_row, random_partition, same_cluster
-from tests.harness import Exited, assert_transports_identical, final_files, launch_ok
+from tests.harness import assert_transports_identical, final_files, launch, launch_ok
 from tests.test_ssdfl import FAST, LINE6, topology
 from topologies.measures import slem
 from topologies.mixing import metropolis
@@ -161,13 +160,12 @@ def test_transports_identical(tmp_path: Path, protocol: str) -> None:
                                 "--rounds", "2", "--set", "tau_a=2")
 
 
-def test_bad_settings_exit_2(tmp_path: Path, entry: Callable[..., Exited]) -> None:
+def test_bad_settings_exit_2(tmp_path: Path) -> None:
     for protocol, bad in (("pdfl", "tau_a=-1"), ("sdfl", "hyper.clustering={B: 1}"),
                           ("stc", "p_edge=0"), ("cstc", "clusters_max=1"),
                           ("sdfl", "tau_a=0"), ("sdfl", "cycle_metrics.params_every=-1"),
                           ("stc", "cycle_metrics.thresholds=[1.5]")):
         args = ("--set", "tau_r=0") if bad == "tau_a=0" else ()
-        done = entry("dfl-launch", "--topology", "complete10", "--protocol", protocol, "--out",
-                     str(tmp_path / "bad"), "--no-plots", *BASE, "--set", bad, *args)
-        assert done.code == 2 and done.out == "", (bad, done.err)
-        assert len(done.err.strip().splitlines()) == 1, done.err
+        proc = launch(tmp_path / "bad", "complete10", protocol, *BASE, "--set", bad, *args)
+        assert proc.returncode == 2 and proc.stdout == "", (bad, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr

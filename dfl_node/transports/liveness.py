@@ -58,6 +58,8 @@ STALL_ENV = "DFL_TEST_STALL"  # fault injection for tests: "node:round:seconds"
 class MeshFailure(RuntimeError):
     """The run cannot go on because nodes `peers` are gone; the message is one line."""
 
+    silent_intervals: int | None = None  # set by a heartbeat verdict (PeerDead)
+
     def __init__(self, message: str, peers: tuple[int, ...]) -> None:
         self.peers = tuple(sorted(peers))
         super().__init__(message)
@@ -83,7 +85,7 @@ def failure_fields(exc: BaseException) -> dict[str, Any]:
     that noticed (and, for a heartbeat verdict, how long they had been silent)."""
     if not isinstance(exc, MeshFailure):
         return {}
-    silent = getattr(exc, "silent_intervals", None)
+    silent = exc.silent_intervals
     return {"dead": list(exc.peers), **({} if silent is None else {"silent_intervals": silent})}
 
 
@@ -253,7 +255,7 @@ def stall_for_test(node_id: int, round_: int) -> str:
     """Fault injection for the liveness tests: with DFL_TEST_STALL="node:round:seconds" that
     node computes (a busy loop holding the GIL) for that long at the start of that round, so a
     test can show that a busy node keeps answering heartbeats. Returns the line for the node's
-log once the stall ran out (the test's proof that it happened), else ""."""
+    log once the stall ran out (the test's proof that it happened), else ""."""
     spec = os.environ.get(STALL_ENV, "")
     if not spec:
         return ""
