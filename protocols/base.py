@@ -10,6 +10,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -120,9 +121,16 @@ class Protocol(ABC, Generic[H]):
 
     def evaluate(self) -> dict[str, Any]:
         """The evaluation keys of a metrics record: `accuracy` and `loss`, plus any others."""
-        acc, loss = evaluate(self.eval_model(), self.ctx.data.x_eval, self.ctx.data.y_eval,
-                             self.ctx.device, batch=EVAL_BATCH)
-        return {"accuracy": acc, "loss": loss}
+        data = self.ctx.data
+        acc, loss = evaluate(self.eval_model(), data.x_eval, data.y_eval, self.ctx.device,
+                             batch=EVAL_BATCH)
+        out = {"accuracy": acc, "loss": loss}
+        both: tuple[np.ndarray, np.ndarray] | None = getattr(data, "global_eval", None)
+        if both is not None:  # eval_split: both
+            acc, loss = evaluate(self.eval_model(), both[0], both[1], self.ctx.device,
+                                 batch=EVAL_BATCH)
+            out |= {"global_accuracy": acc, "global_loss": loss}
+        return out
 
     def eval_model(self) -> nn.Module:
         """The model that evaluation and `final/` report (personalised protocols may differ)."""

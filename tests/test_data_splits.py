@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -11,6 +13,7 @@ from dfl_node.learning.datacache import DataError
 from dfl_node.learning.shards import load_node_data
 from launcher.data.prepare import prepare_data
 from launcher.errors import LaunchError
+from tests.harness import launch_ok
 
 CONFIG: dict[str, Any] = {"dataset": "synthetic", "data_root": None, "partition": "shards:2",
                           "eval_split": "global", "seed": 3, "synthetic": {}}
@@ -48,6 +51,17 @@ def test_local_eval_follows_each_node_labels() -> None:
         assert len(set(n.y_train.tolist())) == 2
 
 
+def test_both_evaluates_on_the_own_split_and_keeps_the_global_subset() -> None:
+    both = [load_node_data(section(eval_split="both"), IDS, i) for i in IDS]
+    local = [load_node_data(section(eval_split="local"), IDS, i) for i in IDS]
+    shared = load_node_data(section(), IDS, IDS[0])
+    for b, own in zip(both, local, strict=True):
+        assert np.array_equal(b.x_eval, own.x_eval) and np.array_equal(b.y_eval, own.y_eval)
+        assert own.global_eval is None and b.global_eval is not None
+        assert np.array_equal(b.global_eval[0], shared.x_eval)
+        assert np.array_equal(b.global_eval[1], shared.y_eval)
+
+
 def test_every_training_row_goes_to_one_node() -> None:
     nodes = [load_node_data(section(partition="dirichlet:0.5:20"), IDS, i) for i in IDS]
     rows = np.concatenate([n.x_train for n in nodes])
@@ -58,7 +72,7 @@ def test_every_training_row_goes_to_one_node() -> None:
     ("changes", "message"),
     [({"partition": "shards:1"}, "partition: shards:1 on 5 nodes covers only 5 of 10 classes"),
      ({"partition": "dirichlet:0.1:900"}, "partition: dirichlet:0.1: no draw"),
-     ({"eval_split": "both"}, "eval_split: must be one of global, local"),
+     ({"eval_split": "all"}, "eval_split: must be one of global, local, both"),
      ({"eval_size": 0}, "eval_size: must be a positive integer"),
      ({"eval_size": "all"}, "eval_size: must be a positive integer"),
      ({"dataset": "mnist"}, "dataset: unknown dataset 'mnist' .known: synthetic, scenes, fmnist"),
@@ -72,3 +86,27 @@ def test_bad_data_options_are_launch_errors(changes: dict[str, Any], message: st
 def test_real_dataset_without_prepared_data_is_a_node_error() -> None:
     with pytest.raises(DataError, match="prepare_data"):
         load_node_data({**CONFIG, "dataset": "fmnist"}, IDS, IDS[0])
+
+
+def test_a_run_under_both_reports_each_split_as_its_own_run_would(tmp_path: Path) -> None:
+    """Evaluation does not touch training, so the `both` run's two accuracies are those of the
+    `local` and `global` runs of the same plan, node for node."""
+    runs = {split: launch_ok(tmp_path / split, "rgg10", "d-psgd", "--transport", "inproc",
+                             "--set", "rounds=2", "--set", "partition=shards:2",
+                             "--set", f"eval_split={split}")
+            for split in ("both", "local", "global")}
+    rows = {split: {(r["node"], r["round"]): r for r in map(
+        json.loads, (tmp_path / split / "metrics.jsonl").read_text().splitlines())}
+        for split in runs}
+    assert rows["both"].keys() == rows["local"].keys() == rows["global"].keys()
+    for key, row in rows["both"].items():
+        assert row["accuracy"] == rows["local"][key]["accuracy"]
+        assert row["global_accuracy"] == rows["global"][key]["accuracy"]
+        assert row["global_loss"] == rows["global"][key]["loss"]
+        assert "global_accuracy" not in rows["local"][key]
+    both, local, glob = runs["both"], runs["local"], runs["global"]
+    assert both["avg_accuracy"] == local["avg_accuracy"]
+    assert "global_eval" not in local and "global_eval" not in glob
+    for key in ("avg_accuracy", "worst_accuracy", "bottom10_accuracy", "jain_index",
+                "cvar10_loss"):
+        assert both["global_eval"][key] == pytest.approx(glob[key], rel=1e-12)

@@ -6,6 +6,9 @@ Evaluation splits (`eval_split`):
   standard error of an accuracy near 1 % while evaluating 20 CNNs every round stays cheap on CPU.
 - `local`: the node's own test split (`partition.split_like`): the test set cut per class in
   proportion to the nodes' training counts, so it follows the node's label distribution.
+- `both`: `local` for `accuracy` and `loss`, and `global` as well for `global_accuracy` and
+  `global_loss`: a paper that does not say which split it used (DMFL-SQ) is then compared both
+  ways from one run, with the same models.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from dfl_node.learning.partition import partition, split_like
 from dfl_node.learning.seeds import numpy_stream
 
 DEFAULT_EVAL_SIZE = 2000
-EVAL_SPLITS = ("global", "local")
+EVAL_SPLITS = ("global", "local", "both")
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,8 @@ class NodeData:
     x_eval: np.ndarray
     y_eval: np.ndarray
     classes: int
+    global_eval: tuple[np.ndarray, np.ndarray] | None = None
+    """The global subset too, under `eval_split: both` (else None)."""
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -56,9 +61,8 @@ def split_indices(data: dict[str, Any], y_train: np.ndarray,
     train = partition(data["partition"], y_train, parts, seed)
     split = data["eval_split"]
     if split == "global":
-        subset = global_subset(len(y_test), int(data.get("eval_size", DEFAULT_EVAL_SIZE)), seed)
-        return train, [subset] * parts
-    if split != "local":
+        return train, [global_split(data, y_test)] * parts
+    if split not in EVAL_SPLITS:
         raise DataError(f"unknown eval_split {split!r} (known: {', '.join(EVAL_SPLITS)})")
     local = split_like(train, y_train, y_test, seed)
     empty = [pos for pos, idx in enumerate(local) if len(idx) == 0]
@@ -66,6 +70,12 @@ def split_indices(data: dict[str, Any], y_train: np.ndarray,
         raise DataError(f"eval_split local: node positions {empty} get no test samples; "
                         "use eval_split global or a larger dirichlet minimum")
     return train, local
+
+
+def global_split(data: dict[str, Any], y_test: np.ndarray) -> np.ndarray:
+    """The global subset's test indices for this data section."""
+    return global_subset(len(y_test), int(data.get("eval_size", DEFAULT_EVAL_SIZE)),
+                         data["seed"])
 
 
 @dataclass(frozen=True)
@@ -96,7 +106,9 @@ def plan_data(data: dict[str, Any], parts: int) -> PlanData:
         if found is None:
             arrays = load_arrays(data)
             train, evals = split_indices(data, arrays.y_train, arrays.y_test, parts)
-            shared = arrays.test(evals[0]) if data["eval_split"] == "global" else None
+            split = data["eval_split"]
+            shared = arrays.test(global_split(data, arrays.y_test)) \
+                if split in ("global", "both") else None
             found = _plans[key] = PlanData(arrays, train, evals, shared)
             while len(_plans) > KEPT_PLANS:
                 _plans.popitem(last=False)
@@ -116,6 +128,8 @@ def load_node_data(data: dict[str, Any], clients: list[int], node_id: int) -> No
         return NodeData(*arrays.train(none), *arrays.test(none), arrays.classes)
     shared = plan_data(data, len(clients))
     pos = clients.index(node_id)
-    x_eval, y_eval = shared.global_eval or shared.arrays.test(shared.evals[pos])
+    both = data["eval_split"] == "both"
+    x_eval, y_eval = shared.global_eval if shared.global_eval is not None and not both \
+        else shared.arrays.test(shared.evals[pos])
     return NodeData(*shared.arrays.train(shared.train[pos]), x_eval, y_eval,
-                    shared.arrays.classes)
+                    shared.arrays.classes, shared.global_eval if both else None)

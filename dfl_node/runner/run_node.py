@@ -128,6 +128,7 @@ def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: 
     reporter.emit({"type": "done", "node": node_id, "pid": os.getpid(),
                    "host": socket.gethostname(), "device": entry.device,
                    "accuracy": last.get("accuracy"), "loss": last.get("loss"),
+                   **{k: last[k] for k in ("global_accuracy", "global_loss") if k in last},
                    "virtual_seconds": clock.seconds, "ledger": comm.ledger.to_json(),
                    "formula": ctx.formula.to_json(), "protocol": proto.summary(),
                    "rejected": dict(comm.ledger.rejected),

@@ -92,6 +92,8 @@ class CycleMetrics:
         self._model = build_model(plan.model, data.input_shape, data.classes, plan.seed)
         if plan.data["eval_split"] == "global":
             self._eval = (data.x_eval, data.y_eval)
+        elif data.global_eval is not None:
+            self._eval = data.global_eval
 
     def wants_params(self, round_: int) -> bool:
         plan = self.plan

@@ -166,6 +166,7 @@ def summarize(plan: RunPlan, config: dict[str, Any], collector: Collector, outco
         "bits_per_client": formula["bits_per_client"],
         "formula": {"per_round": formula["per_round"], "total_bits": formula["total_bits"]},
         **(fairness(accs, [n["loss"] for n in finished]) if finished else {}),
+        **global_eval_keys(done, plan.clients),
         **mean_over_nodes([rec.get("protocol", {}) for node, rec in done.items()
                            if node in plan.clients]),
         **run_keys(plan, {node: rec.get("report", {}) for node, rec in done.items()
@@ -173,6 +174,17 @@ def summarize(plan: RunPlan, config: dict[str, Any], collector: Collector, outco
         **(collector.cycles.summary_keys() if collector.cycles else {}),
         "config": {"mixing": plan.mixing, "model": plan.model, "hyper": config["hyper"]},
     }
+
+
+def global_eval_keys(done: dict[int, dict[str, Any]], clients: list[int]) -> dict[str, Any]:
+    """Under `eval_split: both`, the same accuracy and tail keys on the global subset, under
+    `global_eval` (the top-level keys are the nodes' own splits)."""
+    recs = [done[n] for n in clients if "global_accuracy" in done.get(n, {})]
+    if not recs:
+        return {}
+    accs = [float(r["global_accuracy"]) for r in recs]
+    return {"global_eval": {"avg_accuracy": sum(accs) / len(accs), "worst_accuracy": min(accs),
+                            **fairness(accs, [float(r["global_loss"]) for r in recs])}}
 
 
 def write_ledger(run_dir: Path, done: dict[int, dict[str, Any]]) -> None:
