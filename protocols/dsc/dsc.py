@@ -24,6 +24,12 @@ Time: local compute is `compute_ms` per mini-batch step (0 for pure communicatio
 frame plus J parameter frames. Formula bits per message (components): `params` 32 |theta|,
 `weight` 32, `push_sum` 32, `policy` 32 K |T_i| (paper §V: 44.71 MB and 96 B for ResNet-18).
 
+Options (docs/protocols/dsc.md#configuration): `policy_scope: task` adds, after step 3, a control
+frame LOGITS{L = its K x 2 logits per task} and averages each task's logits over the neighbours
+holding it (#a19); `warmup_rounds` freezes the logits, every block run, for the first rounds
+(#a4); `payload_bytes` charges psi at a nominal size on the clock and in the formula while the
+real psi travels (#payload-override).
+
 The baselines (`protocols/dsc/dsc_baselines.py`) reuse this round and change only the weights and
 what travels.
 """
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -41,6 +48,8 @@ import torch
 from dfl_config.section import Section
 from dfl_node.comm.channel import Received
 from dfl_node.learning.flat import flatten, unflatten_into
+from dfl_node.netsim.tdma import Link
+from dfl_node.netsim.virtual_clock import LinkModel, LinkStats
 from dfl_node.plan import RunPlan
 from dfl_node.runner.context import NodeContext
 from dfl_node.wire.tags import Tag
@@ -52,6 +61,7 @@ from protocols.dsc.hyper import DSCHyper
 from protocols.dsc.jstar import jstar_cmd
 from protocols.dsc.multitask_training import LocalTrainer
 from protocols.dsc.multitask_training import evaluate as evaluate_tasks
+from protocols.dsc.nyu import NyuOptions
 from protocols.dsc.portfolios import DSCNodeAttributes
 from protocols.dsc.routed_model import RoutedMultiTaskNet, RoutedSpec
 from protocols.dsc.scenes import SceneOptions
@@ -61,12 +71,14 @@ from protocols.dsc.workload import (
     build_scene_workload,
     check_scene_plan,
     plan_portfolios,
+    prepare_nyu,
     prepare_scenes,
     task_score,
 )
 from protocols.sdk import Exchange, Payload, Protocol, RunReport
 
 PHASE_POLICY = "dsc/policy"
+PHASE_LOGITS = "dsc/logits"
 PHASE_PARAMS = "dsc/params"
 FP32_BITS = 32
 # The formula component of each tensor of a PARAMS message.
@@ -86,8 +98,10 @@ class DSC(RunReport, Protocol[DSCHyper]):
     score = dsc_report.SCORE
     multitask = dsc_report.MULTITASK
     launch_commands = (jstar_cmd,)
-    datasets: ClassVar[Mapping[str, DatasetPreparer]] = {"scenes": prepare_scenes}
-    dataset_options: ClassVar[Mapping[str, type[Section]]] = {"scenes": SceneOptions}
+    datasets: ClassVar[Mapping[str, DatasetPreparer]] = {"scenes": prepare_scenes,
+                                                         "nyuv2": prepare_nyu}
+    dataset_options: ClassVar[Mapping[str, type[Section]]] = {"scenes": SceneOptions,
+                                                              "nyuv2": NyuOptions}
     model_specs = (RoutedSpec,)
     node_attributes = DSCNodeAttributes
 
@@ -101,8 +115,8 @@ class DSC(RunReport, Protocol[DSCHyper]):
             raise TypeError(f"{type(self).__name__}: the node's workload is not build_workload's")
         self.model, self.data = model, data
         self.me = ctx.node_id
-        self.trainer = LocalTrainer(self.model, self.data.train, self.hyper, ctx.plan.seed,
-                                    self.me, ctx.device)
+        self.trainer = LocalTrainer(self.model, self.data.train, self.hyper.training(),
+                                    ctx.plan.seed, self.me, ctx.device)
         self.steps_per_epoch = math.ceil(len(self.data.train) / self.hyper.batch_size)
         self.shared = list(self.model.named_group("shared").values())
         self.portfolios = plan_portfolios(ctx.plan)
@@ -113,7 +127,13 @@ class DSC(RunReport, Protocol[DSCHyper]):
         schema |= {"w": ("float32", (1,))} if self.attach_weight else {}
         schema |= {"y": ("float32", (1,))} if self.push_sum else {}
         ctx.comm.set_schema(PHASE_PARAMS, schema)
+        if self.hyper.payload_bytes is not None:
+            extras = 4 * (len(schema) - 1)  # w and y travel at their real size
+            ctx.clock.model = NominalPayload.over(
+                ctx.clock.model, {4 * size + extras: self.hyper.payload_bytes + extras})
         self.policy_frame = Exchange(ctx, PHASE_POLICY, validator=self.check_policies)
+        self.shares_policies = self.hyper.policy_scope == "task" and not self.is_reference
+        self.logit_frame = Exchange(ctx, PHASE_LOGITS, validator=self.check_logits)
         self.column: Weights | None = None  # sender-side weights w_{n,i}, attached per message
         self.row: Weights | None = None  # receiver-side weights w_{i,n}, known before mixing
         self.rows: list[Weights] = []  # the row of W actually used, per round
@@ -153,10 +173,20 @@ class DSC(RunReport, Protocol[DSCHyper]):
                 or not np.isin(u, (0.0, 1.0)).all():
             raise ValueError("expected U: (tasks, K) float32 zeros and ones")
 
+    def check_logits(self, tensors: Mapping[str, np.ndarray]) -> None:
+        """A LOGITS message: L of shape (|T_n|, K, 2), finite float32."""
+        lg = tensors.get("L")
+        if set(tensors) != {"L"} or lg is None or lg.dtype != np.float32 or lg.ndim != 3 \
+                or not 1 <= lg.shape[0] <= len(TASKS) or lg.shape[1:] != (self.model.blocks, 2) \
+                or not np.isfinite(lg).all():
+            raise ValueError("expected L: (tasks, K, 2) finite float32")
+
     def run_round(self, r: int) -> dict[str, float]:
         self.loss = self.trainer.run_epochs(self.hyper.epochs)
         self.ctx.clock.sync_step(0, self.hyper.epochs * self.steps_per_epoch)
         self.prepare_round(r)
+        if self.shares_policies:
+            self.share_task_policies(r)
         row = self.mix(r) if self.depth else {self.me: 1.0}
         self.rows.append(row)
         return {"train_loss": self.loss, "self_weight": row[self.me],
@@ -195,6 +225,35 @@ class DSC(RunReport, Protocol[DSCHyper]):
     def policy_bytes(self, node: int) -> int:
         return FP32_BITS // 8 * self.model.blocks * len(self.portfolios[node])
 
+    def share_task_policies(self, r: int) -> None:
+        """`policy_scope: task`: one control frame LOGITS{L = the K x 2 logits of each task} to
+        every neighbour, then the logits of each task t <- their mean over this node and the
+        neighbours holding t (ascending id, float64). After the weights of the round, so that
+        Eq. 18 sees the policies the clients learned; every round, so that the holders of t
+        keep one policy per task (docs/protocols/dsc.md#a19)."""
+        logits = self.model.policy_logits
+        mine = torch.stack([logits[t].detach() for t in self.model.tasks])
+        self.ctx.clock.expect({n: 2 * self.policy_bytes(n) for n in self.ctx.plan.clients})
+        theirs = self.logit_frame(r, Payload({"L": mine},
+                                             {"policy_logits": FP32_BITS * mine.numel()}),
+                                  compute_steps=0)
+        held: dict[str, dict[int, torch.Tensor]] = {t: {self.me: logits[t].detach()}
+                                                    for t in self.model.tasks}
+        for n, msg in theirs.items():
+            tasks = self.portfolios[n]
+            if msg["L"].shape[0] != len(tasks):
+                raise ValueError(f"node {self.me}: node {n} sent {msg['L'].shape[0]} policy "
+                                 f"logits for its {len(tasks)} tasks")
+            for k, t in enumerate(tasks):
+                if t in held:
+                    held[t][n] = msg["L"][k]
+        with torch.no_grad():
+            for t, values in held.items():
+                acc = torch.zeros(logits[t].shape, dtype=torch.float64)
+                for n in sorted(values):
+                    acc.add_(values[n].to(torch.float64))
+                logits[t].copy_((acc / len(values)).to(torch.float32))
+
     def step_row(self, row: Weights | None, psi: torch.Tensor,
                  theirs: Mapping[int, Received]) -> Weights:
         """Row i of W for this step: known beforehand, or w_{i,n} read from the messages."""
@@ -224,13 +283,14 @@ class DSC(RunReport, Protocol[DSCHyper]):
         """One frame: PARAMS{psi (, y) (, w)} to every neighbour, theirs back; each message
         charged (formula and clock) what it carries, 32 bits a value."""
         base = {"psi": psi, **({"y": y} if self.push_sum else {})}
-        comm = self.ctx.comm
+        comm, nominal = self.ctx.comm, self.hyper.payload_bytes
         if self.column is not None:
             column = self.column
-            sent = {n: params({**base, "w": torch.tensor([column[n]])}) for n in comm.neighbors}
+            sent = {n: params({**base, "w": torch.tensor([column[n]])}, nominal)
+                    for n in comm.neighbors}
             theirs = comm.exchange_each(tag, {n: msg.tensors for n, msg in sent.items()})
         else:
-            sent = dict.fromkeys(comm.neighbors, params(base))
+            sent = dict.fromkeys(comm.neighbors, params(base, nominal))
             theirs = comm.exchange(tag, base)
         for n in theirs:
             self.ctx.formula.charge_all(tag.round, n, sent[n].bits)
@@ -259,10 +319,33 @@ class DSC(RunReport, Protocol[DSCHyper]):
         return run_summary(plan, reports, cls.is_reference, baseline)
 
 
-def params(tensors: Mapping[str, torch.Tensor]) -> Payload:
-    """A PARAMS message with its formula bits by component (`COMPONENTS`)."""
-    return Payload(tensors, {COMPONENTS[name]: FP32_BITS * t.numel()
-                             for name, t in tensors.items()})
+def params(tensors: Mapping[str, torch.Tensor], psi_bytes: int | None = None) -> Payload:
+    """A PARAMS message with its formula bits by component (`COMPONENTS`); `psi_bytes`: the
+    nominal size charged for psi instead of its own (`hyper.payload_bytes`)."""
+    bits = {COMPONENTS[name]: FP32_BITS * t.numel() for name, t in tensors.items()}
+    if psi_bytes is not None:
+        bits["params"] = 8 * psi_bytes
+    return Payload(tensors, bits)
+
+
+@dataclass(frozen=True)
+class NominalPayload(LinkModel):
+    """The node's link model, charging a PARAMS message of the real size as the nominal one.
+
+    Under TDMA the clock is told the sizes that really crossed the sockets (by `Comm`, below
+    the protocol), so the nominal size of `hyper.payload_bytes` can only enter where a size
+    becomes time: here. Sizes are matched exactly; no other message of a DSC run has the size
+    of a PARAMS message (a POLICY or LOGITS message is at most 8 K |T| bytes)."""
+
+    sizes: Mapping[int, int] = field(default_factory=dict)
+
+    @classmethod
+    def over(cls, base: LinkModel, sizes: Mapping[int, int]) -> NominalPayload:
+        return cls(cfg=base.cfg, links=base.links, compute_seconds=base.compute_seconds,
+                   seed=base.seed, sizes=dict(sizes))
+
+    def carry(self, link: Link, message_bytes: int, frame: int) -> LinkStats:
+        return super().carry(link, self.sizes.get(message_bytes, message_bytes), frame)
 
 
 def combine(row: Weights, me: int, mine: torch.Tensor, theirs: Mapping[int, Received],

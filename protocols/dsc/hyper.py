@@ -11,11 +11,12 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator
 
-from dfl_config.section import Count, Number, Positive
+from dfl_config.section import Count, NonNegativeInt, Number, Positive
 from protocols.dsc.dsc_mixing import FedAvgVariant
 from protocols.dsc.multitask_training import MultiTaskTrainingHyper
 
 Mixing = Literal["column_softmax", "push_sum", "row_softmax"]
+PolicyScope = Literal["client", "task"]
 
 
 def _open_unit(value: float) -> float:
@@ -35,6 +36,22 @@ class DSCHyper(MultiTaskTrainingHyper):
     """column_softmax: the paper; push_sum, row_softmax: ablations (docs/protocols/dsc.md#a1)."""
     delta_baseline: str | None = None
     """A dsc-noagg run directory: the summary gets Delta_all (Eq. 42-44) against it."""
+    policy_scope: PolicyScope = "client"
+    """client: u_{i,t} learned by each client (the paper, #a5); task: the logits of task t
+    averaged over the neighbours holding t every round (docs/protocols/dsc.md#a19)."""
+    warmup_rounds: NonNegativeInt = 0
+    """Rounds whose local epochs run every block with the logits frozen before policies are
+    learned (the spec's optional warm-up, docs/protocols/dsc.md#a4)."""
+    payload_bytes: Count | None = None
+    """What the clock and the formula charge for psi in a PARAMS message, in bytes (Fig. 9:
+    44706048 for ResNet-18, 85138688 for ResNet-34); None: its real size. The real psi still
+    travels (docs/protocols/dsc.md#payload-override)."""
+
+    def training(self) -> MultiTaskTrainingHyper:
+        """The local trainer's settings: `warmup_rounds` is counted in epochs there, and the
+        longer of the two warm-ups wins, so setting either one is enough."""
+        epochs = max(self.warmup_epochs, self.warmup_rounds * self.epochs)
+        return self.model_copy(update={"warmup_epochs": epochs})
 
 
 class DSCFedAvgHyper(DSCHyper):

@@ -9,6 +9,9 @@ Layout: the widely used preprocessed NYU-v2 of MTAN (Liu et al.), one `.npy` per
 - normal (H, W, 3) unit normals, zero where unknown.
 Files are read with `allow_pickle=False` (plain arrays only, never objects). Nothing is
 downloaded; when a file is absent the loader raises `NyuError` with one line naming it.
+
+The DSC family reads it as `--dataset nyuv2 --data-root ROOT` (protocols/dsc/workload.py): each
+node loads the pool and keeps its Dirichlet share (`NyuOptions`, the `nyuv2:` section).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dfl_config.section import Count, Positive, Section
 from protocols.dsc.taskdata import IGNORE, TaskSet
 
 SPLITS = {"train": "train", "test": "val"}
@@ -29,6 +33,28 @@ class NyuError(ValueError):
     pass
 
 
+class NyuOptions(Section):
+    """The `nyuv2:` section: how the 795 training images are shared out (docs/protocols/dsc.md#a8).
+    The files themselves are found under the run's `data_root`."""
+
+    alpha: Positive = 1.0
+    """Dirichlet concentration of the per-node training sizes (quantity skew)."""
+    min_size: Count = 30
+    """Training images every node gets at least."""
+
+
+def count_images(root: str | Path, split: str) -> int:
+    """How many samples the split holds (its `image` files), without reading them; NyuError
+    (one line) when there are none, so that a launcher can refuse before any node starts."""
+    if split not in SPLITS:
+        raise NyuError(f"NYU-v2 split {split!r} unknown (known: {', '.join(SPLITS)})")
+    base = Path(root) / SPLITS[split]
+    count = len(list((base / "image").glob("*.npy")))
+    if count == 0:
+        raise NyuError(f"NYU-v2 not found: no {base / 'image' / '0.npy'} (expected {LAYOUT})")
+    return count
+
+
 def load_nyu(root: str | Path, split: str,
              tasks: tuple[str, ...] = ("seg", "sn", "dep")) -> TaskSet:
     """The `train` (795) or `test` (654, the `val` folder) split with the labels of `tasks`."""
@@ -38,9 +64,7 @@ def load_nyu(root: str | Path, split: str,
     if unknown:
         raise NyuError(f"NYU-v2 has no labels for {unknown} (it has seg, sn, dep)")
     base = Path(root) / SPLITS[split]
-    count = len(list((base / "image").glob("*.npy")))
-    if count == 0:
-        raise NyuError(f"NYU-v2 not found: no {base / 'image' / '0.npy'} (expected {LAYOUT})")
+    count = count_images(root, split)
     columns = {key: np.stack([read(base / FOLDERS[key] / f"{k}.npy") for k in range(count)])
                for key in ("image", *tasks)}
     size = columns["image"].shape[1:3]

@@ -5,7 +5,9 @@ docs/protocols/dsc.md#the-model) through `Protocol.build_workload`; everything h
 the plan, so every process builds the same portfolios, data and common theta_0:
 - portfolios: a topology node's `tasks` attribute, else the seeded draw of the plan's
   `scenes.portfolios` scheme;
-- data: dataset `scenes` only (the node renders its own training share and the common test pool);
+- data: dataset `scenes` (the node renders its own training share and the common test pool) or
+  `nyuv2` (the files under the run's `data_root`, `protocols.dsc.nyu`: the node loads the pool
+  and keeps its Dirichlet share of the training split, and the whole `val` split as test set);
 - model: the routed ResNet `model.backbone` with the semantic channel `model.channel`
   ({kind, snr_db}), the section `RoutedSpec` declares.
 
@@ -19,16 +21,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from dfl_config.problems import one_line
 from dfl_node.plan import RunPlan
+from protocols.dsc.nyu import FOLDERS, NYU_CLASSES, NyuOptions, count_images, load_nyu, read
 from protocols.dsc.portfolios import Portfolio, node_portfolios
 from protocols.dsc.routed_model import RoutedMultiTaskNet, RoutedSpec, build_multitask_model
 from protocols.dsc.scenes import CLASSES, SceneOptions, node_scenes, train_sizes
-from protocols.dsc.taskdata import TaskSet
+from protocols.dsc.taskdata import TaskSet, dirichlet_sizes, node_share
+
+DATASETS = ("scenes", "nyuv2")
 
 # One headline number per task for the task score: (metric, scale); a negative scale marks a
 # lower-is-better metric, scored 1 + scale * value.
@@ -60,9 +66,19 @@ def routed_spec(model: Mapping[str, Any]) -> RoutedSpec:
         raise ValueError(one_line(exc, RoutedSpec, ("model",))) from None
 
 
+def nyu_options(data: Mapping[str, Any]) -> NyuOptions:
+    """The data section's `nyuv2` options; ValueError (one line) on a bad one."""
+    try:
+        return NyuOptions.model_validate(data.get("nyuv2", {}))
+    except ValidationError as exc:
+        raise ValueError(one_line(exc, NyuOptions, ("nyuv2",))) from None
+
+
 def plan_portfolios(plan: RunPlan) -> dict[int, Portfolio]:
-    return node_portfolios({n.id: n.attrs for n in plan.nodes}, plan.seed,
-                           scene_options(plan.data).portfolios)
+    """NYU-v2 labels only Seg, Sn and Dep, so it always draws the `nyu` scheme."""
+    scheme = "nyu" if plan.data.get("dataset") == "nyuv2" \
+        else scene_options(plan.data).portfolios
+    return node_portfolios({n.id: n.attrs for n in plan.nodes}, plan.seed, scheme)
 
 
 def prepare_scenes(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -73,15 +89,49 @@ def prepare_scenes(data: Mapping[str, Any]) -> dict[str, Any]:
             "eval_size": opts.test_size}
 
 
+def nyu_root(data: Mapping[str, Any]) -> str:
+    root = data.get("data_root")
+    if not root:
+        raise ValueError("NYU-v2 is read from --data-root DIR (ROOT/{train,val}/...): none given")
+    return str(root)
+
+
+def prepare_nyu(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The `nyuv2` dataset for the launcher: its files must be there (one line naming the
+    first one missing otherwise), since each node reads them itself; nothing is cached."""
+    nyu_options(data)
+    root = nyu_root(data)
+    test = count_images(root, "test")
+    count_images(root, "train")
+    image = read(Path(root) / "val" / FOLDERS["image"] / "0.npy")
+    if image.ndim != 3 or image.shape[2] != 3:
+        raise ValueError(f"NYU-v2 images must be (H, W, 3), got {image.shape}")
+    return {"num_classes": NYU_CLASSES, "shape": [3, *image.shape[:2]], "eval_size": test}
+
+
 def check_scene_plan(plan: RunPlan) -> None:
     """ValueError (one line) unless the plan is one a scene workload can serve (its dataset,
     model, portfolios and training sizes); the launcher calls it (via `DSC.check_plan`) before
     any node starts."""
-    if plan.data.get("dataset") != "scenes":
+    dataset = plan.data.get("dataset")
+    if dataset not in DATASETS:
         raise ValueError(f"{plan.protocol} learns dense multi-task scenes: use --dataset "
-                         f"scenes, not {plan.data.get('dataset')!r}")
+                         f"{' or '.join(DATASETS)}, not {dataset!r}")
     routed_spec(plan.model)
-    plan_portfolios(plan)
+    portfolios = plan_portfolios(plan)
+    if dataset == "nyuv2":
+        for node, tasks in portfolios.items():
+            absent = [t for t in tasks if t not in FOLDERS]
+            if absent:
+                raise ValueError(f"node {node}: NYU-v2 has no labels for {absent} "
+                                 "(it has seg, sn, dep)")
+        opts = nyu_options(plan.data)
+        try:
+            dirichlet_sizes(count_images(nyu_root(plan.data), "train"), len(plan.clients),
+                            opts.alpha, opts.min_size, plan.seed)
+        except ValueError as exc:
+            raise ValueError(f"nyuv2: {exc}") from None
+        return
     try:
         train_sizes(scene_options(plan.data), plan.seed, len(plan.clients))
     except ValueError as exc:
@@ -91,9 +141,17 @@ def check_scene_plan(plan: RunPlan) -> None:
 def build_scene_workload(plan: RunPlan, node_id: int) -> tuple[RoutedMultiTaskNet, SceneData]:
     check_scene_plan(plan)
     tasks = plan_portfolios(plan)[node_id]
-    train, test = node_scenes(scene_options(plan.data), plan.seed, plan.clients, node_id, tasks)
-    model = build_multitask_model(routed_spec(plan.model), tasks, len(CLASSES), plan.seed,
-                                  node_id)
+    if plan.data.get("dataset") == "nyuv2":
+        opts, root = nyu_options(plan.data), nyu_root(plan.data)
+        train = node_share(load_nyu(root, "train", tasks), plan.clients, node_id, tasks,
+                           opts.alpha, opts.min_size, plan.seed)
+        test = load_nyu(root, "test", tasks)
+        classes = NYU_CLASSES
+    else:
+        train, test = node_scenes(scene_options(plan.data), plan.seed, plan.clients, node_id,
+                                  tasks)
+        classes = len(CLASSES)
+    model = build_multitask_model(routed_spec(plan.model), tasks, classes, plan.seed, node_id)
     return model, SceneData(train, test)
 
 
