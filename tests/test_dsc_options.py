@@ -5,6 +5,7 @@ read from its files (#a8), as typed keys and as real meshes."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -134,6 +135,19 @@ def test_task_scope_and_the_nominal_payload_are_exact_across_transports(
         "policy_logits": 16 * sum(policy[a] for a, _ in links)}
 
 
+def test_the_nominal_payload_times_synchronous_steps_too(tmp_path: Path, triangle: str) -> None:
+    """Without TDMA the protocol itself tells the clock a step's size (its largest message)."""
+    summary = launch_ok(tmp_path / "run", triangle, "dsc", *SMALL, "--set", "schedule=sync",
+                        "--set", "link.compute_ms=0",
+                        "--set", f"hyper.payload_bytes={RESNET18_BYTES}")
+    # Defaults: 1 ms, 100 Mbit/s, no loss, 1500-byte packets; POLICY is 4 K x 2 tasks.
+    def step(size: int) -> float:
+        return 1e-3 + math.ceil(size / 1500) * 8 * 1500 / 100e6
+    assert summary["schedule"] == "sync"
+    assert summary["virtual_seconds"] == pytest.approx(
+        ROUNDS * (step(4 * K * 2) + step(RESNET18_BYTES + 4)), rel=1e-12)
+
+
 def test_task_scope_gives_neighbouring_holders_of_a_task_one_policy(
     tmp_path: Path, triangle: str
 ) -> None:
@@ -175,10 +189,11 @@ def test_warmup_rounds_run_every_block_and_weigh_neighbours_uniformly(
 
 def write_nyu(root: Path, folder: str, count: int, rng: np.random.Generator) -> None:
     """The MTAN layout protocols/dsc/nyu.py reads, at 16 x 16."""
-    arrays = {"image": rng.uniform(0, 1, (count, 16, 16, 3)),
-              "label": rng.integers(-1, NYU_CLASSES, (count, 16, 16)).astype(np.float32),
-              "depth": rng.uniform(0.5, 5, (count, 16, 16, 1)),
-              "normal": rng.normal(size=(count, 16, 16, 3))}
+    arrays: dict[str, np.ndarray] = {
+        "image": rng.uniform(0, 1, (count, 16, 16, 3)),
+        "label": rng.integers(-1, NYU_CLASSES, (count, 16, 16)).astype(np.float32),
+        "depth": rng.uniform(0.5, 5, (count, 16, 16, 1)),
+        "normal": rng.normal(size=(count, 16, 16, 3))}
     for name, arr in arrays.items():
         (root / folder / name).mkdir(parents=True)
         for k in range(count):
