@@ -1,104 +1,192 @@
-"""The reproduction scripts (bench/reproduce_*.py) as sweeps: their options become a sweep whose
-every run resolves (checked as `dfl-launch sweep` checks a grid, without running a mesh), seeds
-are read by the launcher's one parser, and a script run twice runs nothing the second time."""
+"""`python -m bench.reproduce`: every experiment of the three papers at every budget has its arms,
+a claim is judged only on the experiment it belongs to and only on the arms its method and point
+name, and (slow) every experiment runs at the quick budget and writes its outputs."""
 
 from __future__ import annotations
 
-import argparse
+import json
+import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
 
-from bench import reproduce_dmflsq, reproduce_dsc, reproduce_ssdfl, sweeps
-from launcher.sweep.grid import check, points
+from bench.reproduce.__main__ import DATA_ROOT, RECIPES, main
+from bench.reproduce.arms import Arm
+from bench.reproduce.experiment import judge_claim, parse_method, parse_point
+from bench.reproduce.judge import Verdict
+from bench.reproduce.measures import Measured
+from bench.reproduce.paperdata import Check, Claim, load_paper
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def test_seed_ranges_are_read_by_the_launchers_parser() -> None:
-    assert sweeps.seed_range("1-3") == [1, 2, 3]
-    assert sweeps.seed_range("4") == [4]
-    with pytest.raises(argparse.ArgumentTypeError, match="expected"):
-        sweeps.seed_range("3-1")
+PAPERS = sorted(RECIPES)
 
 
-def test_one_seed_range_parser_and_no_subprocess_loop_in_bench() -> None:
-    """Issue 26: the scripts drive sweeps; `A-B` is split in launcher/config/options.py only."""
-    needle = "partition(" + '"-")'  # spelled apart, or this file would hold it
-    packages = ("dfl_config", "topologies", "dfl_node", "protocols", "launcher", "dfl_mesh",
-                "bench", "tests")
-    splitters = [p for package in packages for p in sorted((ROOT / package).rglob("*.py"))
-                 if needle in p.read_text()]
-    assert [p.relative_to(ROOT).as_posix() for p in splitters] == ["launcher/config/options.py"]
-    for script in ("reproduce_dmflsq", "reproduce_ssdfl", "reproduce_dsc"):
-        assert "subprocess" not in (ROOT / "bench" / f"{script}.py").read_text()
+def recipes_of(paper: str, budget: str, out: Path) -> dict:
+    module = __import__(f"bench.reproduce.recipes.{RECIPES[paper]}", fromlist=["recipes"])
+    return module.recipes(budget, out, None)
 
 
-def test_dmflsq_options_cut_the_shipped_sweep(tmp_path: Path) -> None:
-    opts = reproduce_dmflsq.parse(["--rounds", "3", "--seeds", "1-2", "--out", str(tmp_path),
-                                   "--only", "DMFL-SQ,No fairness (rho=0),d-psgd"])
-    spec = reproduce_dmflsq.sweep_spec(opts.methods, opts)
-    assert [v.name for v in spec.variants] == ["d-psgd", "dmfl-sq", "no-fairness-rho-0"]
-    assert spec.settings["rounds"] == 3 and spec.seeds == [1, 2] and spec.out == tmp_path
-    grid = points(spec)
-    assert check(grid) == 20
-    assert grid[0].run_dir == tmp_path / "d-psgd" / "ring20" / "defaults" / "seed-1"
-    assert "rho=0" in grid[-1].request.sets
+@pytest.mark.parametrize("paper", PAPERS)
+@pytest.mark.parametrize("budget", ["quick", "medium", "paper"])
+def test_every_reproducible_experiment_has_arms_for_every_method_its_claims_name(
+        paper: str, budget: str, tmp_path: Path) -> None:
+    data = load_paper(paper)
+    recipes = recipes_of(paper, budget, tmp_path)
+    assert {e.id for e in data.experiments if e.reproducible} <= set(recipes)
+    assert set(recipes) <= {e.id for e in data.experiments}
+    for experiment in data.experiments:
+        if experiment.id not in recipes:
+            continue
+        methods = {a.method for a in recipes[experiment.id].arms}
+        for claim in experiment.claims:
+            if claim.check is None:
+                continue
+            for spec in (claim.check.method, *claim.check.than):
+                name, _ = parse_method(spec)
+                assert name == "*" or name in methods, (experiment.id, claim.id, spec)
 
 
-def test_every_dmflsq_variant_is_a_method_of_the_script(tmp_path: Path) -> None:
-    opts = reproduce_dmflsq.parse(["--seeds", "1-1", "--out", str(tmp_path)])
-    spec = reproduce_dmflsq.sweep_spec(opts.methods, opts)
-    methods = reproduce_dmflsq.METHODS + reproduce_dmflsq.ABLATIONS
-    assert [v.name for v in spec.variants] == [m.variant for m in methods]
-    assert all(reproduce_dmflsq.slug(m.label) == m.variant for m in methods)
-    check(points(spec))
-    with pytest.raises(SystemExit):
-        reproduce_dmflsq.parse(["--only", "no-such-method"])
+def test_medium_and_paper_budgets_sweep_what_the_claims_run_along(tmp_path: Path) -> None:
+    """A trend needs at least three points of its axis below the paper budget too (a peak or
+    a U has an interior point), or, along a series, runs that record it."""
+    for paper in PAPERS:
+        data = load_paper(paper)
+        recipes = recipes_of(paper, "medium", tmp_path / paper)
+        for experiment in data.experiments:
+            for claim in experiment.claims:
+                check = claim.check
+                if check is None or check.kind != "trend" or experiment.id not in recipes:
+                    continue
+                arms = recipes[experiment.id].arms
+                values = {a.at[check.along] for a in arms if check.along in a.at}
+                assert len(values) >= 2 or check.along in ("round", "S"), claim.id
+                if check.direction in ("u-shaped", "peaks") and check.along not in ("S",):
+                    assert len(values) >= 3, claim.id
 
 
-def test_ssdfl_is_a_variant_per_method_and_level(tmp_path: Path) -> None:
-    opts = reproduce_ssdfl.parse(["--seeds", "1-1", "--out", str(tmp_path)])
-    spec = reproduce_ssdfl.sweep_spec(opts)
-    assert len(spec.variants) == 10 and len(spec.topologies) == 6
-    grid = points(spec)
-    assert check(grid) == 30
-    assert grid[0].run_dir == tmp_path / "ssd-fl-mild" / "er10" / "defaults" / "seed-1"
-    assert "partition" in grid[0].request.options and \
-        grid[0].request.options["partition"] == "shards:3"
+def measured(values: dict[str, float], **series: dict[float, float]) -> Measured:
+    return Measured(scalars=values, series={"round": {k: v for k, v in series.items()}})
 
 
-def test_dsc_depths_and_baseline(tmp_path: Path) -> None:
-    assert reproduce_dsc.depth_list("1-3,5,8") == [1, 2, 3, 5, 8]
-    with pytest.raises(argparse.ArgumentTypeError):
-        reproduce_dsc.depth_list("0,x")
-    opts = reproduce_dsc.parse(["--tiny", "--seeds", "0-1", "--out", str(tmp_path)])
-    assert opts.seeds == [0, 1]
-    base = tmp_path / "dsc-noagg" / "rgg10" / "defaults" / "seed-0"
-    spec = reproduce_dsc.sweep_spec(opts, [reproduce_dsc.variant("dsc-fedavg", 5)], [0], base)
-    (point,) = points(spec)
-    assert check([point]) == 10
-    assert point.run_dir == tmp_path / "dsc-fedavg-J5" / "rgg10" / "defaults" / "seed-0"
-    assert f'hyper.delta_baseline="{base}"' in point.request.sets
-    assert "hyper.depth=5" in point.request.sets
-    paper_sized = reproduce_dsc.sweep_spec(reproduce_dsc.parse(["--out", str(tmp_path)]),
-                                           [reproduce_dsc.variant("dsc", 1)], [0])
-    assert paper_sized.settings["scenes"] == {"test_size": 650}  # dsc-paper.yaml's pool
+def test_a_comparison_is_made_point_by_point_and_named_points_select_arms() -> None:
+    claim = Claim(id="c", text="t", where="w", check=Check(
+        kind="higher", metric="delta_all", method="Sim (J=5)", than=("Avg (J=5)", "None")))
+    arms = {
+        Arm("Sim", "dsc", "rgg10", {"J": 5}): [measured({"delta_all": v}) for v in (5, 5.1, 5.2)],
+        Arm("Sim", "dsc", "rgg10", {"J": 1}): [measured({"delta_all": v}) for v in (0, 0.1, 0)],
+        Arm("Avg", "dsc-fedavg", "rgg10", {"J": 5}): [measured({"delta_all": v})
+                                                    for v in (1, 1.1, 1.2)],
+        Arm("Avg", "dsc-fedavg", "rgg10", {"J": 1}): [measured({"delta_all": v})
+                                                    for v in (9, 9.1, 9.2)],
+        Arm("None", "dsc-noagg", "rgg10", {}): [measured({"delta_all": v}) for v in (0, 0, 0.1)],
+    }
+    judged = judge_claim(claim, arms)
+    assert judged.verdict == Verdict.HOLDS, judged.details
+    # the J = 1 arm of FedAvg (far above) never enters the J = 5 comparison
+    assert len(judged.details) == 1 and "J=1" not in judged.details[0]
+
+
+def test_a_condition_keeps_the_claim_on_its_setting_and_fails_where_it_fails() -> None:
+    check = Check(kind="higher", metric="avg_accuracy", method="SSD-FL", than=("STC",),
+                  condition="tau_a = 5")
+    claim = Claim(id="c", text="t", where="w", check=check)
+    runs = {}
+    for tau, ours, theirs in ((1, 0.1, 0.9), (5, 0.8, 0.2)):
+        runs[Arm("SSD-FL", "ssd-fl", "g", {"tau_a": tau})] = [
+            measured({"avg_accuracy": ours + d}) for d in (0, 0.01, 0.02)]
+        runs[Arm("STC", "stc", "g", {"tau_a": tau})] = [
+            measured({"avg_accuracy": theirs + d}) for d in (0, 0.01, 0.02)]
+    assert judge_claim(claim, runs).verdict == Verdict.HOLDS
+    unconditioned = Claim(id="c", text="t", where="w", check=check.model_copy(
+        update={"condition": ""}))
+    assert judge_claim(unconditioned, runs).verdict == Verdict.FAILS
+
+
+def test_trends_run_along_the_arms_axis_or_a_series_of_each_run() -> None:
+    falls = Claim(id="c", text="t", where="w", check=Check(
+        kind="trend", metric="bits_per_client", method="D", along="theta0", direction="falls"))
+    runs = {Arm("D", "dmfl-sq", "ring20", {"theta0": t}): [
+        measured({"bits_per_client": 100 / t + d}) for d in (0, 1, 2)] for t in (0.1, 0.5, 2)}
+    assert judge_claim(falls, runs).verdict == Verdict.HOLDS
+    over_rounds = Claim(id="c", text="t", where="w", check=Check(
+        kind="trend", metric="cvar10_loss", method="D", along="round", direction="falls"))
+    arm = Arm("D", "dmfl-sq", "ring20", {})
+    rising = {arm: [measured({}, cvar10_loss={10: 1.0 + d, 20: 2.0 + d}) for d in (0, .1, .2)]}
+    assert judge_claim(over_rounds, rising).verdict == Verdict.FAILS
+    every = Claim(id="c", text="t", where="w", check=Check(
+        kind="trend", metric="bits_per_client", method="*", along="theta0", direction="falls"))
+    assert judge_claim(every, runs).verdict == Verdict.HOLDS
+
+
+def test_accuracy_at_equal_bits_reads_each_curve_at_the_fewest_bits_any_run_ended_at() -> None:
+    claim = Claim(id="c", text="t", where="w", check=Check(
+        kind="higher", metric="accuracy_at_equal_bits", method="A", than=("B",)))
+    cheap = [Measured({"bits_per_client": 100.0}, {"round": {
+        "accuracy": {1: 0.5 + d, 2: 0.6 + d}, "bits_per_client": {1: 50.0, 2: 100.0}}})
+        for d in (0, .01, .02)]
+    # B is more accurate at its end, but at 100 bits it had made one evaluation, at 0.3
+    dear = [Measured({"bits_per_client": 1000.0}, {"round": {
+        "accuracy": {1: 0.3 + d, 2: 0.9}, "bits_per_client": {1: 90.0, 2: 1000.0}}})
+        for d in (0, .01, .02)]
+    runs = {Arm("A", "a", "g", {}): cheap, Arm("B", "b", "g", {}): dear}
+    assert judge_claim(claim, runs).verdict == Verdict.HOLDS
+
+
+def test_points_and_methods_are_parsed_as_the_data_files_write_them() -> None:
+    assert parse_method("Similarity (J=5)") == ("Similarity", {"J": "5"})
+    assert parse_method("DMFL-SQ rho=0") == ("DMFL-SQ rho=0", {})
+    assert parse_method("L (ResNet-34)") == ("L (ResNet-34)", {})
+    assert parse_point("tau_a = 5, level = extreme") == {"tau_a": "5", "level": "extreme"}
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["dmfl-sq", "fig99"], "dmfl-sq has no experiment 'fig99'"),
+    (["dmfl-sq", "fig8"], "dmfl-sq fig8 .Fig. 8. cannot be reproduced here: MUSMET"),
+    (["dsc", "--budget", "huge"], "invalid choice: 'huge'"),
+])
+def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main([*args, "--out", str(tmp_path / "o")])
+    out, err = capsys.readouterr()
+    assert exc.value.code == 2 and not out
+    assert re.search(message, err.strip().splitlines()[-1]), err
+    assert not (tmp_path / "o").exists()
+
+
+def cifar_root() -> Path:
+    if not DATA_ROOT.is_dir() and os.environ.get("CI") != "true":
+        pytest.skip(f"no CIFAR-10 at {DATA_ROOT}")
+    return DATA_ROOT
 
 
 @pytest.mark.slow
-def test_ssdfl_at_a_tiny_budget_then_again_runs_nothing(tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["--cycles", "1", "--local-steps", "1", "--eval-size", "50", "--seeds", "1-1",
-            "--graphs", "er10", "--levels", "mild", "--only", "ssd-fl,sdfl",
-            "--out", str(tmp_path)]
-    assert reproduce_ssdfl.main(argv) == 0
-    first = capsys.readouterr()
-    assert "2 runs, 0 of them finished before" in first.err
-    assert re.search(r"er10/mild: SSD-FL .* >= sdfl", first.out)
-    assert reproduce_ssdfl.main(argv) == 0
-    again = capsys.readouterr()
-    assert "2 runs, 2 of them finished before" in again.err
-    assert "run_dir:" not in again.out
-    assert (tmp_path / "table.json").is_file()
+@pytest.mark.parametrize("paper", PAPERS)
+def test_every_experiment_runs_at_the_quick_budget_and_writes_its_outputs(
+        paper: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / paper
+    code = main([paper, "--budget", "quick", "--out", str(out),
+                 "--data-root", str(cifar_root())])
+    assert code == 0, capsys.readouterr().err[-2000:]
+    data = load_paper(paper)
+    recipes = recipes_of(paper, "quick", tmp_path / "again")
+    for experiment_id in recipes:
+        experiment = data.experiment(experiment_id)
+        record = json.loads((out / f"{experiment_id}.json").read_text())
+        assert (out / f"{experiment_id}.png").stat().st_size > 1000
+        assert experiment.label in (out / f"{experiment_id}.md").read_text()
+        # the claims judged are this experiment's, every one of them, and only those
+        assert [c["id"] for c in record["claims"]] == [c.id for c in experiment.claims]
+        verdicts = {str(v) for v in Verdict} | {"not checked"}
+        assert {c["verdict"] for c in record["claims"]} <= verdicts
+        for arm in record["arms"]:
+            for column in recipes[experiment_id].columns:
+                if column in arm["scalars"]:
+                    assert len(arm["scalars"][column]["values"]) == 1  # one seed at quick
+        assert any(arm["scalars"] for arm in record["arms"])
+        assert len(record["paper_numbers"]) == len(experiment.numbers)
+    if sys.platform == "linux":  # every run directory is a finished run, kept for a resume
+        summaries = list((out / "runs").glob("*/*/defaults/seed-0/summary.json"))
+        assert summaries and all(json.loads(s.read_text())["status"] == "ok"
+                                 for s in summaries)

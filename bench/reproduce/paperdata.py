@@ -38,6 +38,9 @@ class PaperNumber(Strict):
     """The setting the number belongs to when a table has several (e.g. "J = 5", "N = 20")."""
     where: str
     """Where the paper states it: "Table II", "Sec. VI-B, text on Fig. 2"."""
+    ours: str = ""
+    """The key of our measurement it is printed beside (a Check metric), when there is one;
+    the method may carry a point, "Similarity (J=5)"."""
 
 
 class Check(Strict):

@@ -1,0 +1,131 @@
+"""Every figure and table of a paper's experimental section, one command away:
+
+    python -m bench.reproduce PAPER [EXPERIMENT ...] [--budget quick|medium|paper]
+                              [--out DIR] [--data-root DIR] [--list]
+
+PAPER is dmfl-sq, ssd-fl or dsc; without EXPERIMENT, every experiment of the paper that can be
+reproduced here. Each runs its arms as real meshes (sweeps: a finished run is kept, an
+interrupted one resumed by the same command), then writes OUT/<experiment>.json (every number),
+.md (our table, the paper's numbers, each of the paper's claims for that experiment judged
+holds / does not hold / not resolved at this budget on means with 95% intervals, and where the
+paper contradicts itself the measurement that shows it) and .png, and prints the .md.
+Budgets: quick (a few rounds on small meshes: CI's slow suite), medium (at most 30 minutes per
+experiment on a 2-core machine, runs shared between experiments), paper (the paper's own
+rounds, seeds and N; its estimated time is printed first). OUT defaults to
+runs/reproduce/PAPER/BUDGET.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from importlib import import_module
+from pathlib import Path
+from types import ModuleType
+
+from bench.reproduce.arms import RunsFailed, run_arms
+from bench.reproduce.experiment import Recipe, judge_claim
+from bench.reproduce.measures import measure
+from bench.reproduce.outputs import to_json, write
+from bench.reproduce.paperdata import Paper, load_paper
+from launcher.sweep.runner import finished
+
+ROOT = Path(__file__).resolve().parents[2]
+RECIPES = {"dmfl-sq": "dmflsq", "ssd-fl": "ssdfl", "dsc": "dsc"}  # bench/reproduce/recipes/
+BUDGETS = ("quick", "medium", "paper")
+DATA_ROOT = ROOT.parent / "shared" / "data"
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m bench.reproduce",
+                                 description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("paper", choices=sorted(RECIPES))
+    ap.add_argument("experiments", nargs="*", metavar="EXPERIMENT")
+    ap.add_argument("--budget", choices=BUDGETS, default="quick")
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--data-root", type=Path, default=None,
+                    help="where CIFAR-10 is (default: shared/data beside the checkout, if there)")
+    ap.add_argument("--list", action="store_true",
+                    help="list the paper's experiments and what each needs, run nothing")
+    opts = ap.parse_args(argv)
+    opts.out = opts.out or ROOT / "runs" / "reproduce" / opts.paper / opts.budget
+    if opts.data_root is None and DATA_ROOT.is_dir():
+        opts.data_root = DATA_ROOT
+    return opts
+
+
+def chosen(paper: Paper, names: list[str], recipes: dict[str, Recipe]) -> list[str]:
+    """The experiments to run; exit 2 naming one that is unknown or cannot be run here. An
+    experiment on data not obtainable here may still have a proxy recipe (DMFL-SQ's MUSMET
+    tables on CIFAR-10): it runs, and its claims stay unjudged."""
+    known = {e.id: e for e in paper.experiments}
+    for name in names:
+        if name not in known:
+            raise SystemExit(usage(f"{paper.id} has no experiment {name!r} (it has: "
+                                   f"{', '.join(known)})"))
+        if name not in recipes:
+            raise SystemExit(usage(f"{paper.id} {name} ({known[name].label}) cannot be "
+                                   f"reproduced here: {known[name].why_not}"))
+    return names or [e.id for e in paper.experiments if e.id in recipes]
+
+
+def usage(line: str) -> int:
+    print(f"python -m bench.reproduce: {line}", file=sys.stderr)
+    return 2
+
+
+def estimate_seconds(module: ModuleType, recipes: dict[str, Recipe], out: Path) -> float:
+    """Wall seconds for the runs not finished yet (each distinct run once), at the paper's
+    measured cost per mesh-round here."""
+    todo: set[str] = set()
+    rounds = 0
+    for recipe in recipes.values():
+        for arm in recipe.arms:
+            name = arm.variant(recipe.common).name
+            for seed in recipe.seeds:
+                key = f"{name}/{arm.topology}/{seed}"
+                run_dir = out / name / Path(arm.topology).stem / "defaults" / f"seed-{seed}"
+                if key not in todo and not finished(run_dir):
+                    todo.add(key)
+                    rounds += int(recipe.common.get("rounds", 1))
+    return float(module.SECONDS_PER_ROUND) * rounds
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = parse(argv)
+    paper = load_paper(opts.paper)
+    module = import_module(f"bench.reproduce.recipes.{RECIPES[opts.paper]}")
+    data_root = str(opts.data_root) if opts.data_root else None
+    recipes = module.recipes(opts.budget, opts.out, data_root)
+    names = chosen(paper, opts.experiments, recipes)
+    if opts.list:
+        for e in paper.experiments:
+            what = f"{len(recipes[e.id].arms)} arms x {len(recipes[e.id].seeds)} seeds" \
+                if e.id in recipes else f"not reproducible: {e.why_not}"
+            print(f"{e.id:<10} {e.label:<10} {what}")
+        return 0
+    runs = opts.out / "runs"
+    wanted = {n: recipes[n] for n in names}
+    hours = estimate_seconds(module, wanted, runs) / 3600
+    print(f"{paper.id}: {', '.join(names)} at budget {opts.budget}; about {hours:.1f} h of "
+          f"runs left here (at {module.SECONDS_PER_ROUND} s per mesh-round); outputs in "
+          f"{opts.out}", flush=True)
+    for name in names:
+        experiment, recipe = paper.experiment(name), wanted[name]
+        try:
+            done = run_arms(recipe.arms, recipe.seeds, runs, recipe.common)
+        except RunsFailed as exc:
+            print(exc, file=sys.stderr)
+            return 1
+        results = {arm: [measure(d) for d in dirs] for arm, dirs in done.items()}
+        if recipe.derive is not None:
+            recipe.derive(results)
+        judged = [judge_claim(c, results) for c in experiment.claims]
+        findings = {k: f(results) for k, f in recipe.findings.items()}
+        record = to_json(paper, experiment, opts.budget, recipe, results, judged, findings)
+        print(write(opts.out, record, recipe), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""The runs an experiment needs, as arms: one method of the paper at one point of the
+experiment's axes (tau_a = 5, graph = er30, J = 3, ...), run once per seed as a real mesh.
+
+An arm's run directory is named for its method, its point and a digest of everything it is run
+with, under one folder per paper and budget: two experiments that need the same run (Fig. 2's
+DMFL-SQ and Table III's full row) share it, a finished run is never run again, and an interrupted
+one resumes (the sweep runner, docs/sweeps.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.reproduce.graphs import materialize
+from bench.sweeps import why
+from launcher.errors import LaunchError
+from launcher.launch import EXIT_INTERRUPTED
+from launcher.sweep.runner import finished, run_sweep
+from launcher.sweep.spec import SweepSpec, Variant
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True, eq=False)
+class Arm:
+    """Compared by identity: an experiment's arms are distinct by construction."""
+
+    method: str
+    """The method as the paper names it ("DMFL-SQ", "DMFL-SQ rho=0", "sDFL")."""
+    protocol: str
+    topology: str
+    """A shipped topology name or a topology file."""
+    at: Mapping[str, Any] = field(default_factory=dict)
+    """Where on the experiment's axes this arm sits ({"tau_a": 5, "level": "extreme"}); what a
+    claim's condition and a trend's `along` select on."""
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    """Run settings (config keys and run options, as a sweep's), on top of the experiment's."""
+    config: Path | None = None
+
+    def label(self) -> str:
+        point = ", ".join(f"{k}={v}" for k, v in self.at.items())
+        return f"{self.method} ({point})" if point else self.method
+
+    def variant(self, common: Mapping[str, Any]) -> Variant:
+        """Named for the protocol and a digest of what it runs, not for the method or its
+        point: arms that run the same thing share their runs (Fig. 2's DMFL-SQ and Table III's
+        full row; DSC's task pairs of Fig. 4, all read from one run)."""
+        settings = {**common, **self.settings}
+        config = "" if self.config is None else str(
+            self.config.resolve().relative_to(ROOT) if self.config.resolve().is_relative_to(ROOT)
+            else self.config)
+        digest = hashlib.sha256(json.dumps(
+            [self.protocol, Path(self.topology).stem, config, settings],
+            sort_keys=True, default=str).encode()).hexdigest()[:8]
+        return Variant(name=f"{self.protocol}-{digest}", protocol=self.protocol, config=self.config,
+                       settings=settings)
+
+
+class RunsFailed(SystemExit):
+    """A run of the experiment did not finish; the message names it."""
+
+
+def run_arms(arms: Sequence[Arm], seeds: Sequence[int], out: Path,
+             common: Mapping[str, Any]) -> dict[Arm, list[Path]]:
+    """Each arm's finished run directories, in seed order; run what is not finished yet.
+
+    One sweep per topology (a sweep is variants x topologies), plots off: the experiment draws
+    its own figure. Exits like the reproduction scripts: 2 on bad input, 130 when interrupted
+    (the same command resumes), 1 naming the first run that failed."""
+    done: dict[Arm, list[Path]] = {}
+    by_topology: dict[str, list[Arm]] = {}
+    for arm in arms:
+        by_topology.setdefault(arm.topology, []).append(arm)
+    for topology, group in by_topology.items():
+        materialize(topology)
+        variants = {arm: arm.variant(common) for arm in group}
+        unique = list({v.name: v for v in variants.values()}.values())
+        spec = SweepSpec(out=out, variants=unique, topologies=[topology], seeds=list(seeds))
+        try:
+            result = run_sweep(spec, progress=False, plots=False, on_report=lambda _: None)
+        except LaunchError as exc:
+            print(f"bench.reproduce: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
+        if result.interrupted:
+            print("bench.reproduce: interrupted; the same command again resumes",
+                  file=sys.stderr)
+            raise SystemExit(EXIT_INTERRUPTED)
+        failed = [p for p in result.points if not finished(p.run_dir)]
+        if failed:
+            raise RunsFailed(f"bench.reproduce: {len(failed)} of {len(result.points)} runs "
+                             f"failed, the first {failed[0].label}: {why(failed[0])} "
+                             f"(see {failed[0].run_dir})")
+        dirs = {(p.variant.name, p.seed): p.run_dir for p in result.points}
+        for arm, variant in variants.items():
+            done[arm] = [dirs[(variant.name, seed)] for seed in seeds]
+    return done

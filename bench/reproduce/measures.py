@@ -1,0 +1,139 @@
+"""What one finished run measured, under the names the papers' claims use.
+
+Scalars are summary.json's keys (avg_accuracy, worst_accuracy, bottom10_accuracy, std_accuracy,
+jain_index, cvar10_loss, bits_per_client, trigger_rate, delta_all, virtual_seconds, ...) plus
+these derived ones:
+- `train_loss`: the clients' mean training loss at the last evaluation (metrics.jsonl);
+- `global_*`: the same accuracy keys on the global test subset, under `eval_split: both`;
+- `delta_seg`, `delta_sn`, `delta_dep`, ...: DSC's Delta per task (summary `delta_tasks`);
+- `delta_group:seg+dep`: DSC's mean Delta over the clients whose portfolio is exactly those
+  tasks (summary `delta_clients`, portfolios from `task_metrics`);
+- `packet_loss_probability`: the mean over links of the share of packet transmissions that
+  were retransmissions (links.json; the radio channel of docs/protocols/dsc.md);
+- `s_star`: SSD-FL's chosen number of clusters (prephase.json);
+- `cycles_to_0.65`, ...: SSD-FL's first cycle whose mean accuracy reaches the threshold
+  (summary `cycles_to_threshold`; absent when it never does).
+Series are a metric along an axis within one run: along `round`, the per-evaluation means
+(accuracy, worst_accuracy, cvar10_loss, train_loss, trigger_rate, bits_per_client cumulative per
+client by eq. 20, global_accuracy); along `S`, SSD-FL's `objective_H` of Algorithm 1 for every
+candidate number of clusters (clustering.json).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from launcher.run.fairness import fairness
+
+SUMMARY_KEYS = ("avg_accuracy", "worst_accuracy", "bottom10_accuracy", "std_accuracy",
+                "jain_index", "cvar10_loss", "bits_per_client", "trigger_rate", "delta_all",
+                "virtual_seconds", "wire_bytes", "avg_model_accuracy", "rho_mean")
+
+
+@dataclass
+class Measured:
+    scalars: dict[str, float] = field(default_factory=dict)
+    series: dict[str, dict[str, dict[float, float]]] = field(default_factory=dict)
+    """axis -> metric -> {x: value}."""
+    summary: dict[str, Any] = field(default_factory=dict, repr=False)
+    """The run's summary.json, for what an experiment derives across runs (DSC's Delta
+    against the same seed's no-aggregation run)."""
+
+
+def number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+        and math.isfinite(value) else None
+
+
+def measure(run_dir: Path) -> Measured:
+    summary = json.loads((run_dir / "summary.json").read_text())
+    out = Measured(summary=summary)
+    for key in SUMMARY_KEYS:
+        if (value := number(summary.get(key))) is not None:
+            out.scalars[key] = value
+    for key, value in (summary.get("global_eval") or {}).items():
+        if (v := number(value)) is not None:
+            out.scalars[f"global_{key}"] = v
+    for threshold, cycles in (summary.get("cycles_to_threshold") or {}).items():
+        if (v := number(cycles)) is not None:
+            out.scalars[f"cycles_to_{threshold}"] = v
+    for task, value in (summary.get("delta_tasks") or {}).items():
+        if (v := number(value)) is not None:
+            out.scalars[f"delta_{task}"] = v
+    out.scalars |= portfolio_deltas(summary)
+    links = run_dir / "links.json"
+    rows = json.loads(links.read_text()).get("links", {}).values() if links.is_file() else []
+    losses = [r["retransmissions"] / r["transmissions"] for r in rows
+              if number(r.get("transmissions")) and number(r.get("retransmissions")) is not None]
+    if losses:
+        out.scalars["packet_loss_probability"] = sum(losses) / len(losses)
+    prephase = run_dir / "prephase.json"
+    if prephase.is_file():
+        s_star = json.loads(prephase.read_text()).get("s_star")
+        if (v := number(s_star)) is not None:
+            out.scalars["s_star"] = v
+    clustering = run_dir / "clustering.json"
+    if clustering.is_file():
+        rows = json.loads(clustering.read_text())["candidates"]
+        out.series["S"] = {"objective_H": {float(r["S"]): float(r["H"]) for r in rows
+                                           if number(r.get("H")) is not None}}
+    out.series["round"] = round_series(run_dir, summary)
+    if out.series["round"].get("train_loss"):
+        last = max(out.series["round"]["train_loss"])
+        out.scalars["train_loss"] = out.series["round"]["train_loss"][last]
+    return out
+
+
+def portfolio_deltas(summary: dict[str, Any]) -> dict[str, float]:
+    clients = summary.get("delta_clients") or {}
+    tasks = summary.get("task_metrics") or {}
+    groups: dict[str, list[float]] = defaultdict(list)
+    for node, delta in clients.items():
+        if node in tasks and (v := number(delta)) is not None:
+            groups["+".join(portfolio_order(tasks[node]))].append(v)
+    return {f"delta_group:{g}": sum(v) / len(v) for g, v in groups.items()}
+
+
+TASK_ORDER = ("seg", "sn", "dep")
+
+
+def portfolio_order(tasks: Any) -> list[str]:
+    """A portfolio's tasks in the paper's order (seg, sn, dep, then any other by name)."""
+    names = list(tasks)
+    return sorted(names, key=lambda t: (TASK_ORDER.index(t) if t in TASK_ORDER else 99, t))
+
+
+def round_series(run_dir: Path, summary: dict[str, Any]) -> dict[str, dict[float, float]]:
+    rows: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    metrics = run_dir / "metrics.jsonl"
+    for line in metrics.read_text().splitlines() if metrics.is_file() else ():
+        row = json.loads(line)
+        if isinstance(row.get("round"), int) and number(row.get("accuracy")) is not None:
+            rows[row["round"]].append(row)
+    clients = max(len(summary.get("nodes") or []), 1)
+    per_round = (summary.get("formula") or {}).get("per_round") or {}
+    bits, cumulative = {}, 0.0
+    for t in range(max(rows, default=0)):
+        cumulative += sum((per_round.get(str(t)) or {}).values())
+        bits[t + 1] = cumulative / clients
+    series: dict[str, dict[float, float]] = defaultdict(dict)
+    for r, group in sorted(rows.items()):
+        accs = [float(g["accuracy"]) for g in group]
+        losses = [float(g["loss"]) for g in group if number(g.get("loss")) is not None]
+        series["accuracy"][r] = sum(accs) / len(accs)
+        series["worst_accuracy"][r] = min(accs)
+        if len(losses) == len(accs):
+            series["cvar10_loss"][r] = fairness(accs, losses)["cvar10_loss"]
+        for key, name in (("train_loss", "train_loss"), ("triggered", "trigger_rate"),
+                          ("global_accuracy", "global_accuracy")):
+            values = [v for g in group if (v := number(g.get(key))) is not None]
+            if values:
+                series[name][r] = sum(values) / len(values)
+        if per_round:
+            series["bits_per_client"][r] = bits.get(r, cumulative / clients)
+    return dict(series)

@@ -1,0 +1,182 @@
+"""What an experiment leaves behind: OUT/<experiment>.json (every number), .md (the table, the
+paper's numbers, the verdicts, the inconsistencies it shows) and .png (its figure).
+
+Means over seeds with 95% t-intervals (bench.seedstats), as the papers report theirs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from matplotlib.figure import Figure as MplFigure
+
+from bench.reproduce.experiment import Judged, Recipe, Results, fmt_ci, matches, parse_method
+from bench.reproduce.paperdata import Experiment, Paper, PaperNumber
+from bench.seedstats import mean_ci
+
+
+def stats(values: list[float]) -> dict[str, Any]:
+    mean, half = mean_ci(values) if values else (math.nan, math.nan)
+    return {"values": values, "mean": None if math.isnan(mean) else mean,
+            "ci95": None if math.isnan(half) else half}
+
+
+# The paper's words for a metric -> (our key, the factor from ours to the paper's unit).
+OURS: dict[str, tuple[str, float]] = {
+    "average accuracy": ("avg_accuracy", 1), "worst-client accuracy": ("worst_accuracy", 1),
+    "bottom-10% accuracy": ("bottom10_accuracy", 1),
+    "accuracy std across clients": ("std_accuracy", 1), "Jain's index": ("jain_index", 1),
+    "bits per client": ("bits_per_client", 1e-6), "final accuracy": ("avg_accuracy", 100),
+    "number of clusters chosen by Algorithm 1 (S*)": ("s_star", 1),
+    "delta_all": ("delta_all", 1), "delta_seg": ("delta_seg", 1), "delta_sn": ("delta_sn", 1),
+    "delta_dep": ("delta_dep", 1), "Seg mIoU": ("task:seg:miou", 1),
+    "Seg PAcc": ("task:seg:pacc", 1),
+    "Sn mean angular error (lower is better)": ("task:sn:mean", 1),
+    "Sn median angular error (lower is better)": ("task:sn:median", 1),
+    "Sn within 11.25 deg": ("task:sn:a11", 1), "Sn within 22.5 deg": ("task:sn:a22", 1),
+    "Sn within 30 deg": ("task:sn:a30", 1),
+    "Dep Abs error (lower is better)": ("task:dep:abs", 1),
+    "Dep Rel error (lower is better)": ("task:dep:rel", 1),
+    "Dep delta < 1.25": ("task:dep:d1", 1), "Dep delta < 1.25^2": ("task:dep:d2", 1),
+    "Dep delta < 1.25^3": ("task:dep:d3", 1),
+    "payload per client-to-neighbour exchange (ResNet-18 shared backbone)":
+        ("bytes_per_exchange", 1e-6),
+}
+
+
+def ours_for(number: PaperNumber, results: Results) -> str:
+    """Our value beside one of the paper's numbers: its metric (`ours`, else by the paper's
+    words) for its method and point, in the paper's unit, when exactly one arm is that."""
+    key, factor = (number.ours, 1.0) if number.ours else OURS.get(number.metric, ("", 1.0))
+    if not key:
+        return ""
+    name, point = parse_method(number.method)
+    arms = [a for a in results if matches(a, name, point)]
+    if len(arms) != 1:
+        return ""
+    return fmt_ci([m.scalars[key] * factor for m in results[arms[0]] if key in m.scalars])
+
+
+def to_json(paper: Paper, experiment: Experiment, budget: str, recipe: Recipe,
+            results: Results, judged: list[Judged], findings: dict[int, str]) -> dict[str, Any]:
+    return {
+        "paper": paper.id, "experiment": experiment.id, "label": experiment.label,
+        "budget": budget, "seeds": list(recipe.seeds), "settings": dict(recipe.common),
+        "notes": list(recipe.notes),
+        "arms": [{"method": a.method, "at": dict(a.at), "protocol": a.protocol,
+                  "topology": a.topology, "settings": dict(a.settings),
+                  "scalars": {k: stats([m.scalars[k] for m in ms if k in m.scalars])
+                              for k in sorted({k for m in ms for k in m.scalars})},
+                  "series": {axis: {metric: {str(x): [m.series.get(axis, {}).get(metric, {})
+                                                      .get(x) for m in ms]
+                                             for x in sorted({x for m in ms for x in m.series
+                                                              .get(axis, {}).get(metric, {})})}
+                                    for metric in sorted({k for m in ms
+                                                          for k in m.series.get(axis, {})})}
+                             for axis in sorted({a for m in ms for a in m.series})}}
+                 for a, ms in results.items()],
+        "paper_numbers": [{**n.model_dump(), "ours": ours_for(n, results)}
+                          for n in experiment.numbers],
+        "claims": [{"id": j.claim.id, "text": j.claim.text, "where": j.claim.where,
+                    "verdict": str(j.verdict) if j.verdict else "not checked",
+                    "why_unchecked": j.claim.why_unchecked, "details": j.details}
+                   for j in judged],
+        "inconsistencies": [{"text": paper.inconsistencies[k].text, "measured": text}
+                            for k, text in sorted(findings.items())],
+    }
+
+
+def to_markdown(record: dict[str, Any], columns: tuple[str, ...]) -> str:
+    lines = [f"## {record['label']} ({record['paper']}, {record['experiment']}), budget "
+             f"{record['budget']}, seeds {record['seeds']}", ""]
+    lines += [f"- {note}" for note in record["notes"]]
+    lines += ["", "| method | point | " + " | ".join(columns) + " |",
+              "|---" * (len(columns) + 2) + "|"]
+    for arm in record["arms"]:
+        point = ", ".join(f"{k}={v}" for k, v in arm["at"].items()) or "-"
+        cells = [fmt_ci(arm["scalars"].get(c, {}).get("values", [])) for c in columns]
+        lines.append(f"| {arm['method']} | {point} | " + " | ".join(cells) + " |")
+    if record["paper_numbers"]:
+        lines += ["", "The paper's numbers:", "", "| method | metric | paper | condition | where "
+                  "| ours |", "|---|---|---|---|---|---|"]
+        for n in record["paper_numbers"]:
+            value = f"{n['value']:g} {n['unit']}".strip()
+            lines.append(f"| {n['method']} | {n['metric']} | {value} | {n['condition']} | "
+                         f"{n['where']} | {n['ours'] or '-'} |")
+    lines += ["", "Claims:", ""]
+    for c in record["claims"]:
+        lines.append(f"- **{c['verdict']}**: {c['text']} ({c['where']})")
+        if c["verdict"] == "not checked":
+            lines.append(f"  - {c['why_unchecked']}")
+        lines += [f"  - {d}" for d in c["details"]]
+    for inc in record["inconsistencies"]:
+        lines += ["", f"Where the paper contradicts itself: {inc['text']}", "",
+                  f"Measured here: {inc['measured']}"]
+    return "\n".join(lines) + "\n"
+
+
+def draw(record: dict[str, Any], recipe: Recipe, path: Path) -> None:
+    """The experiment's figure, mean over seeds (bars and along: with 95% intervals)."""
+    fig = MplFigure(figsize=(7.5, 4.5), dpi=110)
+    ax = fig.subplots()
+    spec = recipe.figure
+    arms = record["arms"]
+    if spec.kind == "bars":
+        labels = [a["method"] + "".join(f"\n{k}={v}" for k, v in a["at"].items()) for a in arms]
+        means = [a["scalars"].get(spec.metric, {}).get("mean") or 0.0 for a in arms]
+        errs = [a["scalars"].get(spec.metric, {}).get("ci95") or 0.0 for a in arms]
+        ax.bar(range(len(arms)), means, yerr=errs, capsize=3)
+        ax.set_xticks(range(len(arms)), labels, rotation=45, ha="right", fontsize=7)
+    elif spec.kind == "along":
+        lines: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
+        for a in arms:
+            if spec.x in a["at"]:
+                rest = ", ".join(f"{k}={v}" for k, v in a["at"].items() if k != spec.x)
+                s = a["scalars"].get(spec.metric, {})
+                if s.get("mean") is not None:
+                    lines[a["method"] + (f" ({rest})" if rest else "")].append(
+                        (float(a["at"][spec.x]), s["mean"], s.get("ci95") or 0.0))
+        for label, pts in lines.items():
+            pts.sort()
+            ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts],
+                        marker="o", capsize=3, label=label)
+        ax.set_xlabel(spec.x)
+    else:
+        for a in arms:
+            series = a["series"].get(spec.axis, {})
+            ys = series.get(spec.metric, {})
+            xs: dict[str, list[float | None]] = series.get(spec.x, {}) if spec.x else {
+                r: [float(r)] for r in ys}
+            curve = sorted((mean(xs[r]), mean(v)) for r, v in ys.items() if r in xs)
+            point = ", ".join(f"{k}={v}" for k, v in a["at"].items())
+            ax.plot([p[0] for p in curve], [p[1] for p in curve], marker=".",
+                    label=a["method"] + (f" ({point})" if point else ""))
+        ax.set_xlabel(spec.x or spec.axis)
+        if spec.x == "bits_per_client":
+            ax.set_xscale("log")
+    ax.set_ylabel(spec.metric)
+    ax.set_title(f"{record['label']} ({record['paper']}), budget {record['budget']}",
+                 fontsize=9)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def mean(values: list[float | None]) -> float:
+    got = [v for v in values if v is not None]
+    return sum(got) / len(got) if got else math.nan
+
+
+def write(out: Path, record: dict[str, Any], recipe: Recipe) -> str:
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / record["experiment"]
+    stem.with_suffix(".json").write_text(json.dumps(record, indent=1, default=str) + "\n")
+    text = to_markdown(record, recipe.columns)
+    stem.with_suffix(".md").write_text(text)
+    draw(record, recipe, stem.with_suffix(".png"))
+    return text
