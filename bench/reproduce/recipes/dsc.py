@@ -25,7 +25,9 @@ from bench.reproduce.arms import Arm
 from bench.reproduce.experiment import Figure, Recipe, Results
 from bench.reproduce.graphs import topology_file
 from bench.reproduce.measures import Measured, portfolio_deltas
+from bench.seedstats import mean_ci
 from launcher.config.layers import defaults_file
+from protocols.dsc.depth import continuous_depth, deployed_depth, fit_constants
 from protocols.dsc.dsc_summary import delta_keys
 from topologies import generators as gen
 
@@ -147,7 +149,7 @@ def recipes(budget_name: str, out: Path, data_root: str | None) -> dict[str, Rec
                                        ("seg+dep", "seg+sn+dep", "seg+sn", "sn+dep")),
                         "rho_mean"), k0=tau_finding),
         "fig7": recipe(sweep, Figure("along", "delta_all", "J"), ("delta_all", "rho_mean"),
-                       k0=tau_finding),
+                       k0=tau_finding, k1=depth_finding),
         "fig8": recipe(fig8, Figure("along", "delta_all", "N"), ("delta_all", "rho_mean")),
         "comm-cost": recipe(cost, Figure("bars", "bytes_per_exchange"),
                             ("bytes_per_exchange", "policy_bytes_per_exchange"),
@@ -230,6 +232,34 @@ def tau_finding(results: Results) -> str:
             if rho:
                 parts.append(f"tau = {a.at.get('tau')}: rho(W) = {sum(rho) / len(rho):.4f}")
     return "; ".join(parts) or "no Similarity run here"
+
+
+def depth_finding(results: Results) -> str:
+    """Eq. 41's J* from the J sweep at each tau (A and alpha B fitted to -Delta_all with the
+    runs' measured rho, dfl-launch jstar's fit), beside the best J measured."""
+    parts = []
+    for tau in sorted({a.at["tau"] for a in results if "tau" in a.at}):
+        means = {int(a.at["J"]): mean_ci([m.scalars["delta_all"] for m in ms
+                                          if "delta_all" in m.scalars])[0]
+                 for a, ms in results.items() if a.at.get("tau") == tau and "J" in a.at}
+        rhos = [m.scalars["rho_mean"] for a, ms in results.items() if a.at.get("tau") == tau
+                for m in ms if "rho_mean" in m.scalars]
+        means = {j: v for j, v in means.items() if not math.isnan(v)}
+        if len(means) < 3 or not rhos:
+            continue
+        rho = sum(rhos) / len(rhos)
+        best = max(means, key=lambda j: means[j])
+        if not 0 < rho < 1:
+            parts.append(f"tau = {tau}: rho(W) = {rho:.4f}, no J* (Eq. 41 needs rho < 1); "
+                         f"best measured J = {best}")
+            continue
+        fit = fit_constants(list(means), [-means[j] for j in means], rho)
+        star = continuous_depth(fit.a, fit.ab, rho)
+        parts.append(f"tau = {tau}: rho(W) = {rho:.4f}, fitted A = {fit.a:.3g}, alpha B = "
+                     f"{fit.ab:.3g}, J* = {star:.2f} -> deployed J = "
+                     f"{deployed_depth(fit.a, fit.ab, rho, max(means))}; best measured J = "
+                     f"{best}")
+    return "; ".join(parts) or "fewer than three depths here: no J* fit"
 
 
 def perron_finding(results: Results) -> str:
