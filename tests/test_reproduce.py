@@ -14,6 +14,7 @@ import pytest
 
 from bench.reproduce.__main__ import DATA_ROOT, RECIPES, main
 from bench.reproduce.arms import Arm
+from bench.reproduce.docs_page import command
 from bench.reproduce.experiment import judge_claim, parse_method, parse_point
 from bench.reproduce.judge import Verdict
 from bench.reproduce.measures import Measured
@@ -63,6 +64,16 @@ def test_medium_and_paper_budgets_sweep_what_the_claims_run_along(tmp_path: Path
                 assert len(values) >= 2 or check.along in ("round", "S"), claim.id
                 if check.direction in ("u-shaped", "peaks") and check.along not in ("S",):
                     assert len(values) >= 3, claim.id
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_the_manual_lists_every_experiment_with_its_command_or_why_not(paper: str) -> None:
+    page = (Path(__file__).resolve().parents[1] / "docs" / "reproduce" / f"{paper}.md")
+    text = page.read_text()
+    for experiment in load_paper(paper).experiments:
+        assert f"(`{experiment.id}`)" in text, experiment.id
+        assert command(paper, experiment.id) in text or experiment.why_not in text, \
+            experiment.id
 
 
 def measured(values: dict[str, float], **series: dict[float, float]) -> Measured:

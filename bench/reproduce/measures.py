@@ -4,12 +4,14 @@ Scalars are summary.json's keys (avg_accuracy, worst_accuracy, bottom10_accuracy
 jain_index, cvar10_loss, bits_per_client, trigger_rate, delta_all, virtual_seconds, ...) plus
 these derived ones:
 - `train_loss`: the clients' mean training loss at the last evaluation (metrics.jsonl);
+- `psi_bits`: DMFL-SQ's fairness-consensus bits per client in the last evaluated round;
 - `global_*`: the same accuracy keys on the global test subset, under `eval_split: both`;
 - `delta_seg`, `delta_sn`, `delta_dep`, ...: DSC's Delta per task (summary `delta_tasks`);
 - `delta_group:seg+dep`: DSC's mean Delta over the clients whose portfolio is exactly those
   tasks (summary `delta_clients`, portfolios from `task_metrics`);
 - `packet_loss_probability`: the mean over links of the share of packet transmissions that
   were retransmissions (links.json; the radio channel of docs/protocols/dsc.md);
+- `s_argmin_H`: the S at which Algorithm 1's H is smallest over every candidate;
 - `s_star`: SSD-FL's chosen number of clusters (prephase.json);
 - `cycles_to_0.65`, ...: SSD-FL's first cycle whose mean accuracy reaches the threshold
   (summary `cycles_to_threshold`; absent when it never does).
@@ -80,12 +82,15 @@ def measure(run_dir: Path) -> Measured:
     clustering = run_dir / "clustering.json"
     if clustering.is_file():
         rows = json.loads(clustering.read_text())["candidates"]
-        out.series["S"] = {"objective_H": {float(r["S"]): float(r["H"]) for r in rows
-                                           if number(r.get("H")) is not None}}
+        h = {float(r["S"]): float(r["H"]) for r in rows if number(r.get("H")) is not None}
+        out.series["S"] = {"objective_H": h}
+        if h:
+            out.scalars["s_argmin_H"] = min(h, key=lambda x: h[x])
     out.series["round"] = round_series(run_dir, summary)
-    if out.series["round"].get("train_loss"):
-        last = max(out.series["round"]["train_loss"])
-        out.scalars["train_loss"] = out.series["round"]["train_loss"][last]
+    for key in ("train_loss", "psi_bits"):
+        if out.series["round"].get(key):
+            last = max(out.series["round"][key])
+            out.scalars[key] = out.series["round"][key][last]
     return out
 
 
@@ -130,7 +135,7 @@ def round_series(run_dir: Path, summary: dict[str, Any]) -> dict[str, dict[float
         if len(losses) == len(accs):
             series["cvar10_loss"][r] = fairness(accs, losses)["cvar10_loss"]
         for key, name in (("train_loss", "train_loss"), ("triggered", "trigger_rate"),
-                          ("global_accuracy", "global_accuracy")):
+                          ("global_accuracy", "global_accuracy"), ("psi_bits", "psi_bits")):
             values = [v for g in group if (v := number(g.get(key))) is not None]
             if values:
                 series[name][r] = sum(values) / len(values)

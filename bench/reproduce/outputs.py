@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,8 @@ OURS: dict[str, tuple[str, float]] = {
     "Dep delta < 1.25^3": ("task:dep:d3", 1),
     "payload per client-to-neighbour exchange (ResNet-18 shared backbone)":
         ("bytes_per_exchange", 1e-6),
+    "fairness-consensus bits per client per round": ("psi_bits", 1),
+    "S at the minimum of the average effective gradient": ("s_argmin_H", 1),
 }
 
 
@@ -56,9 +59,23 @@ def ours_for(number: PaperNumber, results: Results) -> str:
         return ""
     name, point = parse_method(number.method)
     arms = [a for a in results if matches(a, name, point)]
+    if len(arms) > 1:  # the arm whose every axis value the number's condition names
+        words = set(re.findall(r"[a-z0-9][a-z0-9._-]*", number.condition.lower()))
+        arms = [a for a in arms if all(named(v, words) for v in a.at.values())]
     if len(arms) != 1:
         return ""
     return fmt_ci([m.scalars[key] * factor for m in results[arms[0]] if key in m.scalars])
+
+
+def named(value: object, words: set[str]) -> bool:
+    text = str(value).lower()
+    if text in words:
+        return True
+    try:
+        return any(math.isclose(float(text), float(w)) for w in words
+                   if re.fullmatch(r"[0-9.]+", w) and w.count(".") <= 1)
+    except ValueError:
+        return False
 
 
 def to_json(paper: Paper, experiment: Experiment, budget: str, recipe: Recipe,
