@@ -30,6 +30,7 @@ from launcher.config.layers import defaults_file
 from protocols.dsc.depth import continuous_depth, deployed_depth, fit_constants
 from protocols.dsc.dsc_summary import delta_keys
 from topologies import generators as gen
+from topologies.loader import load_topology, resolve_topology_path
 
 PAPER = "dsc"
 # Wall seconds per mesh-round here (2 cores, 10 nodes, the first-run scenes, one local epoch,
@@ -150,11 +151,13 @@ def recipes(budget_name: str, out: Path, data_root: str | None) -> dict[str, Rec
                         "rho_mean"), k0=tau_finding),
         "fig7": recipe(sweep, Figure("along", "delta_all", "J"), ("delta_all", "rho_mean"),
                        k0=tau_finding, k1=depth_finding),
-        "fig8": recipe(fig8, Figure("along", "delta_all", "N"), ("delta_all", "rho_mean")),
+        "fig8": recipe(fig8, Figure("along", "delta_all", "N"), ("delta_all", "rho_mean"),
+                       k6=density_finding),
         "comm-cost": recipe(cost, Figure("bars", "bytes_per_exchange"),
                             ("bytes_per_exchange", "policy_bytes_per_exchange"),
                             ("psi charged at ResNet-18's 44,706,048 bytes "
-                             "(hyper.payload_bytes); the real mini backbone travels",)),
+                             "(hyper.payload_bytes); the real mini backbone travels",),
+                            k4=payload_finding, k5=payload_finding),
         "fig9": recipe(fig9, Figure("along", "virtual_seconds", "SNR"),
                        ("packet_loss_probability", "virtual_seconds"),
                        (f"{b.radio_rounds} rounds, J = 1, the outage channel of each link's "
@@ -260,6 +263,36 @@ def depth_finding(results: Results) -> str:
                      f"{deployed_depth(fit.a, fit.ab, rho, max(means))}; best measured J = "
                      f"{best}")
     return "; ".join(parts) or "fewer than three depths here: no J* fit"
+
+
+def density_finding(results: Results) -> str:
+    """The mean degree of the graphs the N sweep ran on: the paper's 'fixed density' against
+    a radius grown to connectivity."""
+    degrees = {}
+    for a in results:
+        if "N" in a.at:
+            t = load_topology(resolve_topology_path(a.topology))
+            degrees[int(a.at["N"])] = 2 * len(t.edges) / len(t.nodes)
+    return "; ".join(f"N = {n}: mean degree {d:.1f}" for n, d in sorted(degrees.items())) \
+        or "no N sweep here"
+
+
+def payload_finding(results: Results) -> str:
+    """What one exchange carries: the charged backbone and the real one that travelled."""
+    parts = []
+    for a, ms in results.items():
+        m = ms[0]
+        charged = m.scalars.get("bytes_per_exchange")
+        ledger = (((m.summary.get("ledger") or {}).get("per_round") or {}).get("0") or {})
+        bits = ((m.summary.get("formula") or {}).get("per_round") or {}).get("0") or {}
+        depth = int(((m.summary.get("config") or {}).get("hyper") or {}).get("depth", 1))
+        if charged and ledger.get("messages"):
+            # a round's messages: J PARAMS frames (+ one POLICY frame), one per directed link
+            params = ledger["messages"] * depth / (depth + (1 if bits.get("policy") else 0))
+            parts.append(f"{a.method}: {charged:,.0f} B charged per exchange (the whole shared "
+                         f"backbone, every exchange); the mini backbone really sent about "
+                         f"{ledger['payload_bytes'] / params:,.0f} B per PARAMS message")
+    return "; ".join(parts) or "no run here"
 
 
 def perron_finding(results: Results) -> str:
