@@ -7,7 +7,7 @@
 and larger meshes. Every figure with a reference is a ratio of two things measured in the same
 run (bench/figures.py), because absolute times on a shared machine are noise. The table goes to
 stdout with the machine's cores and memory, and the figures to JSON (default
-runs/bench-<time>.json). The reproduction scripts (bench/reproduce_*.py) are not part of it.
+runs/bench-<time>.json). The paper reproductions (python -m bench.reproduce) are not part of it.
 
 A group that measures nothing still has its row, so the table and the JSON are always written,
 also after Ctrl-C (with what was measured until then; exit 130): SKIPPED when what it needs is
