@@ -84,6 +84,12 @@ class Lab:
         """The argv prefix that runs a command inside host k's namespace."""
         return ["ip", "netns", "exec", self.hosts[k]]
 
+    def enter_prefix(self, k: int) -> list[str]:
+        """Like `exec_prefix`, but entering only the network namespace: `ip netns exec` also
+        remounts /sys, which hides the machine's cgroup mounts from a program that reads them
+        at start (slurmd, tests/slurm_lab.py)."""
+        return ["nsenter", f"--net=/run/netns/{self.hosts[k]}"]
+
 
 def add_namespace(lab: Lab, name: str) -> str:
     ip("netns", "add", name)
