@@ -149,6 +149,19 @@ def test_points_and_methods_are_parsed_as_the_data_files_write_them() -> None:
     assert parse_method("DMFL-SQ rho=0") == ("DMFL-SQ rho=0", {})
     assert parse_method("L (ResNet-34)") == ("L (ResNet-34)", {})
     assert parse_point("tau_a = 5, level = extreme") == {"tau_a": "5", "level": "extreme"}
+    assert parse_point("graph != Comp") == {"graph": "!Comp"}
+
+
+def test_a_condition_may_exclude_a_setting() -> None:
+    claim = Claim(id="c", text="t", where="w", check=Check(
+        kind="higher", metric="avg_accuracy", method="A", than=("B",),
+        condition="graph != Comp"))
+    runs = {Arm(m, "p", "g", {"graph": g}): [measured({"avg_accuracy": v + d})
+                                             for d in (0, .01, .02)]
+            for m, g, v in (("A", "RNG", .8), ("B", "RNG", .5), ("A", "Comp", .5),
+                            ("B", "Comp", .8))}
+    judged = judge_claim(claim, runs)
+    assert judged.verdict == Verdict.HOLDS and len(judged.details) == 1
 
 
 @pytest.mark.parametrize(("args", "message"), [

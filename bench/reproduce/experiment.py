@@ -67,13 +67,15 @@ class Judged:
 
 
 def parse_point(text: str) -> dict[str, str]:
-    """"tau_a = 5, level = extreme" -> {"tau_a": "5", "level": "extreme"}."""
+    """"tau_a = 5, level = extreme" -> {"tau_a": "5", "level": "extreme"}; "graph != Comp"
+    excludes a value: {"graph": "!Comp"}."""
     out = {}
     for part in filter(None, (p.strip() for p in re.split(r"[,;]", text))):
         key, sep, value = part.partition("=")
         if not sep:
-            raise ValueError(f"a point is KEY = VALUE, got {part!r}")
-        out[key.strip()] = value.strip()
+            raise ValueError(f"a point is KEY = VALUE or KEY != VALUE, got {part!r}")
+        negated = key.rstrip().endswith("!")
+        out[key.strip().rstrip("!").strip()] = ("!" if negated else "") + value.strip()
     return out
 
 
@@ -92,8 +94,9 @@ def same(a: Any, b: Any) -> bool:
 
 def matches(arm: Arm, name: str, point: Mapping[str, str]) -> bool:
     """`*` is every method: a trend the paper claims for every curve of a figure."""
-    return name in (arm.method, "*") and all(k in arm.at and same(arm.at[k], v)
-                                      for k, v in point.items())
+    return name in (arm.method, "*") and all(
+        k in arm.at and (not same(arm.at[k], v[1:]) if v.startswith("!")
+                         else same(arm.at[k], v)) for k, v in point.items())
 
 
 def scalar(results: Results, arm: Arm, metric: str) -> list[float]:

@@ -91,7 +91,9 @@ def recipes(budget_name: str, out: Path, data_root: str | None) -> dict[str, Rec
              tau_r: Sequence[int] = (1,), n: Sequence[int] = (30,),
              graphs: Sequence[str] = ("RNG",), p: Sequence[float] = (0.1,),
              levels: Sequence[str] = ("mild", "extreme"), optimizers: str = "random",
-             cycles: int | None = None) -> tuple[Arm, ...]:
+             cycles: int | None = None, tagged: bool = False) -> tuple[Arm, ...]:
+        """Every method at every kept point; `tagged`: the dataset is an axis too (a figure
+        with an FMNIST and a CIFAR-10 panel)."""
         out_arms = []
         for level in b.keep_kinds(levels):
             partition, thresholds = LEVELS[level]
@@ -101,6 +103,8 @@ def recipes(budget_name: str, out: Path, data_root: str | None) -> dict[str, Rec
                         for g in b.keep_kinds(graphs):
                             for prob in b.keep(p):
                                 at: dict[str, Any] = {"level": level}
+                                if tagged:
+                                    at["dataset"] = dataset
                                 at |= {k: v for k, v, axis in (
                                     ("tau_a", ta, tau_a), ("tau_r", tr, tau_r), ("N", size, n),
                                     ("graph", g, graphs), ("p", prob, p)) if len(axis) > 1}
@@ -145,8 +149,8 @@ def recipes(budget_name: str, out: Path, data_root: str | None) -> dict[str, Rec
     for fig, data, opt in (("fig2", "fmnist", "random"), ("fig3", "cifar10", "random")):
         out_[fig] = recipe(arms(data, tau_a=tau_a, n=(10,), optimizers=opt),
                            Figure("along", "avg_accuracy", "tau_a"))
-    out_["fig10"] = recipe(arms("fmnist", tau_a=tau_a, n=(10,), optimizers="sgd")
-                           + arms("cifar10", tau_a=tau_a, n=(10,), optimizers="sgd"),
+    out_["fig10"] = recipe(sum((arms(d, tau_a=tau_a, n=(10,), optimizers="sgd", tagged=True)
+                                for d in ("fmnist", "cifar10")), ()),
                            Figure("along", "avg_accuracy", "tau_a"))
     for table, data, opt, taus in (("table1", "fmnist", "random", (3, 5)),
                                    ("table2", "cifar10", "random", (3, 5)),
@@ -164,22 +168,20 @@ def recipes(budget_name: str, out: Path, data_root: str | None) -> dict[str, Rec
     for fig, data, opt in (("fig4", "fmnist", "random"), ("fig5", "cifar10", "random")):
         out_[fig] = recipe(arms(data, n=sizes, optimizers=opt), Figure("along", "avg_accuracy",
                                                                          "N"))
-    out_["fig11"] = recipe(arms("fmnist", n=sizes, optimizers="sgd")
-                           + arms("cifar10", n=sizes, optimizers="sgd"),
+    out_["fig11"] = recipe(sum((arms(d, n=sizes, optimizers="sgd", tagged=True)
+                                for d in ("fmnist", "cifar10")), ()),
                            Figure("along", "avg_accuracy", "N"))
     # five families x five methods: below the paper budget, the mild level only (30 minutes)
     levels = ("mild", "extreme") if budget_name == "paper" else ("mild",)
     for fig, data in (("fig6", "fmnist"), ("fig7", "cifar10")):
         out_[fig] = recipe(arms(data, graphs=families, levels=levels),
                            Figure("bars", "avg_accuracy"), k0=s_star_finding)
-    out_["fig12"] = recipe(arms("fmnist", graphs=families, optimizers="sgd", levels=levels)
-                           + arms("cifar10", graphs=families, optimizers="sgd", levels=levels),
+    out_["fig12"] = recipe(sum((arms(d, graphs=families, optimizers="sgd", levels=levels,
+                                     tagged=True) for d in ("fmnist", "cifar10")), ()),
                            Figure("bars", "avg_accuracy"), k0=s_star_finding)
     for fig, opt in (("fig8", "random"), ("fig9", "sgd")):
-        out_[fig] = recipe(tuple(Arm(a.method, a.protocol, a.topology,
-                                     {**a.at, "dataset": a.settings["dataset"]}, a.settings)
-                                 for d in ("fmnist", "cifar10")
-                                 for a in arms(d, p=probs, levels=("mild",), optimizers=opt)),
+        out_[fig] = recipe(sum((arms(d, p=probs, levels=("mild",), optimizers=opt, tagged=True)
+                                for d in ("fmnist", "cifar10")), ()),
                            Figure("along", "avg_accuracy", "p"))
     # H against S: Algorithm 1's pre-phase alone decides it, so one cycle is enough at any
     # budget; N is not stated, the default graph (ER(30, 0.1)) is used.
