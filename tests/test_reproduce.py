@@ -12,20 +12,20 @@ from pathlib import Path
 
 import pytest
 
-from bench.reproduce.__main__ import DATA_ROOT, RECIPES, main
+from bench.reproduce.__main__ import DATA_ROOT, main
 from bench.reproduce.arms import Arm
 from bench.reproduce.docs_page import command
 from bench.reproduce.experiment import judge_claim, parse_method, parse_point
 from bench.reproduce.judge import Verdict
 from bench.reproduce.measures import Measured
 from bench.reproduce.paperdata import Check, Claim, load_paper
+from bench.reproduce.recipes import RECIPES
 
 PAPERS = sorted(RECIPES)
 
 
 def recipes_of(paper: str, budget: str, out: Path) -> dict:
-    module = __import__(f"bench.reproduce.recipes.{RECIPES[paper]}", fromlist=["recipes"])
-    return module.recipes(budget, out, None)
+    return RECIPES[paper].recipes(budget, out, None)
 
 
 @pytest.mark.parametrize("paper", PAPERS)

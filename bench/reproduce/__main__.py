@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from importlib import import_module
 from pathlib import Path
 from types import ModuleType
 
@@ -28,10 +27,10 @@ from bench.reproduce.experiment import Recipe, judge_claim
 from bench.reproduce.measures import measure
 from bench.reproduce.outputs import to_json, write
 from bench.reproduce.paperdata import Paper, load_paper
+from bench.reproduce.recipes import RECIPES
 from launcher.sweep.runner import finished
 
 ROOT = Path(__file__).resolve().parents[2]
-RECIPES = {"dmfl-sq": "dmflsq", "ssd-fl": "ssdfl", "dsc": "dsc"}  # bench/reproduce/recipes/
 BUDGETS = ("quick", "medium", "paper")
 DATA_ROOT = ROOT.parent / "shared" / "data"
 
@@ -94,7 +93,7 @@ def estimate_seconds(module: ModuleType, recipes: dict[str, Recipe], out: Path) 
 def main(argv: list[str] | None = None) -> int:
     opts = parse(argv)
     paper = load_paper(opts.paper)
-    module = import_module(f"bench.reproduce.recipes.{RECIPES[opts.paper]}")
+    module = RECIPES[opts.paper]
     data_root = str(opts.data_root) if opts.data_root else None
     recipes = module.recipes(opts.budget, opts.out, data_root)
     names = chosen(paper, opts.experiments, recipes)

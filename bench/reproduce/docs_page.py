@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from importlib import import_module
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
 from bench.reproduce.paperdata import load_paper
+from bench.reproduce.recipes import RECIPES
 
-RECIPES = {"dmfl-sq": "dmflsq", "ssd-fl": "ssdfl", "dsc": "dsc"}
 NAMES = {"dmfl-sq": "DMFL-SQ", "ssd-fl": "SSD-FL", "dsc": "DSC"}
 
 
@@ -28,7 +27,7 @@ def command(paper: str, experiment: str) -> str:
 
 def render(paper_id: str, results: Path | None = None) -> str:
     paper = load_paper(paper_id)
-    module = import_module(f"bench.reproduce.recipes.{RECIPES[paper_id]}")
+    module = RECIPES[paper_id]
     with TemporaryDirectory() as tmp:
         recipes = {b: module.recipes(b, Path(tmp), None) for b in ("quick", "medium", "paper")}
     name = NAMES[paper_id]
@@ -37,7 +36,7 @@ def render(paper_id: str, results: Path | None = None) -> str:
         f"*{paper.title}*: every figure and table of its experimental section, one command "
         "away. What the paper says about each experiment (its setting, its numbers, its "
         f"claims) is data, `bench/reproduce/papers/{paper_id}.yaml`; the runs of each "
-        f"experiment are its recipe, `bench/reproduce/recipes/{RECIPES[paper_id]}.py`.", "",
+        f"experiment are its recipe, `{module.__name__.replace('.', '/')}.py`.", "",
         f"    python -m bench.reproduce {paper_id} [EXPERIMENT ...] "
         "[--budget quick|medium|paper] [--out DIR]", "",
         "Every experiment writes `OUT/<experiment>.json` (every number), `.md` (our table, the "
