@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "data": ("data",),
     "seeds": ("seed",),
     "runtime": ("link", "wire", "transport", "cycle_metrics", "checkpoint_every",
-                "secure"),
+                "secure", "discovery"),
     "prephase": ("prephase",),
     "schedule": ("schedule",),  # the TDMA slot lists themselves, not only their options
 }
@@ -81,6 +81,10 @@ class RunPlan:
     # --secure (dfl_node/transports/encryption.py): `public_keys` (key name -> Z85) and this
     # host's `keys_dir`; empty when the run's sockets are not CURVE-secured
     secure: dict[str, Any] = field(default_factory=dict)
+    # nodes whose addresses are not known in advance (`endpoints.nodes: discover`): the
+    # directory's `bind` and `address`, where every node reports its own and learns the others'
+    # (dfl_node/runner/discovery.py); empty when `nodes` holds every address
+    discovery: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -134,13 +138,19 @@ class RunPlan:
         """Row i of the mixing matrix, self included, keyed by node id in sorted order."""
         return dict(sorted((j, w) for i, j, w in self.weights if i == node_id))
 
+    def with_addresses(self, table: Mapping[int, tuple[str, str]]) -> RunPlan:
+        """This plan with every node's (address, host) from a discovery's `table`."""
+        return replace(self, nodes=tuple(replace(n, address=table[n.id][0], host=table[n.id][1])
+                                         for n in self.nodes))
+
     def section_hashes(self) -> dict[str, str]:
         data = self.to_dict()
         data["data"] = {k: v for k, v in data["data"].items() if k not in HOST_LOCAL_DATA}
         data["secure"] = {k: v for k, v in data["secure"].items() if k not in HOST_LOCAL_SECURE}
-        return {
-            name: _digest({key: data[key] for key in keys}) for name, keys in SECTIONS.items()
-        }
+        if not data["discovery"]:  # plans with fixed addresses hash as before the key existed
+            del data["discovery"]
+        return {name: _digest({key: data[key] for key in keys if key in data})
+                for name, keys in SECTIONS.items()}
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

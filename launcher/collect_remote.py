@@ -7,7 +7,8 @@ spawning: it listens on the collector's port (every interface, unless the plan's
 loopback), validates what arrives exactly as the launcher does, and writes the usual run
 directory and summary once every node is done, one fails, or `--timeout-s` passes. It may start
 before or after the nodes: a node's records queue until a collector listens. Each node's final
-parameters stay in its own host's run directory (final/).
+parameters stay in its own host's run directory (final/). For a discover plan it also serves
+the directory the nodes learn each other's addresses from (launcher/run/directory.py).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from launcher.launch import report
 from launcher.results.cycle_metrics import CycleMetrics
 from launcher.run import rundir
 from launcher.run.collector import Collector, ZmqSource
+from launcher.run.directory import Directory
 from launcher.run.linkreport import write_link_report
 from launcher.run.on_failure import FailureWatch
 from launcher.run.outcome import Outcome
@@ -76,6 +78,11 @@ def collect(plan_path: Path, out_dir: Path, timeout_s: float, keys: Path | None 
         raise LaunchError(str(exc)) from None
     place_plan(plan, out_dir)
     collector = open_collector(plan, out_dir, curve)
+    try:
+        directory = Directory(plan) if plan.discovery else None
+    except LaunchError:
+        collector.close()
+        raise
     started = time.monotonic()
     print(f"collecting {len(plan.ids)} nodes of {plan.protocol} on {plan.collector}", flush=True)
     try:
@@ -84,6 +91,9 @@ def collect(plan_path: Path, out_dir: Path, timeout_s: float, keys: Path | None 
         outcome = Outcome(False, reason="interrupted")
     finally:
         collector.close()
+        if directory is not None:
+            directory.close()
+            collector.rejected.update(directory.rejected)
     summary = summarize(plan, {"hyper": plan.hyper}, collector, outcome,
                         time.monotonic() - started)
     rundir.write_json(out_dir / "summary.json", summary)

@@ -12,6 +12,7 @@ from launcher.backends.hosts import HostsBackend
 from launcher.backends.processes import log_tail
 from launcher.backends.registry import local_backend
 from launcher.config.backend_catalog import DEFAULT_LOCAL
+from launcher.config.checks import check_local
 from launcher.config.inputs import resolve
 from launcher.config.keys import secure_plan
 from launcher.config.options import Request, ViewOptions
@@ -84,6 +85,7 @@ def run_one(req: Request, out_dir: Path | None, view: ViewOptions, resuming: boo
             backend = local_backend(plan.transport)
             if backend is not likely:
                 likely.close()
+            check_local(plan)
             backend.preflight(plan, str(req.topology))
             run_dir = out_dir or rundir.default_run_dir(plan.protocol, plan.topology_name)
             plan = secure_plan(plan, config, run_dir / "keys")

@@ -24,10 +24,11 @@ from typing import Any
 
 import click
 
-from dfl_node.comm.rendezvous import RendezvousTimeout
+from dfl_node.comm.rendezvous import RendezvousTimeout, rendezvous_seconds
 from dfl_node.learning.torch_settings import apply_runtime
 from dfl_node.plan import PlanError, RunPlan
 from dfl_node.runner.context import node_logger
+from dfl_node.runner.discovery import DiscoveryError, discover
 from dfl_node.runner.prephase_client import ZmqPrephaseChannel
 from dfl_node.runner.process_memory import share_one_arena
 from dfl_node.runner.reporter import FileReporter, Reporter, ZmqReporter
@@ -48,17 +49,28 @@ def start_zmq_node(plan: RunPlan, node_id: int, out_dir: Path, curve: Curve | No
                    keep_records: bool = False) -> None:
     """Run one node over real sockets, reporting to the plan's collector (and, with
     `keep_records`, to records/node-<id>.jsonl of `out_dir` as well); with `curve` (a --secure
-    plan) every socket of the node is CURVE-secured."""
+    plan) every socket of the node is CURVE-secured. A discover plan's node learns the others'
+    addresses from the plan's directory once it listens (dfl_node/runner/discovery.py) and runs
+    the plan with them filled in."""
     apply_runtime(plan.hyper)
     share_one_arena()
     entry = plan.node(node_id)
     node_logger(node_id).info("node %d pid %d binds %s device %s", node_id, os.getpid(),
                               entry.bind, entry.device)
-    peers = {j: plan.node(j).address for j in plan.neighbors(node_id)}
+    found: list[RunPlan] = []
+
+    def learn_peers(bound: str) -> dict[int, str]:
+        """A discover plan's node addresses, once this node listens (the plan with them on)."""
+        found.append(discover(plan, node_id, bound, rendezvous_seconds(plan.wire)))
+        return {j: found[0].node(j).address for j in plan.neighbors(node_id)}
+
+    peers = {} if plan.discovery else {j: plan.node(j).address for j in plan.neighbors(node_id)}
     transport = ZmqTransport(node_id, entry.bind, peers,
                              hwm=int(plan.wire["hwm"]),
                              max_message_bytes=int(plan.wire["max_message_bytes"]), curve=curve,
-                             heartbeat=Heartbeat.of(plan.wire, host_crowd(plan, entry.host)))
+                             heartbeat=Heartbeat.of(plan.wire, host_crowd(plan, entry.host)),
+                             discover=learn_peers if plan.discovery else None)
+    plan = found[0] if found else plan
     reporter: Reporter = ZmqReporter(plan.collector, curve=curve)
     if keep_records:
         reporter = FileReporter(out_dir / "records" / f"node-{node_id}.jsonl", reporter)
@@ -167,7 +179,7 @@ def run_here(plan: RunPlan, node_id: int, out_dir: Path, curve: Curve | None) ->
     except PlanError as exc:
         LOG.error("%s", exc)
         return EXIT_BAD_INPUT
-    except (RendezvousTimeout, MeshFailure) as exc:
+    except (RendezvousTimeout, MeshFailure, DiscoveryError) as exc:
         LOG.error("%s", exc)
         return EXIT_FAILED
     return EXIT_OK

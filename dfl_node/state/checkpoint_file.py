@@ -141,9 +141,12 @@ def resume_round(run_dir: Path) -> int:
 def content_hashes(plan: RunPlan) -> dict[str, str]:
     """The plan's section hashes without its addresses (ports differ between launches)."""
     data = plan.to_dict()
-    data["nodes"] = [{**n, **dict.fromkeys(_ADDRESS_KEYS, "")} for n in data["nodes"]]
+    # a discovered node's host is where the scheduler put it this time, an address as well
+    blank = (*_ADDRESS_KEYS, "host") if plan.discovery else _ADDRESS_KEYS
+    data["nodes"] = [{**n, **dict.fromkeys(blank, "")} for n in data["nodes"]]
     data["prephase"] = {k: v for k, v in data["prephase"].items() if k not in _ADDRESS_KEYS}
+    data["discovery"] = {k: v for k, v in data["discovery"].items() if k not in _ADDRESS_KEYS}
     data["collector"] = ""
     data["weights"] = []  # a function of the topology and `mixing`, both compared already
-    blank = RunPlan.from_dict(data)
-    return {name: blank.section_hashes()[name] for name in SECTIONS}
+    plain = RunPlan.from_dict(data)
+    return {name: plain.section_hashes()[name] for name in SECTIONS}

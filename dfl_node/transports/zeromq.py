@@ -47,6 +47,10 @@ of its neighbour, and the peer id of a message is the node whose key its connect
 authenticated with; a connection whose routing id names another node is reported as
 FORGED_PEER.
 
+With `discover`, the neighbours' addresses are not known before this node listens (a bind on a
+port the OS picks): it is called with the bound address once the ROUTER is bound and returns
+theirs, and the DEALERs are set up from its answer as from `peers`.
+
 With `heartbeat` the DEALERs carry ZMTP heartbeats and a `LivenessWatch`
 (dfl_node/transports/liveness.py) reads their monitor events: `liveness.dead(peer)` says whether a
 neighbour stopped answering. `drop_peer` closes the connection to a neighbour the mesh has declared
@@ -58,7 +62,7 @@ from __future__ import annotations
 import math
 import struct
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import zmq
 
@@ -106,6 +110,7 @@ class ZmqTransport:
         curve: Curve | None = None,
         heartbeat: Heartbeat | None = None,
         admit: Iterable[int] = (),
+        discover: Callable[[str], Mapping[int, str]] | None = None,
     ) -> None:
         self.node_id = node_id
         self._hwm = hwm
@@ -130,6 +135,8 @@ class ZmqTransport:
             overhead = CURVE_OVERHEAD if curve is not None else 0
             self._router.setsockopt(zmq.MAXMSGSIZE, max_message_bytes + overhead)
             self._router.bind(bind_addr)
+            if discover is not None:  # before the DEALERs: heartbeats are set up with them
+                peers = {**peers, **discover(self.bound_address)}
             for peer, address in sorted(peers.items()):
                 self.add_peer(peer, address)
             if heartbeat is not None:
@@ -137,6 +144,9 @@ class ZmqTransport:
         except (zmq.ZMQError, TransportError) as err:
             self.close()
             raise TransportError(f"node {node_id}: cannot set up on {bind_addr}: {err}") from err
+        except BaseException:  # `discover`'s own failure (no table in time): no socket stays
+            self.close()
+            raise
 
     @property
     def bound_address(self) -> str:

@@ -4,7 +4,8 @@
 - `check_protocol`: the protocol's own `check_plan` (the model fits the data, a protocol's own
   dataset, its overrides against the plan's nodes);
 - `check_listeners_free`: no other program holds a port this run is to listen on (a node's
-  topology `port`, `endpoints.*`); only for a local zmq run, where the launcher binds them.
+  topology `port`, `endpoints.*`); only for a local zmq run, where the launcher binds them;
+- `check_local`: a run the launcher starts itself does not discover its nodes' addresses.
 """
 
 from __future__ import annotations
@@ -54,6 +55,15 @@ def check_listeners_free(plan: RunPlan, topology_file: str) -> None:
         if not can_listen(host, int(port)):
             where = f"{topology_file}: {what}" if what.startswith("node") else what
             raise LaunchError(f"{where}: port {port} is in use on {host}")
+
+
+def check_local(plan: RunPlan) -> None:
+    """A run the launcher starts itself knows every address: discovery is for nodes that a
+    scheduler or an operator starts elsewhere."""
+    if plan.discovery:
+        raise LaunchError("endpoints.nodes=discover: for nodes started elsewhere (dfl-launch "
+                          "plan, then dfl-launch collect and one dfl-node per node); a local "
+                          "run picks its nodes' ports itself")
 
 
 def check_failure_policy(config: Mapping[str, Any], protocol: str, survives: bool) -> None:

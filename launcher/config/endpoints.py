@@ -16,6 +16,8 @@ from launcher.errors import LaunchError
 LOCAL_HOST = "127.0.0.1"
 LOOPBACK = (LOCAL_HOST, "localhost")
 SERVICES = ("collector", "coordinator", "aggregator")
+# A discovered node listens on every interface, on a port the OS picks (ZeroMQ's `*`).
+DISCOVER_BIND = "tcp://0.0.0.0:*"
 
 
 def bind_host(host: str) -> str:

@@ -50,12 +50,14 @@ def services(protocol: str) -> list[str]:
 
 
 def check_fixed(topology: Topology, config: dict[str, Any]) -> None:
-    """Every address of the run is fixed, or a LaunchError naming the first that is not."""
+    """Every address of the run is fixed (with discovery, the directory's instead of the
+    nodes'), or a LaunchError naming the first that is not."""
+    discover = config["endpoints"]["nodes"] == "discover"
     loose = [n.id for n in topology.nodes if n.port is None]
-    if loose:
+    if loose and not discover:
         raise LaunchError(f"topology {topology.name}: nodes {loose} have no port; one node per "
                           "host needs every node's host and port in the topology")
-    for service in services(config["protocol"]):
+    for service in [*services(config["protocol"]), *(["directory"] if discover else [])]:
         if fixed_endpoint(config, service) is None:
             raise LaunchError(f"endpoints.{service}: one node per host needs its host:port "
                               f"(--set endpoints.{service}=HOST:PORT)")

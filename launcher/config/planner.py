@@ -13,7 +13,13 @@ from dfl_node.plan import NodeEntry, RunPlan
 from launcher.config.backend_catalog import local_spec
 from launcher.config.checks import check_protocol
 from launcher.config.devices import resolve_devices
-from launcher.config.endpoints import LOCAL_HOST, bind_host, endpoint
+from launcher.config.endpoints import (
+    DISCOVER_BIND,
+    LOCAL_HOST,
+    bind_host,
+    endpoint,
+    fixed_endpoint,
+)
 from launcher.config.ports import PortClaims
 from launcher.config.run_config import dataset_sections
 from launcher.data.prepare import prepare_data
@@ -25,8 +31,12 @@ from topologies.mixing import mixing_matrix
 from topologies.model import Topology
 
 
-def node_entries(topology: Topology, claims: PortClaims) -> tuple[NodeEntry, ...]:
-    """Addresses for every node: the topology's host/port where given, claimed local ports else."""
+def node_entries(topology: Topology, claims: PortClaims,
+                 discover: bool = False) -> tuple[NodeEntry, ...]:
+    """Addresses for every node: the topology's host/port where given, claimed local ports else;
+    with `discover`, none (each node binds a port the OS picks and reports it at start-up)."""
+    if discover:
+        return discovered_entries(topology)
     missing = [n for n in topology.nodes if n.port is None]
     spare = iter(claims.claim(len(missing)))
     devices = resolve_devices([(n.id, n.device) for n in topology.nodes])
@@ -38,6 +48,38 @@ def node_entries(topology: Topology, claims: PortClaims) -> tuple[NodeEntry, ...
                              address=f"tcp://{host}:{port}", host=host,
                              device=device, attrs=dict(node.attrs)))
     return tuple(sorted(out, key=lambda e: e.id))
+
+
+def discovered_entries(topology: Topology) -> tuple[NodeEntry, ...]:
+    """Nodes whose address and host the directory fills in at start-up (dfl_node/runner/
+    discovery.py); a topology that fixes a node's host or port contradicts that."""
+    fixed = [n.id for n in topology.nodes if n.port is not None or n.host is not None]
+    if fixed:
+        raise LaunchError(f"topology {topology.name}: nodes {fixed} have a host or port, but "
+                          "endpoints.nodes=discover lets each node pick its own")
+    devices = resolve_devices([(n.id, n.device) for n in topology.nodes])
+    return tuple(sorted((NodeEntry(id=n.id, bind=DISCOVER_BIND, address="", host="",
+                                   device=device, attrs=dict(n.attrs))
+                         for n, device in zip(topology.nodes, devices, strict=True)),
+                        key=lambda e: e.id))
+
+
+def discovery_section(config: dict[str, Any], claims: PortClaims) -> dict[str, Any]:
+    """Where the nodes of a discover plan meet: `endpoints.directory`, else a port beside the
+    collector (the process that collects serves the directory too; {} for fixed addresses)."""
+    if config["endpoints"]["nodes"] != "discover":
+        return {}
+    if config.get("secure"):
+        raise LaunchError("endpoints.nodes=discover: --secure is not supported yet (the "
+                          "directory would need a key of its own)")
+    if fixed_endpoint(config, "directory") is not None:
+        bind, address = endpoint(config, "directory", claims)
+    else:
+        collector = fixed_endpoint(config, "collector")
+        host = collector[0] if collector is not None else LOCAL_HOST
+        port = claims.claim(1)[0]
+        bind, address = f"tcp://{bind_host(host)}:{port}", f"tcp://{host}:{port}"
+    return {"bind": bind, "address": address}
 
 
 def aggregator_entry(topology: Topology, config: dict[str, Any],
@@ -76,7 +118,8 @@ def build_plan(topology: Topology, config: dict[str, Any], claims: PortClaims,
     if aggregator and schedule.get("mode") != "sync":
         raise LaunchError(f"schedule: {config['protocol']} talks through an aggregator (a star "
                           "the topology does not have), so it runs only with schedule=sync")
-    nodes = node_entries(topology, claims)
+    discovery = discovery_section(config, claims)
+    nodes = node_entries(topology, claims, discover=bool(discovery))
     hub = aggregator_entry(topology, config, claims) if aggregator else None
     plan = RunPlan(
         protocol=config["protocol"], topology_name=topology.name, topology=topology.to_dict(),
@@ -88,7 +131,7 @@ def build_plan(topology: Topology, config: dict[str, Any], claims: PortClaims,
         transport=config["transport"], prephase=prephase_section(config, claims),
         collector=endpoint(config, "collector", claims)[1], schedule=schedule,
         aggregator=hub.id if hub else None, cycle_metrics=cycle_section(config),
-        checkpoint_every=config["checkpoint_every"])
+        checkpoint_every=config["checkpoint_every"], discovery=discovery)
     check_protocol(plan)
     return plan
 

@@ -52,6 +52,12 @@ class Endpoints(Section):
     collector: str | None = None
     coordinator: str | None = None
     aggregator: str | None = None
+    nodes: Literal["topology", "discover"] = "topology"
+    """Where the nodes' addresses come from: the topology (its host and port, free local ports
+    else), or discover: each node listens on a port of its own host and learns the others'
+    addresses from the directory at start-up (hosts not known in advance, e.g. a Slurm job)."""
+    directory: str | None = None
+    """host:port of the directory of a discover run (None: the collector's host, a free port)."""
 
 
 class RunSettings(Section):
