@@ -18,6 +18,7 @@ from launcher.collect_remote import collect
 from launcher.config.keys import keys_cmd
 from launcher.config.options import ViewOptions, request, run_options
 from launcher.config.schema import config_schema
+from launcher.config.slurm_job import DEFAULT_CPUS_PER_TASK, DEFAULT_TIME, Resources
 from launcher.errors import LaunchError, run_cli
 from launcher.launch import launch, resume, write_plan_only
 from protocols.registry import launch_commands
@@ -88,6 +89,43 @@ def compose_cmd(image: str, subnet: str, output: Path, **kwargs: Any) -> None:
     """Write a docker-compose mesh: one container per node, plus the collector."""
     path = write_compose(request(kwargs), ComposeOptions(output, image, subnet))
     print(f"docker-compose -f {path} up")
+
+
+@cli.command("slurm")
+@run_options
+@click.option("-o", "output", type=click.Path(path_type=Path), required=True, metavar="DIR",
+              help="The run directory: plan.json, job.sh, then the results (on a file system "
+                   "the compute nodes share).")
+@click.option("--cpus-per-task", type=int, default=DEFAULT_CPUS_PER_TASK, show_default=True,
+              help="CPUs of each task (one task per node).")
+@click.option("--mem-per-cpu", default=None, metavar="SIZE",
+              help="Memory per CPU, as sbatch takes it (4096, 4G); a task gets "
+                   "--cpus-per-task times this (default: the cluster's).")
+@click.option("--time", "time_limit", default=DEFAULT_TIME, show_default=True,
+              metavar="LIMIT", help="The job's time limit (minutes, HH:MM:SS, D-HH:MM:SS).")
+@click.option("--slurm-partition", default=None, metavar="NAME",
+              help="Slurm partition (default: the cluster's default partition; --partition "
+                   "is the training data's).")
+@click.option("--account", default=None, metavar="NAME",
+              help="Slurm account to charge (default: your default account).")
+@click.option("--collector-host", default=None, metavar="HOST",
+              help="Where the tasks reach this host's collector (default: the address of the "
+                   "interface that routes to the Slurm controller, else the host name).")
+def slurm_cmd(output: Path, cpus_per_task: int, mem_per_cpu: str | None, time_limit: str,
+              slurm_partition: str | None, account: str | None, collector_host: str | None,
+              **kwargs: Any) -> None:
+    """Run the mesh as a Slurm job: one task per node, on whatever hosts Slurm gives."""
+    from launcher.backends.slurm import SlurmBackend
+    from launcher.backends.slurm_cluster import submit_host
+
+    resources = Resources(cpus_per_task, mem_per_cpu, time_limit, slurm_partition, account)
+    backend = SlurmBackend(resources, collector_host or submit_host())
+    try:
+        script = backend.hand_off(backend.resolve(request(kwargs)), output)
+    finally:
+        backend.close()
+    print(f"sbatch {script}  # then: dfl-launch collect --plan {script.parent / 'plan.json'} "
+          f"--out {script.parent}")
 
 
 @cli.command("sweep")

@@ -1,6 +1,7 @@
 """`dfl-node`: one node of a run (or its pre-phase coordinator), in this process, on this host.
 
     dfl-node --plan plan.json --node-id I [--out DIR] [--keys DIR]
+    dfl-node --plan plan.json --node-id-from-env SLURM_PROCID [--out DIR]
     dfl-node --topology T --protocol P --node-id I [the options of dfl-launch] [--out DIR]
     dfl-node --coordinator --plan plan.json [--out DIR] [--keys DIR]
 
@@ -198,22 +199,41 @@ def coordinate_here(plan: RunPlan, out_dir: Path, curve: Curve | None) -> int:
     return EXIT_OK
 
 
+def node_from_env(plan_path: Path | None, variable: str) -> int:
+    """The id of the node a scheduler's task is: the plan's node at the index `variable` holds
+    (a task's rank, 0 to N-1, whatever ids the topology uses)."""
+    if plan_path is None:
+        raise LaunchError("--node-id-from-env: give --plan PLAN (the ids are the plan's)")
+    text = os.environ.get(variable)
+    ids = RunPlan.load(plan_path).ids
+    if text is None or not text.isdigit() or int(text) >= len(ids):
+        raise LaunchError(f"--node-id-from-env {variable}: expected an index 0..{len(ids) - 1} "
+                          f"of the plan's nodes, got {text!r}")
+    return ids[int(text)]
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--plan", "plan_path", type=click.Path(path_type=Path), default=None,
               help="plan.json written by dfl-launch (or dfl-launch plan).")
 @click.option("--node-id", type=int, default=None, help="Which node of the plan to run.")
+@click.option("--node-id-from-env", "node_id_env", default=None, metavar="VAR",
+              help="Run the node whose index in the plan (0-based, in id order) is the value "
+                   "of environment variable VAR (SLURM_PROCID in a Slurm job).")
 @click.option("--coordinator", is_flag=True,
               help="Play the plan's pre-phase coordinator instead of a node.")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="This host's run directory (default: the plan's directory; with --topology "
                    "runs/<timestamp>-<protocol>-<topology>).")
 @run_options
-def cli(plan_path: Path | None, node_id: int | None, coordinator: bool, out_dir: Path | None,
-        **run: Any) -> None:
+def cli(plan_path: Path | None, node_id: int | None, node_id_env: str | None,
+        coordinator: bool, out_dir: Path | None, **run: Any) -> None:
     """Run one node of a dfl-mesh plan, or its pre-phase coordinator, on this host."""
-    if coordinator == (node_id is not None):
-        raise LaunchError("give exactly one of --node-id I and --coordinator")
+    if [coordinator, node_id is not None, node_id_env is not None].count(True) != 1:
+        raise LaunchError("give exactly one of --node-id I and --coordinator (or "
+                          "--node-id-from-env VAR for --node-id)")
     try:
+        if node_id_env is not None:
+            node_id = node_from_env(plan_path, node_id_env)
         plan, out = host_plan(plan_path, run, out_dir, node_id)
         curve = load_curve(plan, COORDINATOR if node_id is None else node_id, run["keys"])
     except PlanError as exc:

@@ -15,6 +15,7 @@ from launcher.backends.base import HandOffBackend, LocalBackend
 from launcher.backends.compose import ComposeBackend
 from launcher.backends.hosts import HostsBackend
 from launcher.backends.registry import LOCAL_BACKENDS, default_backend, local_backend
+from launcher.backends.slurm import SlurmBackend
 from launcher.cli import cli
 from launcher.cli import main as launch_main
 from launcher.config import backend_catalog
@@ -66,8 +67,9 @@ def test_every_local_spec_has_one_backend_and_the_default_is_one_of_them() -> No
         assert backend.spec is LOCAL[name] and backend.name == name
         assert local_backend(name) is backend
     assert default_backend().name == DEFAULT_LOCAL == RunSettings().transport
-    assert set(LOCAL) | {HOSTS.name, ComposeBackend.spec.name} == set(BACKENDS)
-    for cls in (HostsBackend, ComposeBackend):
+    assert set(LOCAL) | {HOSTS.name, ComposeBackend.spec.name, SlurmBackend.spec.name} == set(
+        BACKENDS)
+    for cls in (HostsBackend, ComposeBackend, SlurmBackend):
         assert issubclass(cls, HandOffBackend) and not cls.spec.local
 
 

@@ -44,12 +44,17 @@ def reachable_address(bound: str, directory: str) -> str:
     address of the interface that routes to the directory, on the bound port. (A UDP connect
     sends nothing; it only asks the kernel for the route.)"""
     _, port = split_address(bound)
-    host, directory_port = split_address(directory)
+    ip = route_source(*split_address(directory))
+    return f"tcp://[{ip}]:{port}" if ":" in ip else f"tcp://{ip}:{port}"
+
+
+def route_source(host: str, port: int) -> str:
+    """The address of this host's interface that routes to `host` (an OSError when none
+    does)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_DGRAM) as probe:
-        probe.connect((host, directory_port))
-        ip = probe.getsockname()[0]
-    return f"tcp://[{ip}]:{port}" if family == socket.AF_INET6 else f"tcp://{ip}:{port}"
+        probe.connect((host, port))
+        return str(probe.getsockname()[0])
 
 
 def parse_table(raw: bytes, plan: RunPlan) -> dict[int, Entry]:

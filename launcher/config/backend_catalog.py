@@ -39,7 +39,12 @@ COMPOSE = BackendSpec("compose", PROCESSES.transport, "a docker-compose file: on
 HOSTS = BackendSpec("hosts", PROCESSES.transport, "a plan for one dfl-node per host, "
                     "started by hand", secure=True, in_process=False, local=False)
 
-BACKENDS: dict[str, BackendSpec] = {s.name: s for s in (PROCESSES, THREADS, COMPOSE, HOSTS)}
+SLURM = BackendSpec("slurm", PROCESSES.transport, "a Slurm batch job: one task per node, "
+                    "addresses discovered at start-up", secure=False, in_process=False,
+                    local=False)
+
+BACKENDS: dict[str, BackendSpec] = {s.name: s for s in (PROCESSES, THREADS, COMPOSE, HOSTS,
+                                                        SLURM)}
 # The backends `--transport` may name, in the order --help lists them.
 LOCAL: dict[str, BackendSpec] = {n: s for n, s in BACKENDS.items() if s.local}
 DEFAULT_LOCAL = PROCESSES.name

@@ -1,0 +1,74 @@
+"""`dfl-launch slurm ... -o DIR`: a plan and a batch script, one Slurm task per node.
+
+Slurm picks the hosts when the job starts, so the plan names none: it is a discover plan
+(`endpoints.nodes: discover`, dfl_node/runner/discovery.py) whose only fixed addresses are the
+services on the submit host (the collector and the directory beside it, plus a pre-phase
+coordinator or an aggregator where the protocol has one), at `--collector-host` (default: the
+address of the interface that routes to the Slurm controller) and free ports of this host
+unless `endpoints.*` fixes them. DIR is the run directory of every task and of the collector,
+so it must be on a file system the compute nodes share (as the home or scratch directory of a
+cluster is):
+
+    DIR/plan.json      the plan
+    DIR/job.sh         the batch script (launcher/config/slurm_job.py)
+    DIR/slurm-<job>.out  the job's output, the nodes' logs among it
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from dfl_node.plan import RunPlan
+from launcher.backends.base import HandOffBackend
+from launcher.config.backend_catalog import SLURM
+from launcher.config.host_plan import resolve_host_plan, services
+from launcher.config.options import Request
+from launcher.config.ports import PortClaims
+from launcher.config.slurm_job import Resources, batch_script
+from launcher.errors import LaunchError
+from topologies.model import Topology
+
+SCRIPT = "job.sh"
+
+
+class SlurmBackend(HandOffBackend):
+    """A batch script Slurm starts the nodes from; the services listen on `host`. The ports
+    it picks stay claimed until `close`, so a collector opened before then gets them."""
+
+    spec = SLURM
+
+    def __init__(self, resources: Resources, host: str) -> None:
+        resources.check()
+        self.resources = resources
+        self.host = host
+        self.claims = PortClaims()
+
+    def place(self, topology: Topology, config: dict[str, Any]) -> tuple[Topology,
+                                                                         dict[str, Any]]:
+        """Discovery for the nodes; every service `endpoints` leaves open on this host."""
+        endpoints = {**config["endpoints"], "nodes": "discover"}
+        for name in [*services(config["protocol"]), "directory"]:
+            if endpoints.get(name) is None:
+                endpoints[name] = f"{self.host}:{self.claims.claim(1, '0.0.0.0')[0]}"
+        return topology, {**config, "endpoints": endpoints}
+
+    def resolve(self, req: Request) -> RunPlan:
+        return resolve_host_plan(req, self.place)
+
+    def hand_off(self, plan: RunPlan, out: Path) -> Path:
+        """Plan and script in `out` (made absolute: the tasks start elsewhere); a directory
+        that holds a run's results already is refused, a written but unrun one rewritten."""
+        out = out.absolute()
+        if (out / "summary.json").exists() or any((out / "final").glob("*")):
+            raise LaunchError(f"-o {out}: holds a run's results; pick another directory")
+        (out / "final").mkdir(parents=True, exist_ok=True)
+        plan.dump(out / "plan.json")
+        script = out / SCRIPT
+        script.write_text(batch_script(plan, self.resources, out / "plan.json", out,
+                                       sys.executable))
+        return script
+
+    def close(self) -> None:
+        self.claims.release()
