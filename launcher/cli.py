@@ -96,6 +96,9 @@ def compose_cmd(image: str, subnet: str, output: Path, **kwargs: Any) -> None:
 @click.option("-o", "output", type=click.Path(path_type=Path), required=True, metavar="DIR",
               help="The run directory: plan.json, job.sh, then the results (on a file system "
                    "the compute nodes share).")
+@click.option("--submit", is_flag=True,
+              help="Submit the job with sbatch and collect the run here to the end (Ctrl-C "
+                   "cancels the job); without it, only write DIR.")
 @click.option("--cpus-per-task", type=int, default=DEFAULT_CPUS_PER_TASK, show_default=True,
               help="CPUs of each task (one task per node).")
 @click.option("--mem-per-cpu", default=None, metavar="SIZE",
@@ -111,15 +114,21 @@ def compose_cmd(image: str, subnet: str, output: Path, **kwargs: Any) -> None:
 @click.option("--collector-host", default=None, metavar="HOST",
               help="Where the tasks reach this host's collector (default: the address of the "
                    "interface that routes to the Slurm controller, else the host name).")
-def slurm_cmd(output: Path, cpus_per_task: int, mem_per_cpu: str | None, time_limit: str,
-              slurm_partition: str | None, account: str | None, collector_host: str | None,
-              **kwargs: Any) -> None:
+@click.option("--quiet", is_flag=True, help="With --submit: only the last line on stdout.")
+@click.option("--no-plots", is_flag=True, help="With --submit: no RUN_DIR/plots/*.png.")
+def slurm_cmd(output: Path, submit: bool, cpus_per_task: int, mem_per_cpu: str | None,
+              time_limit: str, slurm_partition: str | None, account: str | None,
+              collector_host: str | None, quiet: bool, no_plots: bool, **kwargs: Any) -> None:
     """Run the mesh as a Slurm job: one task per node, on whatever hosts Slurm gives."""
     from launcher.backends.slurm import SlurmBackend
     from launcher.backends.slurm_cluster import submit_host
+    from launcher.slurm_submit import submit as submit_job
 
     resources = Resources(cpus_per_task, mem_per_cpu, time_limit, slurm_partition, account)
     backend = SlurmBackend(resources, collector_host or submit_host())
+    if submit:
+        sys.exit(submit_job(request(kwargs), backend, output,
+                            ViewOptions(quiet=quiet, plots=not no_plots)))
     try:
         script = backend.hand_off(backend.resolve(request(kwargs)), output)
     finally:

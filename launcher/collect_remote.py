@@ -14,7 +14,9 @@ the directory the nodes learn each other's addresses from (launcher/run/director
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import zmq
 
@@ -34,18 +36,20 @@ from launcher.run.outcome import Outcome
 from launcher.run.summary import summarize, write_ledger
 
 PUMP_S = 0.5
+OnRecord = Callable[[str, dict[str, Any]], None]
 
 
-def open_collector(plan: RunPlan, out_dir: Path, curve: Curve | None) -> Collector:
-    """The plan's collector, listening (CURVE-secured with `curve`); a LaunchError when its
-    port cannot be bound here."""
+def open_collector(plan: RunPlan, out_dir: Path, curve: Curve | None,
+                   on_record: OnRecord | None = None) -> Collector:
+    """The plan's collector, listening (CURVE-secured with `curve`; every record also to
+    `on_record`, a live view); a LaunchError when its port cannot be bound here."""
     address = wildcard_bind(plan.collector)
     try:
         source = ZmqSource(address, curve=curve)
     except zmq.ZMQError as exc:
         raise LaunchError(f"collect: cannot listen on {address} (the plan's collector "
                           f"{plan.collector}): {exc}") from None
-    return Collector(source, out_dir, plan.ids, CycleMetrics.for_plan(plan, out_dir))
+    return Collector(source, out_dir, plan.ids, CycleMetrics.for_plan(plan, out_dir), on_record)
 
 
 def await_nodes(collector: Collector, plan: RunPlan, timeout_s: float) -> Outcome:

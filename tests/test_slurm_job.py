@@ -1,5 +1,6 @@
 """`dfl-launch slurm -o DIR` without a cluster: the discover plan, the batch script that asks
-Slurm for one task per node, and the options refused before anything is written or submitted."""
+Slurm for one task per node, and the options refused before anything is written or submitted.
+(tests/test_slurm_submit.py runs the script on a real Slurm.)"""
 
 from __future__ import annotations
 

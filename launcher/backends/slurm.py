@@ -12,6 +12,8 @@ cluster is):
     DIR/plan.json      the plan
     DIR/job.sh         the batch script (launcher/config/slurm_job.py)
     DIR/slurm-<job>.out  the job's output, the nodes' logs among it
+
+`--submit` (launcher/slurm_submit.py) submits the script and collects the run here.
 """
 
 from __future__ import annotations

@@ -1,0 +1,127 @@
+"""`dfl-launch slurm --submit` on a real Slurm (tests/slurm_lab.py: slurmctld on a login host,
+two slurmd hosts with their own network stacks and hostnames): the job's tasks are the mesh's
+nodes on both hosts, they find each other through the collector's directory on the login host,
+and the run equals the inproc run of the same plan bit for bit; a run too large for the
+partition is refused before anything is submitted; Ctrl-C cancels the job; nothing the job
+started is left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import slurm_lab
+from tests.conftest import require
+from tests.harness import ROOT, final_files, launch_ok
+from tests.proc_util import wait_for
+
+pytestmark = pytest.mark.slow
+
+WAIT_S = 120  # a bound on an idle lab's state change, not an estimate
+RUN_S = 600  # a bound on a 6-node synthetic run of 2 rounds on a loaded 2-core machine
+OPTIONS = ("--dataset", "synthetic", "--rounds", "2", "--set", "wire.rendezvous_s=300")
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[slurm_lab.Cluster]:
+    reason = slurm_lab.unavailable()
+    require(reason is None, reason or "")
+    # 3 CPUs a host: six one-CPU tasks fill both, so both hosts run nodes
+    with slurm_lab.cluster(nodes=2, cpus=3) as made:
+        yield made
+    assert slurm_lab.leftovers(made.root, made.net.prefix) == [], "the lab was not removed"
+
+
+def ring6(folder: Path) -> str:
+    path = folder / "ring6.yaml"
+    edges = [[i, (i + 1) % 6] for i in range(6)] + [[0, 3]]
+    path.write_text(json.dumps({"name": "ring6", "nodes": [{"id": i} for i in range(6)],
+                                "edges": edges}))
+    return str(path)
+
+
+def submit(lab: slurm_lab.Cluster, run: Path, *args: str) -> tuple[int, str]:
+    """`dfl-launch slurm --submit` on the login host, as a user there runs it; exit code and
+    output."""
+    log = run.parent / f"{run.name}.log"
+    proc = lab.start([sys.executable, "-m", "launcher.cli", "slurm", "--topology",
+                      ring6(lab.root), "--protocol", "d-psgd", *OPTIONS, "--quiet",
+                      "--no-plots", *args, "--submit", "-o", str(run)], log, cwd=ROOT)
+    code = proc.wait(RUN_S)
+    return code, log.read_text()
+
+
+def test_a_d_psgd_mesh_runs_on_both_hosts_and_equals_the_inproc_run(
+        lab: slurm_lab.Cluster, tmp_path: Path) -> None:
+    run = lab.root / "dpsgd"
+    code, out = submit(lab, run)
+    assert code == 0, f"{out}\n{lab.logs()}"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "ok"
+    assert sorted({n["host"] for n in summary["nodes"]}) == lab.nodes
+    launch_ok(tmp_path / "inproc", ring6(tmp_path), "d-psgd", "--transport", "inproc",
+              *OPTIONS)
+    assert len(final_files(run)) == 6
+    assert final_files(run) == final_files(tmp_path / "inproc")
+    wait_for(lambda: not lab.strays(), WAIT_S, "the job's processes gone from both hosts")
+    wait_for(lambda: lab.node_states() == {"n1": "idle", "n2": "idle"}, WAIT_S,
+             "both hosts idle again")
+
+
+def test_a_run_too_large_for_the_partition_is_refused_before_submission(
+        lab: slurm_lab.Cluster) -> None:
+    jobs = len(lab.completed())
+    code, out = submit(lab, lab.root / "large", "--cpus-per-task", "2")
+    assert code == 2, out
+    assert out.strip().splitlines()[-1] == (
+        "dfl-launch: the run needs 6 tasks x 2 CPU(s) = 12 CPUs at once; partition lab has 6 "
+        "(fewer nodes, or a smaller --cpus-per-task)")
+    assert lab.run(["squeue", "-h"]).stdout.strip() == ""
+    assert len(lab.completed()) == jobs
+    assert not (lab.root / "large" / "job.sh").exists()
+
+
+def endless_run(lab: slurm_lab.Cluster, name: str) -> tuple[subprocess.Popen[bytes], Path, str]:
+    """A submitted run that would not end by itself, once its first evaluation is collected:
+    the launcher on the login host, the run directory, the job id."""
+    run, log = lab.root / name, lab.root / f"{name}.log"
+    proc = lab.start([sys.executable, "-m", "launcher.cli", "slurm", "--topology",
+                      ring6(lab.root), "--protocol", "d-psgd", *OPTIONS, "--rounds", "100000",
+                      "--quiet", "--no-plots", "--submit", "-o", str(run)], log, cwd=ROOT)
+    metrics = run / "metrics.jsonl"
+    wait_for(lambda: metrics.exists() and metrics.read_text().strip(), RUN_S,
+             f"a first evaluation in {metrics}")
+    (job,) = [p.name.removeprefix("slurm-").removesuffix(".out") for p in run.glob("slurm-*.out")]
+    return proc, run, job
+
+
+def test_ctrl_c_cancels_the_job_and_keeps_what_was_collected(lab: slurm_lab.Cluster) -> None:
+    proc, run, job = endless_run(lab, "interrupted")
+    metrics = run / "metrics.jsonl"
+    log = lab.root / "interrupted.log"
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C sends the terminal's foreground group
+    assert proc.wait(WAIT_S) == 130, log.read_text()
+    assert json.loads((run / "summary.json").read_text())["status"] == "interrupted"
+    assert metrics.read_text().strip()
+    wait_for(lambda: any(r.get("JobId") == job and r.get("JobState") == "CANCELLED"
+                         for r in lab.completed()), WAIT_S, f"job {job} recorded as cancelled")
+    wait_for(lambda: not lab.strays(), WAIT_S, "the job's processes gone from both hosts")
+
+
+def test_a_job_cancelled_under_the_run_fails_it_naming_a_node(lab: slurm_lab.Cluster) -> None:
+    proc, run, job = endless_run(lab, "cancelled")
+    lab.run(["scancel", job])
+    log = (lab.root / "cancelled.log")
+    assert proc.wait(WAIT_S) == 1, log.read_text()
+    summary = json.loads((run / "summary.json").read_text())
+    assert (summary["status"], type(summary["failed_node"])) == ("failed", int)
+    assert (run / "metrics.jsonl").read_text().strip()
+    wait_for(lambda: not lab.strays(), WAIT_S, "the job's processes gone from both hosts")
