@@ -52,7 +52,7 @@ def services(protocol: str) -> list[str]:
 def check_fixed(topology: Topology, config: dict[str, Any]) -> None:
     """Every address of the run is fixed (with discovery, the directory's instead of the
     nodes'), or a LaunchError naming the first that is not."""
-    discover = config["endpoints"]["nodes"] == "discover"
+    discover = config["endpoints"].get("nodes") == "discover"
     loose = [n.id for n in topology.nodes if n.port is None]
     if loose and not discover:
         raise LaunchError(f"topology {topology.name}: nodes {loose} have no port; one node per "

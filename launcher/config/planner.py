@@ -67,7 +67,7 @@ def discovered_entries(topology: Topology) -> tuple[NodeEntry, ...]:
 def discovery_section(config: dict[str, Any], claims: PortClaims) -> dict[str, Any]:
     """Where the nodes of a discover plan meet: `endpoints.directory`, else a port beside the
     collector (the process that collects serves the directory too; {} for fixed addresses)."""
-    if config["endpoints"]["nodes"] != "discover":
+    if config["endpoints"].get("nodes") != "discover":
         return {}
     if config.get("secure"):
         raise LaunchError("endpoints.nodes=discover: --secure is not supported yet (the "
