@@ -75,7 +75,8 @@ def test_every_training_row_goes_to_one_node() -> None:
      ({"eval_split": "all"}, "eval_split: must be one of global, local, both"),
      ({"eval_size": 0}, "eval_size: must be a positive integer"),
      ({"eval_size": "all"}, "eval_size: must be a positive integer"),
-     ({"dataset": "mnist"}, "dataset: unknown dataset 'mnist' .known: synthetic, scenes, nyuv2, fmnist"),
+     ({"dataset": "mnist"},
+      "dataset: unknown dataset 'mnist' .known: synthetic, scenes, nyuv2, fmnist"),
      ({"synthetic": {"colours": 3}}, "synthetic: .*colours")],
 )
 def test_bad_data_options_are_launch_errors(changes: dict[str, Any], message: str) -> None:
