@@ -102,16 +102,26 @@ def run_one(req: Request, out_dir: Path | None, view: ViewOptions, resuming: boo
         finally:
             claims.release()
             backend.close()
-        summary = summarize(plan, config, collector, outcome, time.monotonic() - started)
-        rundir.write_json(run_dir / "summary.json", summary)
-        write_ledger(run_dir, collector.done)
-        write_link_report(run_dir, plan, collector.done)
-        if view.plots:
-            from launcher.results.plots import plot_run  # matplotlib: only runs that plot import it
-
-            display.stage("writing plots")
-            plot_run(run_dir)
+        summary = write_results(plan, config, collector, outcome,
+                                time.monotonic() - started, run_dir, view, display)
     return report(outcome, run_dir, summary, display)
+
+
+def write_results(plan: RunPlan, config: dict[str, Any], collector: Collector,
+                  outcome: Outcome, seconds: float, run_dir: Path, view: ViewOptions,
+                  display: Display) -> dict[str, Any]:
+    """A finished run's files, whoever started its nodes: summary.json, the ledger, the link
+    report and (unless turned off) the plots; the summary back."""
+    summary = summarize(plan, config, collector, outcome, seconds)
+    rundir.write_json(run_dir / "summary.json", summary)
+    write_ledger(run_dir, collector.done)
+    write_link_report(run_dir, plan, collector.done)
+    if view.plots:
+        from launcher.results.plots import plot_run  # matplotlib: only runs that plot import it
+
+        display.stage("writing plots")
+        plot_run(run_dir)
+    return summary
 
 
 def execute(backend: LocalBackend, plan: RunPlan, plan_path: Path, run_dir: Path,

@@ -20,15 +20,12 @@ from launcher.collect_remote import open_collector
 from launcher.config.options import Request, ViewOptions
 from launcher.config.slurm_job import check_fits
 from launcher.errors import LaunchError
-from launcher.launch import report
-from launcher.run import rundir
+from launcher.launch import report, write_results
 from launcher.run.collector import Collector
 from launcher.run.directory import Directory
-from launcher.run.linkreport import write_link_report
 from launcher.run.on_failure import FailureWatch
 from launcher.run.outcome import Outcome
 from launcher.run.progress import Display, open_display
-from launcher.run.summary import summarize, write_ledger
 
 PUMP_S = 0.5
 JOB_POLL_S = 2.0  # how often squeue is asked whether the job still runs
@@ -102,13 +99,6 @@ def submit(req: Request, backend: SlurmBackend, run_dir: Path, view: ViewOptions
     with open_display(view.quiet) as display:
         display.start(plan)
         outcome, collector, seconds = run_job(backend, plan, script, run_dir, display)
-        summary = summarize(plan, {"hyper": plan.hyper}, collector, outcome, seconds)
-        rundir.write_json(run_dir / "summary.json", summary)
-        write_ledger(run_dir, collector.done)
-        write_link_report(run_dir, plan, collector.done)
-        if view.plots:
-            from launcher.results.plots import plot_run  # matplotlib: only runs that plot
-
-            display.stage("writing plots")
-            plot_run(run_dir)
+        summary = write_results(plan, {"hyper": plan.hyper}, collector, outcome, seconds,
+                                run_dir, view, display)
         return report(outcome, run_dir, summary, display)
