@@ -51,6 +51,10 @@ def cli(ctx: click.Context, **kwargs: Any) -> None:
         if given:
             flag = FLAG_NAMES.get(given[0], given[0].replace("_", "-"))
             raise LaunchError(f"--resume: the run directory fixes the inputs; drop --{flag}")
+        from launcher import slurm_submit
+
+        if slurm_submit.slurm_inputs(kwargs["resume_dir"]) is not None:
+            sys.exit(slurm_submit.resume(kwargs["resume_dir"], view))
         sys.exit(resume(kwargs["resume_dir"], view))
     sys.exit(launch(request(kwargs), kwargs["out_dir"], view))
 
@@ -104,6 +108,9 @@ def compose_cmd(image: str, subnet: str, output: Path, **kwargs: Any) -> None:
 @click.option("--mem-per-cpu", default=None, metavar="SIZE",
               help="Memory per CPU, as sbatch takes it (4096, 4G); a task gets "
                    "--cpus-per-task times this (default: the cluster's).")
+@click.option("--gpus-per-task", type=int, default=0, show_default=True,
+              help="GPUs Slurm binds to each task; every node then runs on cuda:0 as its task "
+                   "sees it (0: CPU).")
 @click.option("--time", "time_limit", default=DEFAULT_TIME, show_default=True,
               metavar="LIMIT", help="The job's time limit (minutes, HH:MM:SS, D-HH:MM:SS).")
 @click.option("--slurm-partition", default=None, metavar="NAME",
@@ -117,14 +124,15 @@ def compose_cmd(image: str, subnet: str, output: Path, **kwargs: Any) -> None:
 @click.option("--quiet", is_flag=True, help="With --submit: only the last line on stdout.")
 @click.option("--no-plots", is_flag=True, help="With --submit: no RUN_DIR/plots/*.png.")
 def slurm_cmd(output: Path, submit: bool, cpus_per_task: int, mem_per_cpu: str | None,
-              time_limit: str, slurm_partition: str | None, account: str | None,
+              gpus_per_task: int, time_limit: str, slurm_partition: str | None, account: str | None,
               collector_host: str | None, quiet: bool, no_plots: bool, **kwargs: Any) -> None:
     """Run the mesh as a Slurm job: one task per node, on whatever hosts Slurm gives."""
     from launcher.backends.slurm import SlurmBackend
     from launcher.backends.slurm_cluster import submit_host
     from launcher.slurm_submit import submit as submit_job
 
-    resources = Resources(cpus_per_task, mem_per_cpu, time_limit, slurm_partition, account)
+    resources = Resources(cpus_per_task, mem_per_cpu, time_limit, slurm_partition, account,
+                          gpus_per_task)
     backend = SlurmBackend(resources, collector_host or submit_host())
     if submit:
         sys.exit(submit_job(request(kwargs), backend, output,

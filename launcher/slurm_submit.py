@@ -10,43 +10,97 @@ here: nothing this command started is left in the queue.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from dfl_node.plan import RunPlan
 from launcher.backends import slurm_cluster
 from launcher.backends.slurm import SlurmBackend
 from launcher.collect_remote import open_collector
 from launcher.config.options import Request, ViewOptions
-from launcher.config.slurm_job import check_fits
+from launcher.config.slurm_job import Resources, check_fits, exit_file, task_ids
 from launcher.errors import LaunchError
 from launcher.launch import report, write_results
 from launcher.run.collector import Collector
 from launcher.run.directory import Directory
 from launcher.run.on_failure import FailureWatch
 from launcher.run.outcome import Outcome
+from launcher.run.prephase_coordinator import start_coordinator
 from launcher.run.progress import Display, open_display
+from launcher.run.resume import (
+    INPUTS_FILE,
+    prepare_resume,
+    recorded_inputs,
+    resume_request,
+    start_fresh,
+)
 
+SLURM_KEY = "slurm"  # inputs.json: the resources and collector host a Slurm run asked for
 PUMP_S = 0.5
+STOP_S = 10.0  # how long the aggregator may take to stop once the run has ended
 JOB_POLL_S = 2.0  # how often squeue is asked whether the job still runs
 
 
-def follow(collector: Collector, plan: RunPlan, job: str) -> Outcome:
-    """Pump records until every node is done, one reports an error, or the job has ended
-    without some of them (what was queued by then is read first)."""
+def node_exits(run_dir: Path, plan: RunPlan, hub: subprocess.Popen[bytes] | None,
+               ) -> dict[int, int | None]:
+    """Each node's exit status (None: still running, or not started): the tasks' as the batch
+    script recorded their steps', the aggregator's from its process here."""
+    exits: dict[int, int | None] = {}
+    for node in task_ids(plan):
+        try:
+            exits[node] = int(exit_file(run_dir, node).read_text())
+        except (OSError, ValueError):
+            exits[node] = None
+    if hub is not None and plan.aggregator is not None:
+        exits[plan.aggregator] = hub.poll()
+    return exits
+
+
+def start_aggregator(plan: RunPlan, run_dir: Path) -> subprocess.Popen[bytes] | None:
+    """A server-based protocol's aggregator, on this host where its address is."""
+    if plan.aggregator is None:
+        return None
+    log = run_dir / "logs" / f"node-{plan.aggregator}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "launcher.node_cli", "--plan",
+                                 str(run_dir / "plan.json"), "--out", str(run_dir), "--node-id",
+                                 str(plan.aggregator)], stdout=out, stderr=subprocess.STDOUT)
+
+
+def stop(proc: subprocess.Popen[bytes] | None) -> None:
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(STOP_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def follow(collector: Collector, plan: RunPlan, job: str, run_dir: Path,
+           hub: subprocess.Popen[bytes] | None) -> Outcome:
+    """Pump records until every node is done, one reports an error, a node's step fails (the
+    batch script records each step's exit status), or the job has ended without some of them
+    (what was queued by then is read first)."""
     watch = FailureWatch(collector, plan.wire.get("on_failure") == "continue")
     asked = time.monotonic()
     while not set(plan.ids) <= set(collector.done) | watch.dropped():
-        if collector.errors:
-            return watch.blame()
+        if (failed := watch.failure(node_exits(run_dir, plan, hub))) is not None:
+            return failed
         if time.monotonic() - asked >= JOB_POLL_S:
             asked = time.monotonic()
             state = slurm_cluster.job_state(job)
             if state not in slurm_cluster.ACTIVE:
                 collector.drain()
+                if (failed := watch.failure(node_exits(run_dir, plan, hub))) is not None:
+                    return failed
                 missing = sorted(set(plan.ids) - set(collector.done) - watch.dropped())
-                if collector.errors:
-                    return watch.blame()
                 if missing:
                     return Outcome(False, missing[0], f"Slurm job {job} ended "
                                    f"({state or 'gone'}) before nodes {missing} finished")
@@ -57,48 +111,91 @@ def follow(collector: Collector, plan: RunPlan, job: str) -> Outcome:
 
 
 def run_job(backend: SlurmBackend, plan: RunPlan, script: Path, run_dir: Path,
-            display: Display) -> tuple[Outcome, Collector, float]:
-    """Listen, submit, follow; the job cancelled unless the run succeeded."""
+            display: Display, coordinate: bool) -> tuple[Outcome, Collector, float]:
+    """Listen (the collector, the directory and, with `coordinate`, the pre-phase's coordinator:
+    a resumed run has its result already), submit, follow; the job cancelled unless the run
+    succeeded."""
     collector = open_collector(plan, run_dir, None, display.on_record)
     try:
         directory = Directory(plan)
     except LaunchError:
         collector.close()
         raise
+    coordinator = start_coordinator(plan, run_dir, None) if coordinate else None
     backend.close()  # the ports are bound now
+    hub = start_aggregator(plan, run_dir)
     job: str | None = None
     outcome = Outcome(False, reason="not submitted")
     started = time.monotonic()
     try:
         job = slurm_cluster.submit(str(script))
-        display.stage(f"Slurm job {job}: {len(plan.ids)} tasks")
-        outcome = follow(collector, plan, job)
+        display.stage(f"Slurm job {job}: {len(task_ids(plan))} tasks")
+        outcome = follow(collector, plan, job, run_dir, hub)
     except KeyboardInterrupt:
         outcome = Outcome(False, reason="interrupted")
     finally:
+        if job is not None and not outcome.ok:
+            slurm_cluster.cancel(job)
+        stop(hub)
         collector.close()
         directory.close()
         collector.rejected.update(directory.rejected)
-        if job is not None and not outcome.ok:
-            slurm_cluster.cancel(job)
+        if coordinator is not None:
+            coordinator.join()
+            collector.rejected.update(coordinator.rejected)
     return outcome, collector, time.monotonic() - started
 
 
-def submit(req: Request, backend: SlurmBackend, run_dir: Path, view: ViewOptions) -> int:
-    """The whole `--submit`: refuse what the cluster cannot run, write, submit, collect; the
-    exit code of `dfl-launch`."""
+def submit(req: Request, backend: SlurmBackend, run_dir: Path, view: ViewOptions,
+           resuming: bool = False) -> int:
+    """The whole `--submit` (or `--resume` of a Slurm run: the same request, from the last
+    round every node has a checkpoint of): refuse what the cluster cannot run, write, submit,
+    collect; the exit code of `dfl-launch`."""
     try:
         plan = backend.resolve(req)
         check_fits(plan, backend.resources, *slurm_cluster.partition_cpus(
             backend.resources.partition))
-        script = backend.hand_off(plan, run_dir)
+        resumed_at = prepare_resume(run_dir, plan, req) if resuming else 0
+        script = backend.hand_off(plan, run_dir, resuming)
+        if not resuming:
+            start_fresh(script.parent, req)
+            record_slurm(script.parent, backend)
     except BaseException:
         backend.close()
         raise
     run_dir = script.parent
     with open_display(view.quiet) as display:
         display.start(plan)
-        outcome, collector, seconds = run_job(backend, plan, script, run_dir, display)
+        outcome, collector, seconds = run_job(backend, plan, script, run_dir, display,
+                                              coordinate=resumed_at == 0)
         summary = write_results(plan, {"hyper": plan.hyper}, collector, outcome, seconds,
                                 run_dir, view, display)
         return report(outcome, run_dir, summary, display)
+
+
+def record_slurm(run_dir: Path, backend: SlurmBackend) -> None:
+    """Add what the job asked Slurm for to the run's inputs, so `--resume` asks again."""
+    path = run_dir / INPUTS_FILE
+    body = json.loads(path.read_text())
+    body[SLURM_KEY] = {**asdict(backend.resources), "collector_host": backend.host}
+    path.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n")
+
+
+def slurm_inputs(run_dir: Path) -> dict[str, Any] | None:
+    """What a Slurm run in `run_dir` asked Slurm for (None: not a Slurm run)."""
+    body = recorded_inputs(run_dir)
+    found = body.get(SLURM_KEY) if body is not None else None
+    return found if isinstance(found, dict) else None
+
+
+def resume(run_dir: Path, view: ViewOptions) -> int:
+    """`dfl-launch --resume RUN_DIR` of a run submitted to Slurm: the same job again, asking
+    for the same resources, collected here."""
+    asked = dict(slurm_inputs(run_dir) or {})
+    host = asked.pop("collector_host")
+    try:
+        resources = Resources(**asked)
+    except TypeError as exc:
+        raise LaunchError(f"{run_dir / INPUTS_FILE}: unreadable: {exc}") from None
+    return submit(resume_request(run_dir), SlurmBackend(resources, host), run_dir, view,
+                  resuming=True)

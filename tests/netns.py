@@ -55,7 +55,7 @@ def used_networks() -> list[ipaddress.IPv4Network]:
     out = []
     for line in ip("-4", "-o", "addr", "show").splitlines():
         words = line.split()
-        out.append(ipaddress.ip_interface(words[words.index("inet") + 1]).network)
+        out.append(ipaddress.IPv4Interface(words[words.index("inet") + 1]).network)
     return out
 
 
@@ -64,7 +64,7 @@ def free_subnet() -> ipaddress.IPv4Network:
     used = used_networks()
     for _ in range(100):
         second, third = secrets.randbelow(200) + 50, secrets.randbelow(256)
-        net = ipaddress.ip_network(f"10.{second}.{third}.0/24")
+        net = ipaddress.IPv4Network(f"10.{second}.{third}.0/24")
         if not any(net.overlaps(u) for u in used):
             return net
     raise LabError("no free private /24 found")

@@ -106,11 +106,12 @@ class Cluster:
         and only from there can slurmd reach back to srun."""
         return hostname_prefix(self.net, 0, CONTROLLER)
 
-    def start(self, argv: Sequence[str], log: Path,
-              cwd: Path | None = None) -> subprocess.Popen:
-        """A long-running client (an `srun` to cancel, say) on the login node."""
+    def start(self, argv: Sequence[str], log: Path, cwd: Path | None = None,
+              env: dict[str, str] | None = None) -> subprocess.Popen:
+        """A long-running client (an `srun` to cancel, say) on the login node, with `env`
+        added to the lab's environment (sbatch passes it on to the job's tasks)."""
         with log.open("wb") as out:
-            return subprocess.Popen([*self.login_prefix(), *argv], env=self.env,
+            return subprocess.Popen([*self.login_prefix(), *argv], env={**self.env, **(env or {})},
                                     cwd=cwd or self.root, stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True)
 

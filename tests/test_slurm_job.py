@@ -5,7 +5,9 @@ Slurm for one task per node, and the options refused before anything is written 
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -43,20 +45,75 @@ def directives(script: str) -> dict[str, str]:
     return dict((k, v) for k, v in pairs)
 
 
-def test_the_script_asks_for_one_task_per_node_and_runs_them_with_srun(tmp_path: Path) -> None:
+def test_the_script_asks_for_one_task_per_node_and_runs_each_as_its_own_step(
+        tmp_path: Path) -> None:
     code, out, err = slurm(tmp_path)
     assert code == 0, err
     job = tmp_path / "job"
     script = (job / "job.sh").read_text()
-    assert script.startswith("#!/bin/sh\n")
+    assert script.startswith("#!/bin/bash\n")
     assert directives(script) == {
         "--job-name": "dfl-d-psgd-ring", "--ntasks": "6", "--cpus-per-task": "1",
         "--time": "01:00:00", "--output": f"{job}/slurm-%j.out"}
-    (srun,) = [shlex.split(line) for line in script.splitlines() if line.startswith("srun ")]
-    assert srun == ["srun", "--kill-on-bad-exit=1", "--ntasks=6", sys.executable, "-m",
-                    "launcher.node_cli", "--plan", f"{job}/plan.json", "--node-id-from-env",
-                    "SLURM_PROCID", "--out", str(job)]
+    sruns = [shlex.split(line.rstrip("\\").removesuffix("&")) for line in script.splitlines()
+             if line.strip().startswith("srun ")]
+    assert sruns == [
+        ["srun", "--overlap", "--nodes=$SLURM_JOB_NUM_NODES", "--ntasks-per-node=1",
+         "--ntasks=$SLURM_JOB_NUM_NODES", "--job-name=hosts", sys.executable, "-m",
+         "launcher.backends.slurm_host", "serve", f"{job}/plan.json", str(job),
+         "$SLURM_JOB_ID"],
+        ["srun", "--ntasks=1", "--nodes=1", "--exact", "--cpus-per-task=1",
+         "--job-name=node-$1"]]
+    assert '-m launcher.backends.slurm_host run "$SLURM_JOB_ID" "$1"' in script
+    assert 'for id in 0 1 2 3 4 5; do node "$id" & nodes+=($!); done' in script
     assert out.startswith(f"sbatch {job}/job.sh")
+
+
+def test_each_step_records_its_exit_status_where_submit_reads_it(tmp_path: Path) -> None:
+    """The script itself, run here with a stand-in srun that exits as a killed step does
+    for node 4 (and runs no host server): the status lands in steps/node-<id>.exit for every
+    node."""
+    assert slurm(tmp_path)[0] == 0
+    job = tmp_path / "job"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "srun"
+    fake.write_text('#!/bin/sh\nfor last; do :; done\nexit $((last == 4 ? 137 : 0))\n')
+    fake.chmod(0o755)
+    done = subprocess.run(["bash", str(job / "job.sh")], env={**os.environ,
+                          "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "7",
+                          "SLURM_JOB_NUM_NODES": "2"}, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert {int(f.stem.split("-")[1]): f.read_text().strip()
+            for f in (job / "steps").glob("*.exit")} == {
+        0: "0", 1: "0", 2: "0", 3: "0", 4: "137", 5: "0"}
+
+
+def test_gpus_per_task_binds_each_node_to_the_first_gpu_its_task_sees(tmp_path: Path) -> None:
+    code, _, err = slurm(tmp_path, "--gpus-per-task", "2")
+    assert code == 0, err
+    job = tmp_path / "job"
+    script = (job / "job.sh").read_text()
+    assert directives(script)["--gpus-per-task"] == "2"
+    assert "--exact --cpus-per-task=1 --gpus-per-task=2 " in script
+    # Slurm binds GPUs to a step's own processes: each node is its step's, not forked
+    assert "slurm_host" not in script
+    assert '-m launcher.node_cli --plan' in script
+    assert {n.device for n in RunPlan.load(job / "plan.json").nodes} == {"cuda:0"}
+
+
+def test_an_aggregator_runs_on_the_submit_host_not_as_a_task(tmp_path: Path) -> None:
+    done = in_process("dfl-launch", "slurm", "--topology", topology(tmp_path), "--protocol",
+                      "qffl", *RUN, "--collector-host", "10.9.8.7", "-o", str(tmp_path / "q"))
+    assert done.code == 0, done.err
+    plan = RunPlan.load(tmp_path / "q" / "plan.json")
+    script = (tmp_path / "q" / "job.sh").read_text()
+    assert plan.aggregator == 6 and len(plan.ids) == 7
+    assert directives(script)["--ntasks"] == "6"
+    assert 'for id in 0 1 2 3 4 5; do' in script
+    assert "--node-id 6" in script  # the hand-run line for the submit host
+    assert plan.node(6).address.startswith("tcp://10.9.8.7:")
 
 
 def test_the_plan_is_a_discover_plan_with_its_services_on_the_collector_host(
@@ -84,6 +141,7 @@ def test_every_resource_option_becomes_its_directive(tmp_path: Path) -> None:
     (("--time", "1h"), "--time: expected minutes, HH:MM:SS or D-HH:MM:SS, got '1h'"),
     (("--mem-per-cpu", "lots"), "--mem-per-cpu: expected a size such as 4096 or 4G"),
     (("--cpus-per-task", "0"), "--cpus-per-task: must be at least 1, got 0"),
+    (("--gpus-per-task", "-1"), "--gpus-per-task: must be 0 or more, got -1"),
     (("--slurm-partition", "a;rm -rf"), "--slurm-partition: not a Slurm name"),
     (("--account", "a b"), "--account: not a Slurm name"),
     (("--secure",), "endpoints.nodes=discover: --secure is not supported yet"),

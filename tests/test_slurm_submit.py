@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from dfl_node.state import checkpoint_file as checkpoint
+from dfl_node.transports.liveness import STALL_ENV
 from tests import slurm_lab
 from tests.conftest import require
 from tests.harness import ROOT, final_files, launch_ok
@@ -48,28 +50,36 @@ def ring6(folder: Path) -> str:
     return str(path)
 
 
-def submit(lab: slurm_lab.Cluster, run: Path, *args: str) -> tuple[int, str]:
-    """`dfl-launch slurm --submit` on the login host, as a user there runs it; exit code and
-    output."""
-    log = run.parent / f"{run.name}.log"
-    proc = lab.start([sys.executable, "-m", "launcher.cli", "slurm", "--topology",
-                      ring6(lab.root), "--protocol", "d-psgd", *OPTIONS, "--quiet",
-                      "--no-plots", *args, "--submit", "-o", str(run)], log, cwd=ROOT)
-    code = proc.wait(RUN_S)
-    return code, log.read_text()
+def start(lab: slurm_lab.Cluster, run: Path, *args: str, protocol: str = "d-psgd",
+          env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """`dfl-launch slurm --submit` on the login host, as a user there runs it (`env` reaches
+    the tasks: sbatch exports the submitting environment); output in RUN.log."""
+    return lab.start([sys.executable, "-m", "launcher.cli", "slurm", "--topology",
+                      ring6(lab.root), "--protocol", protocol, *OPTIONS, "--quiet",
+                      "--no-plots", *args, "--submit", "-o", str(run)],
+                     run.parent / f"{run.name}.log", cwd=ROOT, env=env)
 
 
-def test_a_d_psgd_mesh_runs_on_both_hosts_and_equals_the_inproc_run(
-        lab: slurm_lab.Cluster, tmp_path: Path) -> None:
-    run = lab.root / "dpsgd"
-    code, out = submit(lab, run)
+def submit(lab: slurm_lab.Cluster, run: Path, *args: str,
+           protocol: str = "d-psgd") -> tuple[int, str]:
+    """The exit code and output of a submitted run, once it ended."""
+    code = start(lab, run, *args, protocol=protocol).wait(RUN_S)
+    return code, (run.parent / f"{run.name}.log").read_text()
+
+
+# SSD-FL: a pre-phase coordinator; q-FFL: an aggregator, both on the submit host with --submit
+@pytest.mark.parametrize("protocol", ["d-psgd", "dmfl-sq", "ssd-fl", "qffl"])
+def test_a_mesh_runs_on_both_hosts_and_equals_the_inproc_run(
+        lab: slurm_lab.Cluster, tmp_path: Path, protocol: str) -> None:
+    run = lab.root / protocol
+    code, out = submit(lab, run, protocol=protocol)
     assert code == 0, f"{out}\n{lab.logs()}"
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "ok"
-    assert sorted({n["host"] for n in summary["nodes"]}) == lab.nodes
-    launch_ok(tmp_path / "inproc", ring6(tmp_path), "d-psgd", "--transport", "inproc",
+    assert sorted({n["host"] for n in summary["nodes"] if n["id"] < 6}) == lab.nodes
+    launch_ok(tmp_path / "inproc", ring6(tmp_path), protocol, "--transport", "inproc",
               *OPTIONS)
-    assert len(final_files(run)) == 6
+    assert {f"node-{i}.safetensors" for i in range(6)} <= set(final_files(run))
     assert final_files(run) == final_files(tmp_path / "inproc")
     wait_for(lambda: not lab.strays(), WAIT_S, "the job's processes gone from both hosts")
     wait_for(lambda: lab.node_states() == {"n1": "idle", "n2": "idle"}, WAIT_S,
@@ -89,18 +99,21 @@ def test_a_run_too_large_for_the_partition_is_refused_before_submission(
     assert not (lab.root / "large" / "job.sh").exists()
 
 
-def endless_run(lab: slurm_lab.Cluster, name: str) -> tuple[subprocess.Popen[bytes], Path, str]:
+def endless_run(lab: slurm_lab.Cluster, name: str, *args: str,
+                ) -> tuple[subprocess.Popen[bytes], Path, str]:
     """A submitted run that would not end by itself, once its first evaluation is collected:
     the launcher on the login host, the run directory, the job id."""
-    run, log = lab.root / name, lab.root / f"{name}.log"
-    proc = lab.start([sys.executable, "-m", "launcher.cli", "slurm", "--topology",
-                      ring6(lab.root), "--protocol", "d-psgd", *OPTIONS, "--rounds", "100000",
-                      "--quiet", "--no-plots", "--submit", "-o", str(run)], log, cwd=ROOT)
+    run = lab.root / name
+    proc = start(lab, run, "--rounds", "100000", *args)
     metrics = run / "metrics.jsonl"
     wait_for(lambda: metrics.exists() and metrics.read_text().strip(), RUN_S,
              f"a first evaluation in {metrics}")
+    return proc, run, job_of(run)
+
+
+def job_of(run: Path) -> str:
     (job,) = [p.name.removeprefix("slurm-").removesuffix(".out") for p in run.glob("slurm-*.out")]
-    return proc, run, job
+    return job
 
 
 def test_ctrl_c_cancels_the_job_and_keeps_what_was_collected(lab: slurm_lab.Cluster) -> None:
@@ -116,12 +129,55 @@ def test_ctrl_c_cancels_the_job_and_keeps_what_was_collected(lab: slurm_lab.Clus
     wait_for(lambda: not lab.strays(), WAIT_S, "the job's processes gone from both hosts")
 
 
-def test_a_job_cancelled_under_the_run_fails_it_naming_a_node(lab: slurm_lab.Cluster) -> None:
-    proc, run, job = endless_run(lab, "cancelled")
-    lab.run(["scancel", job])
-    log = (lab.root / "cancelled.log")
-    assert proc.wait(WAIT_S) == 1, log.read_text()
+def test_a_job_at_its_time_limit_fails_the_run_naming_a_node(lab: slurm_lab.Cluster) -> None:
+    proc, run, job = endless_run(lab, "timeout", "--time", "1")
+    log = lab.root / "timeout.log"
+    assert proc.wait(RUN_S) == 1, log.read_text()
     summary = json.loads((run / "summary.json").read_text())
     assert (summary["status"], type(summary["failed_node"])) == ("failed", int)
     assert (run / "metrics.jsonl").read_text().strip()
+    wait_for(lambda: any(r.get("JobId") == job and r.get("JobState") == "TIMEOUT"
+                         for r in lab.completed()), WAIT_S, f"job {job} recorded as timed out")
     wait_for(lambda: not lab.strays(), WAIT_S, "the job's processes gone from both hosts")
+
+
+def step_of(lab: slurm_lab.Cluster, job: str, node: int) -> str:
+    """The id (JOB.STEP) of the job step that runs `node`."""
+    out = lab.run(["squeue", "-h", "-s", "-j", job, "-o", "%i %j"]).stdout
+    steps = dict(reversed(line.split()) for line in out.splitlines() if len(line.split()) == 2)
+    return steps[f"node-{node}"]
+
+
+def test_scancel_of_one_task_fails_the_run_naming_it_and_resume_completes_it(
+        lab: slurm_lab.Cluster, tmp_path: Path) -> None:
+    """Node 0 holds round 3 (busy, still answering heartbeats) so the cancel lands mid-run
+    however fast the hosts are; the resumed job, without the hold, ends as the inproc run."""
+    run, log = lab.root / "one-task", lab.root / "one-task.log"
+    args = ("--rounds", "6", "--eval-every", "2", "--checkpoint-every", "2")
+    proc = start(lab, run, *args, env={STALL_ENV: f"0:3:{RUN_S}"})
+    wait_for(lambda: (run / "plan.json").is_file()
+             and checkpoint.last_complete_round(run, list(range(6))) >= 2, RUN_S,
+             "a complete checkpoint of round 2")
+    job = job_of(run)
+    lab.run(["scancel", step_of(lab, job, 3)])
+    assert proc.wait(WAIT_S) == 1, log.read_text()
+    summary = json.loads((run / "summary.json").read_text())
+    assert (summary["status"], summary["failed_node"]) == ("failed", 3), summary
+    assert (run / "metrics.jsonl").read_text().strip()
+    wait_for(lambda: not lab.strays(), WAIT_S, "the job's processes gone from both hosts")
+
+    resumed = lab.start([sys.executable, "-m", "launcher.cli", "--resume", str(run), "--quiet",
+                         "--no-plots"], lab.root / "resumed.log", cwd=ROOT)
+    assert resumed.wait(RUN_S) == 0, (lab.root / "resumed.log").read_text()
+    assert json.loads((run / "summary.json").read_text())["status"] == "ok"
+    assert job_of_latest(run) != job
+    launch_ok(tmp_path / "inproc", ring6(tmp_path), "d-psgd", "--transport", "inproc",
+              *OPTIONS, *args)
+    assert len(final_files(run)) == 6
+    assert final_files(run) == final_files(tmp_path / "inproc")
+    wait_for(lambda: not lab.strays(), WAIT_S, "the job's processes gone from both hosts")
+
+
+def job_of_latest(run: Path) -> str:
+    return max((p.name.removeprefix("slurm-").removesuffix(".out")
+                for p in run.glob("slurm-*.out")), key=int)

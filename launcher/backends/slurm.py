@@ -12,13 +12,16 @@ cluster is):
     DIR/plan.json      the plan
     DIR/job.sh         the batch script (launcher/config/slurm_job.py)
     DIR/slurm-<job>.out  the job's output, the nodes' logs among it
+    DIR/steps/node-<id>.exit  each node's step's exit status, once it ended
 
 `--submit` (launcher/slurm_submit.py) submits the script and collects the run here.
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +31,7 @@ from launcher.config.backend_catalog import SLURM
 from launcher.config.host_plan import resolve_host_plan, services
 from launcher.config.options import Request
 from launcher.config.ports import PortClaims
-from launcher.config.slurm_job import Resources, batch_script
+from launcher.config.slurm_job import STEPS_DIR, Resources, batch_script
 from launcher.errors import LaunchError
 from topologies.model import Topology
 
@@ -57,15 +60,23 @@ class SlurmBackend(HandOffBackend):
         return topology, {**config, "endpoints": endpoints}
 
     def resolve(self, req: Request) -> RunPlan:
-        return resolve_host_plan(req, self.place)
+        """The discover plan; with GPUs per task, every node on `cuda:0`: Slurm binds each
+        task its own GPUs and the task sees the first as device 0, whichever it is on the host
+        (the submit host's GPUs, if any, do not matter)."""
+        plan = resolve_host_plan(req, self.place)
+        if not self.resources.gpus_per_task:
+            return plan
+        return replace(plan, nodes=tuple(replace(n, device="cuda:0") for n in plan.nodes))
 
-    def hand_off(self, plan: RunPlan, out: Path) -> Path:
+    def hand_off(self, plan: RunPlan, out: Path, resuming: bool = False) -> Path:
         """Plan and script in `out` (made absolute: the tasks start elsewhere); a directory
-        that holds a run's results already is refused, a written but unrun one rewritten."""
+        that holds a run's results already is refused unless the run is resumed there, a
+        written but unrun one rewritten. The steps' exit statuses of an earlier job go."""
         out = out.absolute()
-        if (out / "summary.json").exists() or any((out / "final").glob("*")):
+        if not resuming and ((out / "summary.json").exists() or any((out / "final").glob("*"))):
             raise LaunchError(f"-o {out}: holds a run's results; pick another directory")
         (out / "final").mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(out / STEPS_DIR, ignore_errors=True)
         plan.dump(out / "plan.json")
         script = out / SCRIPT
         script.write_text(batch_script(plan, self.resources, out / "plan.json", out,

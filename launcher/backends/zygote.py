@@ -238,7 +238,7 @@ def serve(sock: socket.socket, target: Target) -> None:
                     selector.close()
                     for fd in (sock.fileno(), wake_r, wake_w):
                         os.close(fd)
-                    _node_main(target, message["start"])
+                    node_main(target, message["start"])
                 children.add(pid)
                 sock.send(json.dumps({"pid": pid}).encode())
 
@@ -267,7 +267,7 @@ def _reap(sock: socket.socket, children: set[int]) -> None:
             return
 
 
-def _node_main(target: Target, arguments: list[Any]) -> NoReturn:
+def node_main(target: Target, arguments: list[Any]) -> NoReturn:
     """A node: the target's exit status as multiprocessing would give it (0; 1 and the
     traceback on stderr after an exception; a SystemExit's code)."""
     code = 1

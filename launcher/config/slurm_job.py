@@ -1,6 +1,6 @@
 """What a Slurm job of a plan asks for, and the batch script that asks for it.
 
-One task per node of the plan (`srun` starts them all; SLURM_PROCID says which node a task is),
+One task per node of the plan, each its own job step (`srun` of one task, the node id given),
 so the mesh spans whatever hosts Slurm gives, and the nodes find each other through the
 directory beside the collector (`endpoints.nodes: discover`). Everything the job requests
 follows from the plan and a few options, each with a default here, and the options are checked
@@ -37,9 +37,12 @@ class Resources:
     time: str = DEFAULT_TIME
     partition: str | None = None  # None: the cluster's default partition
     account: str | None = None  # None: the user's default account
+    gpus_per_task: int = 0  # each node uses the first, cuda:0 as its task sees it
 
     def check(self) -> None:
         """Each option as Slurm would take it, or a LaunchError naming the first that is not."""
+        if self.gpus_per_task < 0:
+            raise LaunchError(f"--gpus-per-task: must be 0 or more, got {self.gpus_per_task}")
         if self.cpus_per_task < 1:
             raise LaunchError(f"--cpus-per-task: must be at least 1, got {self.cpus_per_task}")
         if not TIME_FORMS.fullmatch(self.time):
@@ -53,8 +56,15 @@ class Resources:
                 raise LaunchError(f"{flag}: not a Slurm name: {value!r}")
 
 
+def task_ids(plan: RunPlan) -> list[int]:
+    """The nodes that run as Slurm tasks: all but a server-based protocol's aggregator, which
+    listens at a fixed address on the submit host (`endpoints.aggregator`), where `--submit`
+    runs it beside the collector."""
+    return [i for i in plan.ids if i != plan.aggregator]
+
+
 def cpus_needed(plan: RunPlan, resources: Resources) -> int:
-    return len(plan.ids) * resources.cpus_per_task
+    return len(task_ids(plan)) * resources.cpus_per_task
 
 
 def check_fits(plan: RunPlan, resources: Resources, partition: str, cpus: int) -> None:
@@ -63,7 +73,7 @@ def check_fits(plan: RunPlan, resources: Resources, partition: str, cpus: int) -
     would never finish."""
     need = cpus_needed(plan, resources)
     if need > cpus:
-        raise LaunchError(f"the run needs {len(plan.ids)} tasks x {resources.cpus_per_task} "
+        raise LaunchError(f"the run needs {len(task_ids(plan))} tasks x {resources.cpus_per_task} "
                           f"CPU(s) = {need} CPUs at once; partition {partition} has {cpus} "
                           "(fewer nodes, or a smaller --cpus-per-task)")
 
@@ -72,35 +82,108 @@ def job_name(plan: RunPlan) -> str:
     return f"dfl-{plan.protocol}-{plan.topology_name}"
 
 
-def node_command(python: str, plan_path: Path, run_dir: Path) -> list[str]:
-    """What every task runs: the node whose index in the plan is its SLURM_PROCID."""
-    return [python, "-m", "launcher.node_cli", "--plan", str(plan_path),
-            "--node-id-from-env", "SLURM_PROCID", "--out", str(run_dir)]
+STEPS_DIR = "steps"  # DIR/steps/node-<id>.exit: each node's step's exit status
+
+
+def exit_file(run_dir: Path, node_id: int) -> Path:
+    return run_dir / STEPS_DIR / f"node-{node_id}.exit"
+
+
+def node_command(python: str, plan_path: Path, run_dir: Path, forked: bool) -> list[str]:
+    """What a node's step runs, its id appended: a client of the host's server that forks the
+    node (`forked`), else `dfl-node --plan PLAN --out DIR --node-id`."""
+    if forked:
+        return [python, "-m", "launcher.backends.slurm_host", "run", "$SLURM_JOB_ID"]
+    return [python, "-m", "launcher.node_cli", "--plan", str(plan_path), "--out", str(run_dir),
+            "--node-id"]
+
+
+def host_command(python: str, plan_path: Path, run_dir: Path) -> list[str]:
+    """The step of one server per host that the nodes are forked from
+    (launcher/backends/slurm_host.py): over every host of the job, overlapping the nodes'
+    steps, so it holds no CPU of theirs."""
+    return ["srun", "--overlap", "--nodes=$SLURM_JOB_NUM_NODES", "--ntasks-per-node=1",
+            "--ntasks=$SLURM_JOB_NUM_NODES", "--job-name=hosts", python, "-m",
+            "launcher.backends.slurm_host", "serve", str(plan_path), str(run_dir),
+            "$SLURM_JOB_ID"]
+
+
+def shell_words(argv: list[str]) -> str:
+    """`argv` quoted for the shell, the `$SLURM_...` words left for it to expand."""
+    return " ".join(f'"{word}"' if word.startswith("$") or "=$" in word else shlex.quote(word)
+                    for word in argv)
+
+
+def step_options(resources: Resources) -> list[str]:
+    """One task on one host with the job's per-task share and nothing more (`--exact`), so the
+    steps of all nodes fit the allocation side by side. Given explicitly: srun 22.05 does not
+    take --cpus-per-task from the batch environment."""
+    options = ["--ntasks=1", "--nodes=1", "--exact", f"--cpus-per-task={resources.cpus_per_task}"]
+    if resources.gpus_per_task:
+        options.append(f"--gpus-per-task={resources.gpus_per_task}")
+    return options
 
 
 def batch_script(plan: RunPlan, resources: Resources, plan_path: Path, run_dir: Path,
                  python: str) -> str:
-    """The sbatch script: the job's request in #SBATCH lines, then one srun of all the nodes.
-    `--kill-on-bad-exit` ends the step when a node fails: its neighbours would otherwise wait
-    out their deadlines in an allocation that is being paid for."""
-    lines = ["#!/bin/sh",
+    """The sbatch script: the job's request in #SBATCH lines, then one job step per node.
+
+    A step per node (not one step of all tasks) because Slurm cancels, accounts and reports
+    exit codes per step: `scancel JOB.STEP` stops one node, sacct lists each node's step, and
+    each step's exit status lands in DIR/steps/node-<id>.exit, where `--submit` reads which node
+    died as a local launcher reads its children's exit codes (and cancels the job, unless the
+    run goes on without it: `--on-failure continue`). Submitted by hand, a node's death still
+    ends the job: its neighbours find it silent (dfl_node/transports/liveness.py) and stop."""
+    lines = ["#!/bin/bash",
              f"#SBATCH --job-name={job_name(plan)}",
-             f"#SBATCH --ntasks={len(plan.ids)}",
+             f"#SBATCH --ntasks={len(task_ids(plan))}",
              f"#SBATCH --cpus-per-task={resources.cpus_per_task}",
              f"#SBATCH --time={resources.time}",
              f"#SBATCH --output={run_dir / 'slurm-%j.out'}"]
+    if resources.gpus_per_task:
+        lines.append(f"#SBATCH --gpus-per-task={resources.gpus_per_task}")
     if resources.mem_per_cpu is not None:
         lines.append(f"#SBATCH --mem-per-cpu={resources.mem_per_cpu}")
     if resources.partition is not None:
         lines.append(f"#SBATCH --partition={resources.partition}")
     if resources.account is not None:
         lines.append(f"#SBATCH --account={resources.account}")
-    command = shlex.join(node_command(python, plan_path, run_dir))
-    collect = shlex.join(["dfl-launch", "collect", "--plan", str(plan_path), "--out",
-                          str(run_dir)])
-    lines += ["# Written by dfl-launch slurm: one task per node of the plan. The nodes learn each",
-              "# other's addresses from the directory beside the collector, which",
-              "# `dfl-launch slurm --submit` runs (for this script submitted by hand:",
-              f"# {collect}).",
-              f"srun --kill-on-bad-exit=1 --ntasks={len(plan.ids)} {command}"]
+    forked = not resources.gpus_per_task
+    command = shell_words(node_command(python, plan_path, run_dir, forked))
+    steps = shlex.quote(str(run_dir / STEPS_DIR))
+    lines += ["# Written by dfl-launch slurm: one job step per node of the plan. The nodes learn",
+              "# each other's addresses from the directory beside the collector, which",
+              "# `dfl-launch slurm --submit` runs with the plan's other services. For this",
+              "# script submitted by hand, run them on the submit host:",
+              *[f"#   {shlex.join(argv)}" for argv in services_by_hand(plan, plan_path, run_dir)],
+              f"mkdir -p {steps}"]
+    if forked:
+        lines += ["# One server per host imports the runtime once; each node's step forks its node",
+                  "# from it (launcher/backends/slurm_host.py).",
+                  f"{shell_words(host_command(python, plan_path, run_dir))} &",
+                  "hosts=$!"]
+    lines += ["node() {",
+              f"    srun {' '.join(step_options(resources))} --job-name=\"node-$1\" \\",
+              f"        {command} \"$1\"",
+              f'    echo "$?" > {steps}/"node-$1.tmp" && mv {steps}/"node-$1.tmp" '
+              f'{steps}/"node-$1.exit"',
+              "}",
+              "nodes=()",
+              f"for id in {' '.join(str(i) for i in task_ids(plan))}; do node \"$id\" & "
+              "nodes+=($!); done",
+              'wait "${nodes[@]}"']
+    if forked:
+        lines += ['kill "$hosts" 2>/dev/null', 'wait "$hosts"']
     return "\n".join(lines) + "\n"
+
+
+def services_by_hand(plan: RunPlan, plan_path: Path, run_dir: Path) -> list[list[str]]:
+    """What runs on the submit host besides the job: the collector (with the directory), the
+    pre-phase's coordinator and a server-based protocol's aggregator, where the plan has them."""
+    out = [["dfl-launch", "collect", "--plan", str(plan_path), "--out", str(run_dir)]]
+    if plan.prephase:
+        out.append(["dfl-node", "--coordinator", "--plan", str(plan_path), "--out", str(run_dir)])
+    if plan.aggregator is not None:
+        out.append(["dfl-node", "--plan", str(plan_path), "--out", str(run_dir), "--node-id",
+                    str(plan.aggregator)])
+    return out

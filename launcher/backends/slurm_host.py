@@ -1,0 +1,270 @@
+"""Nodes of a Slurm job forked from one warm process per host, each still its own job step.
+
+A node's interpreter spends about 4 CPU-seconds importing torch, the runtime and the protocols
+before it does anything. Fifty fresh interpreters on a host pay that fifty times over, all at
+once, on the way to round 1; the local launcher pays it once, in the zygote its nodes are
+forked from (launcher/backends/zygote.py). This is that zygote for a Slurm allocation:
+
+- `serve`: one task per host of the job (one step over all hosts, `--overlap`, so it takes no
+  CPU away from the nodes' steps) imports everything, warms torch and the plan's data up, and
+  listens on a Unix socket local to the host;
+- `run`: each node's own step (`--exact`, its CPUs) is a small client that never imports torch:
+  it asks the host's server to fork its node, hands over its stdout and stderr, relays the
+  signals Slurm sends the step (scancel JOB.STEP, the time limit) and exits with the node's
+  status. The server kills a node whose client is gone (SIGKILL of the step), so a node never
+  outlives its step.
+
+Slurm still places, cancels and accounts every node as a step; only the CPU time shows under the
+host step. GPU jobs do not use this (launcher/config/slurm_job.py): Slurm binds GPUs to a
+step's own processes, so each node there runs in its step, a fresh interpreter.
+
+Messages are JSON in SOCK_SEQPACKET packets: the client sends `{"start": node_id}` with its
+stdout and stderr descriptors, the server answers `{"pid": P}` and later `{"exit": code}` (code
+as the local zygote gives it: the exit status, or minus the signal).
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import json
+import os
+import selectors
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+PACKET_BYTES = 1 << 16
+CONNECT_S = 900.0  # how long a client waits for its host's server (it imports torch meanwhile)
+CONNECT_EVERY_S = 0.05
+LOST = 255  # a client's exit status when its server vanished without reporting the node's
+
+
+def socket_path(job: str) -> str:
+    """The server's socket on each host: in /tmp, one per job and host. Named by the host too,
+    because /tmp may be shared between hosts (a diskless node's, or containers'), where a
+    socket file of another host is a different server."""
+    return f"/tmp/dfl-mesh-{job}-{socket.gethostname()}.sock"
+
+
+# --- the client: one per node, in the node's own step ------------------------------------------
+
+def run(sock_path: str, node_id: int) -> NoReturn:
+    """Start node `node_id` through the host's server and end as it ends."""
+    sock = connect(sock_path)
+    fds = array.array("i", [sys.stdout.fileno(), sys.stderr.fileno()])
+    sock.sendmsg([json.dumps({"start": node_id}).encode()],
+                 [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds.tobytes())])
+    reply = receive(sock)
+    if reply is None or "pid" not in reply:
+        print(f"dfl-mesh host server: {reply or 'hung up'}", file=sys.stderr)
+        os._exit(LOST)
+    pid = int(reply["pid"])
+
+    def relay(signum: int, _: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2,
+                signal.SIGCONT):
+        signal.signal(sig, relay)
+    while True:
+        try:
+            message = receive(sock)
+        except InterruptedError:
+            continue
+        if message is None:
+            os._exit(LOST)
+        if "exit" in message:
+            code = int(message["exit"])
+            os._exit(128 - code if code < 0 else code)
+
+
+def connect(sock_path: str) -> socket.socket:
+    """The server's socket, once it listens (its host's server may still be importing)."""
+    deadline = time.monotonic() + CONNECT_S
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            sock.connect(sock_path)
+            return sock
+        except (FileNotFoundError, ConnectionRefusedError):
+            sock.close()
+            if time.monotonic() > deadline:
+                print(f"dfl-mesh: no host server at {sock_path} within {CONNECT_S:g} s",
+                      file=sys.stderr)
+                os._exit(LOST)
+            time.sleep(CONNECT_EVERY_S)
+
+
+def receive(sock: socket.socket) -> dict[str, Any] | None:
+    raw = sock.recv(PACKET_BYTES)
+    return json.loads(raw) if raw else None
+
+
+# --- the server: one per host -------------------------------------------------------------------
+
+def serve(sock_path: str, plan_path: Path, run_dir: Path) -> None:
+    """Warm up, listen, fork a node per client and report its exit; until Slurm ends the step."""
+    import launcher.node_cli  # noqa: F401  (everything a node imports, before the first fork)
+    from dfl_node.plan import RunPlan
+    from launcher.backends import preload
+    from launcher.config.host_plan import ensure_host_data
+
+    preload.one_blas_thread()
+    preload.warm_forward()
+    preload.warm_backward()
+    try:  # this host's data, decoded once for all its nodes; a failure is each node's to report
+        ensure_host_data(RunPlan.load(plan_path), None)
+        preload.warm_data(plan_path)
+    except Exception as exc:
+        print(f"dfl-mesh host server: no data warm-up: {type(exc).__name__}: {exc}",
+              file=sys.stderr, flush=True)
+
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(sock_path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(sock_path)
+    os.chmod(sock_path, 0o600)
+    listener.listen(128)
+    preload.freeze()
+    try:
+        Server(listener, plan_path, run_dir).loop()
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(sock_path)
+
+
+class Server:
+    """The accept loop: a client per node, the node's pid per client."""
+
+    def __init__(self, listener: socket.socket, plan_path: Path, run_dir: Path) -> None:
+        self.listener = listener
+        self.plan_path, self.run_dir = plan_path, run_dir
+        self.nodes: dict[int, socket.socket] = {}  # node pid -> its client
+        self.selector = selectors.DefaultSelector()
+        self.wake_r, self.wake_w = os.pipe()
+        for fd in (self.wake_r, self.wake_w):
+            os.set_blocking(fd, False)
+
+    def loop(self) -> None:
+        signal.set_wakeup_fd(self.wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so SIGCHLD wakes select
+        stop = False
+
+        def end(*_: object) -> None:
+            nonlocal stop
+            stop = True
+
+        signal.signal(signal.SIGTERM, end)
+        signal.signal(signal.SIGINT, end)
+        self.selector.register(self.listener, selectors.EVENT_READ)
+        self.selector.register(self.wake_r, selectors.EVENT_READ)
+        while not stop:
+            for key, _ in self.selector.select():
+                if key.fd == self.wake_r:
+                    os.read(self.wake_r, 4096)
+                    self.reap()
+                elif key.fileobj is self.listener:
+                    self.accept()
+                else:
+                    self.hung_up(key.fileobj)  # type: ignore[arg-type]
+        for pid in self.nodes:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    def accept(self) -> None:
+        client, _ = self.listener.accept()
+        raw, ancdata, _, _ = client.recvmsg(PACKET_BYTES, socket.CMSG_SPACE(2 * 4))
+        fds = array.array("i")
+        for level, kind, data in ancdata:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(data[:len(data) - len(data) % fds.itemsize])
+        try:
+            node_id = int(json.loads(raw)["start"])
+        except (ValueError, KeyError, TypeError):
+            node_id = None
+        if node_id is None or len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            with contextlib.suppress(OSError):
+                client.send(json.dumps({"error": "expected {\"start\": node_id} with stdout "
+                                                 "and stderr"}).encode())
+            client.close()
+            return
+        pid = os.fork()
+        if pid == 0:
+            self.node(node_id, list(fds))
+        for fd in fds:
+            os.close(fd)
+        self.nodes[pid] = client
+        self.selector.register(client, selectors.EVENT_READ)
+        client.send(json.dumps({"pid": pid}).encode())
+
+    def node(self, node_id: int, fds: list[int]) -> NoReturn:
+        """In the fork: stdio to the client's step output, then `dfl-node --plan ... --node-id`."""
+        from launcher import node_cli
+        from launcher.backends.zygote import node_main
+
+        signal.set_wakeup_fd(-1)
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_DFL)
+        self.selector.close()
+        self.listener.close()
+        for client in self.nodes.values():
+            client.close()
+        os.close(self.wake_r)
+        os.close(self.wake_w)
+        for target, fd in zip((1, 2), fds, strict=True):
+            os.dup2(fd, target)
+            os.close(fd)
+        sys.argv = ["dfl-node", "--plan", str(self.plan_path), "--out", str(self.run_dir),
+                    "--node-id", str(node_id)]
+        node_main(node_cli.main, [])
+
+    def reap(self) -> None:
+        while self.nodes:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                return
+            client = self.nodes.pop(pid, None)
+            if client is None:
+                continue
+            with contextlib.suppress(OSError):  # the client may be gone
+                client.send(json.dumps({"exit": os.waitstatus_to_exitcode(status)}).encode())
+            self.drop(client)
+
+    def hung_up(self, client: socket.socket) -> None:
+        """A client said something or went away; either way its node goes (SIGKILL of the
+        step leaves the server no other sign). It is reaped, and reported to nobody, later."""
+        self.drop(client)
+        for pid, owner in self.nodes.items():
+            if owner is client:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+    def drop(self, client: socket.socket) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(client)
+        client.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m launcher.backends.slurm_host serve PLAN RUN_DIR JOB` on each host,
+    `... run JOB NODE_ID` in each node's step."""
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["serve"] and len(args) == 4:
+        serve(socket_path(args[3]), Path(args[1]), Path(args[2]))
+    elif args[:1] == ["run"] and len(args) == 3:
+        run(socket_path(args[1]), int(args[2]))
+    else:
+        print("usage: python -m launcher.backends.slurm_host serve PLAN RUN_DIR JOB | "
+              "run JOB NODE_ID", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
