@@ -170,6 +170,21 @@ def test_the_reported_address_is_the_interface_that_routes_to_the_directory() ->
     assert reachable_address("tcp://0.0.0.0:4711", "tcp://127.0.0.1:9") == "tcp://127.0.0.1:4711"
 
 
+def test_a_directory_host_unknown_here_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    """A --collector-host the compute nodes cannot resolve: the node says so in one line."""
+    plan = resolve_host_plan(Request(str(ring6(tmp_path)), "d-psgd", None,
+                                     {"dataset": "synthetic"},
+                                     ("endpoints.nodes=discover", "endpoints.collector=h:1",
+                                      "endpoints.directory=no-such-host.invalid:9")))
+    plan.dump(tmp_path / "plan.json")
+    done = in_process("dfl-node", "--plan", str(tmp_path / "plan.json"), "--node-id", "0",
+                      "--out", str(tmp_path))
+    assert done.code == 1
+    assert done.err.strip().splitlines()[-1].startswith(
+        "dfl-node: node 0: the directory's address tcp://no-such-host.invalid:9 is not "
+        "reachable from ")
+
+
 @pytest.mark.parametrize(("args", "needle"), [
     ((), "endpoints.nodes=discover: for nodes started elsewhere"),
     (("--secure",), "endpoints.nodes=discover: --secure is not supported yet"),

@@ -72,7 +72,7 @@ def test_the_script_asks_for_one_task_per_node_and_runs_each_as_its_own_step(
 def test_each_step_records_its_exit_status_where_submit_reads_it(tmp_path: Path) -> None:
     """The script itself, run here with a stand-in srun that exits as a killed step does
     for node 4 (and runs no host server): the status lands in steps/node-<id>.exit for every
-    node."""
+    node, and the job's own status is a failure."""
     assert slurm(tmp_path)[0] == 0
     job = tmp_path / "job"
     bin_dir = tmp_path / "bin"
@@ -84,7 +84,7 @@ def test_each_step_records_its_exit_status_where_submit_reads_it(tmp_path: Path)
                           "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "7",
                           "SLURM_JOB_NUM_NODES": "2"}, capture_output=True, text=True,
                           timeout=60)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # the job fails: a node's step did
     assert {int(f.stem.split("-")[1]): f.read_text().strip()
             for f in (job / "steps").glob("*.exit")} == {
         0: "0", 1: "0", 2: "0", 3: "0", 4: "137", 5: "0"}

@@ -81,6 +81,10 @@ def test_a_mesh_runs_on_both_hosts_and_equals_the_inproc_run(
               *OPTIONS)
     assert {f"node-{i}.safetensors" for i in range(6)} <= set(final_files(run))
     assert final_files(run) == final_files(tmp_path / "inproc")
+    job = job_of(run)
+    wait_for(lambda: any(r.get("JobId") == job and r.get("JobState") == "COMPLETED"
+                         and r.get("DerivedExitCode") == "0:0" for r in lab.completed()),
+             WAIT_S, f"job {job} recorded as completed, every step with exit 0")
     wait_for(lambda: not lab.strays(), WAIT_S, "the job's processes gone from both hosts")
     wait_for(lambda: lab.node_states() == {"n1": "idle", "n2": "idle"}, WAIT_S,
              "both hosts idle again")

@@ -44,7 +44,11 @@ def reachable_address(bound: str, directory: str) -> str:
     address of the interface that routes to the directory, on the bound port. (A UDP connect
     sends nothing; it only asks the kernel for the route.)"""
     _, port = split_address(bound)
-    ip = route_source(*split_address(directory))
+    try:
+        ip = route_source(*split_address(directory))
+    except OSError as exc:  # an unknown host name, no route: the plan's address is wrong here
+        raise DiscoveryError(f"the directory's address {directory} is not reachable from "
+                             f"{socket.gethostname()}: {exc.strerror or exc}") from None
     return f"tcp://[{ip}]:{port}" if ":" in ip else f"tcp://{ip}:{port}"
 
 

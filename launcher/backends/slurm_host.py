@@ -159,8 +159,11 @@ class Server:
             nonlocal stop
             stop = True
 
-        signal.signal(signal.SIGTERM, end)
-        signal.signal(signal.SIGINT, end)
+        # SIGUSR1: the batch script's "every node's step has ended" (srun forwards it to the
+        # tasks as it is; a SIGTERM to srun would cancel the step instead, which Slurm then
+        # records as killed). SIGTERM, SIGINT: the job cancelled.
+        for sig in (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, end)
         self.selector.register(self.listener, selectors.EVENT_READ)
         self.selector.register(self.wake_r, selectors.EVENT_READ)
         while not stop:
@@ -210,7 +213,7 @@ class Server:
         from launcher.backends.zygote import node_main
 
         signal.set_wakeup_fd(-1)
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
+        for sig in (signal.SIGCHLD, signal.SIGUSR1, signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, signal.SIG_DFL)
         self.selector.close()
         self.listener.close()

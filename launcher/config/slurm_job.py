@@ -172,8 +172,10 @@ def batch_script(plan: RunPlan, resources: Resources, plan_path: Path, run_dir: 
               f"for id in {' '.join(str(i) for i in task_ids(plan))}; do node \"$id\" & "
               "nodes+=($!); done",
               'wait "${nodes[@]}"']
-    if forked:
-        lines += ['kill "$hosts" 2>/dev/null', 'wait "$hosts"']
+    if forked:  # SIGUSR1: srun passes it on, and the servers end (a SIGTERM would cancel)
+        lines += ['kill -USR1 "$hosts" 2>/dev/null', 'wait "$hosts"']
+    lines += ["# The job's exit status: 0 when every node's step exited 0.",
+              f"! grep -qvx 0 {steps}/node-*.exit"]
     return "\n".join(lines) + "\n"
 
 
