@@ -223,21 +223,32 @@ def cosine(u: Sequence[float], v: Sequence[float]) -> float:
     return sum(x * y for x, y in zip(u, v, strict=True)) / norm if norm else 0.0
 
 
+def first_round(m: Measured) -> tuple[dict[str, Any], dict[str, Any], int]:
+    """The formula bits and the wire ledger of the run's first round, and its depth J."""
+    bits = ((m.summary.get("formula") or {}).get("per_round") or {}).get("0") or {}
+    ledger = ((m.summary.get("ledger") or {}).get("per_round") or {}).get("0") or {}
+    depth = int(((m.summary.get("config") or {}).get("hyper") or {}).get("depth", 1))
+    return bits, ledger, depth
+
+
+def params_messages(m: Measured) -> float | None:
+    """The PARAMS messages of the first round: a round sends J PARAMS frames and, for max and
+    the proposed method, one POLICY frame, each a message per directed link."""
+    bits, ledger, depth = first_round(m)
+    if not bits or not ledger.get("messages"):
+        return None
+    return ledger["messages"] * depth / (depth + (1 if bits.get("policy") else 0))
+
+
 def exchange_bytes(m: Measured) -> None:
     """The formula bytes of one client-to-neighbour PARAMS message and of one policy message
-    in the first round (docs/protocols/dsc.md, payload accounting): a round sends J PARAMS
-    frames and, for max and the proposed method, one POLICY frame, each a message per directed
-    link."""
-    bits = ((m.summary.get("formula") or {}).get("per_round") or {}).get("0") or {}
-    messages = (((m.summary.get("ledger") or {}).get("per_round") or {}).get("0") or {}).get(
-        "messages")
-    depth = int(((m.summary.get("config") or {}).get("hyper") or {}).get("depth", 1))
-    if not bits or not messages:
+    in the first round (docs/protocols/dsc.md, payload accounting)."""
+    bits, _, depth = first_round(m)
+    params = params_messages(m)
+    if params is None:
         return
-    frames = depth + (1 if bits.get("policy") else 0)
-    links = messages / frames
-    m.scalars["bytes_per_exchange"] = bits.get("params", 0) / 8 / (links * depth)
-    m.scalars["policy_bytes_per_exchange"] = bits.get("policy", 0) / 8 / links
+    m.scalars["bytes_per_exchange"] = bits.get("params", 0) / 8 / params
+    m.scalars["policy_bytes_per_exchange"] = bits.get("policy", 0) / 8 / (params / depth)
 
 
 def tau_finding(results: Results) -> str:
@@ -298,15 +309,12 @@ def payload_finding(results: Results) -> str:
     for a, ms in results.items():
         m = ms[0]
         charged = m.scalars.get("bytes_per_exchange")
-        ledger = (((m.summary.get("ledger") or {}).get("per_round") or {}).get("0") or {})
-        bits = ((m.summary.get("formula") or {}).get("per_round") or {}).get("0") or {}
-        depth = int(((m.summary.get("config") or {}).get("hyper") or {}).get("depth", 1))
-        if charged and ledger.get("messages"):
-            # a round's messages: J PARAMS frames (+ one POLICY frame), one per directed link
-            params = ledger["messages"] * depth / (depth + (1 if bits.get("policy") else 0))
+        params = params_messages(m)
+        if charged and params:
             parts.append(f"{a.method}: {charged:,.0f} B charged per exchange (the whole shared "
                          f"backbone, every exchange); the mini backbone really sent about "
-                         f"{ledger['payload_bytes'] / params:,.0f} B per PARAMS message")
+                         f"{first_round(m)[1]['payload_bytes'] / params:,.0f} B per PARAMS "
+                         "message")
     return "; ".join(parts) or "no run here"
 
 
