@@ -71,6 +71,18 @@ def hosts_used(done: Launched) -> str:
     return ", ".join(f"{host}: {n}" for host, n in sorted(counts.items()))
 
 
+def phases(runs: list[Launched]) -> dict[str, list[float]]:
+    """Where the time went: the command to its collector listening (the launcher's imports and
+    plan; for Slurm, sbatch follows), the collector to every node ready (for Slurm: scheduling,
+    the host servers' warm-up, the steps, discovery), and on to round 1."""
+    if not runs:
+        return {}
+    return {"command_to_collector": [r.before_collector_s for r in runs],
+            "collector_to_all_ready": [float(r.summary["startup_seconds"]) for r in runs],
+            "all_ready_to_round_one": [float(r.summary["first_round_start_seconds"]
+                                             - r.summary["startup_seconds"]) for r in runs]}
+
+
 def figures(quick: bool) -> list[Figure]:
     reason = slurm_lab.unavailable()
     if reason is not None:
@@ -101,6 +113,8 @@ def figures(quick: bool) -> list[Figure]:
         "local_samples_s": ", ".join(f"{s:.2f}" for s in samples["local"]),
         "slurm_samples_s": ", ".join(f"{s:.2f}" for s in samples["slurm"]),
         "slurm_hosts": "; ".join(hosts_used(r) for r in runs["slurm"] if not r.error),
+        **{f"{kind}_{part}_s": median(values) for kind, rs in runs.items()
+           for part, values in phases([r for r in rs if not r.error]).items()},
         **errors}
     return [compare(GROUP, f"ring{NODES} as a Slurm job: command to every node in round 1",
                     slurm_s, "s", f"the same mesh by dfl-launch locally ({local_s:.1f} s)",

@@ -109,6 +109,7 @@ def receive(sock: socket.socket) -> dict[str, Any] | None:
 
 def serve(sock_path: str, plan_path: Path, run_dir: Path) -> None:
     """Warm up, listen, fork a node per client and report its exit; until Slurm ends the step."""
+    began = time.monotonic()
     import launcher.node_cli  # noqa: F401  (everything a node imports, before the first fork)
     from dfl_node.plan import RunPlan
     from launcher.backends import preload
@@ -131,6 +132,8 @@ def serve(sock_path: str, plan_path: Path, run_dir: Path) -> None:
     os.chmod(sock_path, 0o600)
     listener.listen(128)
     preload.freeze()
+    print(f"dfl-mesh host server on {socket.gethostname()}: ready after "
+          f"{time.monotonic() - began:.1f} s", file=sys.stderr, flush=True)
     try:
         Server(listener, plan_path, run_dir).loop()
     finally:
