@@ -23,7 +23,13 @@ from launcher.backends import slurm_cluster
 from launcher.backends.slurm import SlurmBackend
 from launcher.collect_remote import open_collector
 from launcher.config.options import Request, ViewOptions
-from launcher.config.slurm_job import Resources, check_fits, exit_file, task_ids
+from launcher.config.slurm_job import (
+    Resources,
+    check_fits,
+    exit_file,
+    node_command,
+    task_ids,
+)
 from launcher.errors import LaunchError
 from launcher.launch import report, write_results
 from launcher.run.collector import Collector
@@ -68,9 +74,9 @@ def start_aggregator(plan: RunPlan, run_dir: Path) -> subprocess.Popen[bytes] | 
     log = run_dir / "logs" / f"node-{plan.aggregator}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "launcher.node_cli", "--plan",
-                                 str(run_dir / "plan.json"), "--out", str(run_dir), "--node-id",
-                                 str(plan.aggregator)], stdout=out, stderr=subprocess.STDOUT)
+        return subprocess.Popen([*node_command(sys.executable, run_dir / "plan.json", run_dir,
+                                               forked=False), str(plan.aggregator)],
+                                stdout=out, stderr=subprocess.STDOUT)
 
 
 def stop(proc: subprocess.Popen[bytes] | None) -> None:
