@@ -49,8 +49,11 @@ def start(run: Path, topo: str, protocol: str, *args: str,
 
 
 def metrics(run: Path) -> list[dict]:
+    """The rows written so far: the run is live, so a last line may be half written; only
+    lines that end in a newline are complete."""
     path = run / "metrics.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    text = path.read_text() if path.exists() else ""
+    return [json.loads(line) for line in text.split("\n")[:-1]]
 
 
 def hit_after_evaluations(proc: subprocess.Popen, run: Path, nodes: int, node: int,
