@@ -14,6 +14,7 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 HOME = "dfl-mesh"  # this project's distribution
+PROTOCOLS_GROUP = "dfl_mesh.protocols"  # protocols/registry.py's
 
 
 def package_of(ep: Any) -> str:
@@ -58,3 +59,9 @@ def discover(group: str) -> Plugins:
                             f"cannot be loaded: {exc}") from exc
         plugins.packages[name] = packages[0]
     return plugins
+
+
+def registered(group: str) -> set[str]:
+    """The names `group` registers, none of them loaded: what can be checked before a
+    protocol's imports (torch, for most) are paid for."""
+    return {ep.name for ep in entry_points(group=group)}

@@ -13,15 +13,10 @@ from typing import Any
 
 import click
 
-from launcher.backends.compose import DEFAULT_IMAGE, DEFAULT_SUBNET, ComposeOptions, write_compose
-from launcher.collect_remote import collect
-from launcher.config.keys import keys_cmd
+from launcher.config.compose_options import DEFAULT_IMAGE, DEFAULT_SUBNET, ComposeOptions
 from launcher.config.options import ViewOptions, request, run_options
-from launcher.config.schema import config_schema
 from launcher.config.slurm_job import DEFAULT_CPUS_PER_TASK, DEFAULT_TIME, Resources
 from launcher.errors import LaunchError, run_cli
-from launcher.launch import launch, resume, write_plan_only
-from protocols.registry import launch_commands
 
 DEFAULT_COLLECT_TIMEOUT_S = 3600.0
 # Options that define a run; a resumed run takes them from its directory (inputs.json).
@@ -31,7 +26,38 @@ RUN_DEFINING = ("topology", "protocol", "config_file", "rounds", "seed", "seeds"
 FLAG_NAMES = {"config_file": "config", "sets": "set", "out_dir": "out"}
 
 
-@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+class Commands(click.Group):
+    """dfl-launch's own sub-commands, then `keys` and those protocols bring, imported when one
+    is named or listed. The protocols import torch (seconds), and this module imports nothing
+    that does: `dfl-launch slurm --submit` queues its job first, so that the job's hosts warm up
+    while this process imports (launcher/slurm_queue.py)."""
+
+    loaded = False
+
+    def load(self) -> None:
+        if self.loaded:
+            return
+        self.loaded = True
+        from launcher.config.keys import keys_cmd
+        from protocols.registry import launch_commands
+
+        for command in [keys_cmd, *launch_commands()]:
+            self.add_command(command)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = super().get_command(ctx, cmd_name)
+        if found is None:
+            self.load()
+            found = super().get_command(ctx, cmd_name)
+        return found
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self.load()
+        return super().list_commands(ctx)
+
+
+@click.group(cls=Commands, invoke_without_command=True,
+             context_settings={"help_option_names": ["-h", "--help"]})
 @run_options
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="Run directory (default runs/<timestamp>-<protocol>-<topology>).")
@@ -52,10 +78,13 @@ def cli(ctx: click.Context, **kwargs: Any) -> None:
             flag = FLAG_NAMES.get(given[0], given[0].replace("_", "-"))
             raise LaunchError(f"--resume: the run directory fixes the inputs; drop --{flag}")
         from launcher import slurm_submit
+        from launcher.launch import resume
 
         if slurm_submit.slurm_inputs(kwargs["resume_dir"]) is not None:
             sys.exit(slurm_submit.resume(kwargs["resume_dir"], view))
         sys.exit(resume(kwargs["resume_dir"], view))
+    from launcher.launch import launch
+
     sys.exit(launch(request(kwargs), kwargs["out_dir"], view))
 
 
@@ -64,6 +93,8 @@ def cli(ctx: click.Context, **kwargs: Any) -> None:
 @click.option("-o", "output", type=click.Path(path_type=Path), required=True)
 def plan_cmd(**kwargs: Any) -> None:
     """Write the resolved plan.json without running anything."""
+    from launcher.launch import write_plan_only
+
     write_plan_only(request(kwargs), kwargs["output"])
 
 
@@ -78,6 +109,8 @@ def plan_cmd(**kwargs: Any) -> None:
               help="A --secure plan's key files (default: the plan's keys_dir).")
 def collect_cmd(plan_path: Path, out_dir: Path, timeout_s: float, keys: Path | None) -> None:
     """Gather the results of a mesh started elsewhere (one dfl-node per host)."""
+    from launcher.collect_remote import collect
+
     sys.exit(collect(plan_path, out_dir, timeout_s, keys))
 
 
@@ -91,6 +124,8 @@ def collect_cmd(plan_path: Path, out_dir: Path, timeout_s: float, keys: Path | N
               help="Where the compose file, the plan (DIR/run) and the data (DIR/data) go.")
 def compose_cmd(image: str, subnet: str, output: Path, **kwargs: Any) -> None:
     """Write a docker-compose mesh: one container per node, plus the collector."""
+    from launcher.backends.compose import write_compose
+
     path = write_compose(request(kwargs), ComposeOptions(output, image, subnet))
     print(f"docker-compose -f {path} up")
 
@@ -127,18 +162,33 @@ def slurm_cmd(output: Path, submit: bool, cpus_per_task: int, mem_per_cpu: str |
               gpus_per_task: int, time_limit: str, slurm_partition: str | None, account: str | None,
               collector_host: str | None, quiet: bool, no_plots: bool, **kwargs: Any) -> None:
     """Run the mesh as a Slurm job: one task per node, on whatever hosts Slurm gives."""
-    from launcher.backends.slurm import SlurmBackend
     from launcher.backends.slurm_cluster import submit_host
-    from launcher.slurm_submit import submit as submit_job
 
     resources = Resources(cpus_per_task, mem_per_cpu, time_limit, slurm_partition, account,
                           gpus_per_task)
-    backend = SlurmBackend(resources, collector_host or submit_host())
+    resources.check()
+    host = collector_host or submit_host()
+    req = request(kwargs)
     if submit:
-        sys.exit(submit_job(request(kwargs), backend, output,
-                            ViewOptions(quiet=quiet, plots=not no_plots)))
+        from launcher.slurm_queue import queue
+
+        queued = queue(req, resources, output)  # before the imports below: they take seconds
+        try:
+            from launcher.backends.slurm import SlurmBackend
+            from launcher.slurm_submit import submit as submit_job
+
+            backend = SlurmBackend(resources, host)
+        except BaseException:
+            from launcher.backends.slurm_cluster import cancel
+
+            cancel(queued.job)
+            raise
+        sys.exit(submit_job(req, backend, queued, ViewOptions(quiet=quiet, plots=not no_plots)))
+    from launcher.backends.slurm import SlurmBackend
+
+    backend = SlurmBackend(resources, host)
     try:
-        script = backend.hand_off(backend.resolve(request(kwargs)), output)
+        script = backend.hand_off(backend.resolve(req), output)
     finally:
         backend.close()
     print(f"sbatch {script}  # then: dfl-launch collect --plan {script.parent / 'plan.json'} "
@@ -168,12 +218,9 @@ def sweep_cmd(sweep_file: Path, quiet: bool, no_plots: bool) -> None:
               help="The schema of topology files instead of run config files.")
 def schema_cmd(protocol: str | None, topology_files: bool) -> None:
     """Print the JSON Schema of config files (editors validate against it)."""
+    from launcher.config.schema import config_schema
+
     print(json.dumps(config_schema(protocol, topology_files), indent=2))
-
-
-cli.add_command(keys_cmd)
-for command in launch_commands():  # what protocols bring, e.g. an analysis of their runs
-    cli.add_command(command)
 
 
 def main() -> None:

@@ -1,11 +1,12 @@
-"""`dfl-launch slurm --submit`: submit the batch script, collect the run here, follow the job.
+"""`dfl-launch slurm --submit`, once the job is queued: the plan, the run collected here, the job
+followed to its end.
 
-The collector and the directory listen before sbatch runs, so no task reports to a port that is
-not open yet; the run then ends as a local one does (live progress, the run directory filled,
-exit 0, 1 or 130), with one more way to end: the job leaves the queue (time limit, scancel, a
-node that Slurm killed) while nodes have not finished, which fails the run naming the first
-of them. Ctrl-C cancels the job, as it stops a local run's nodes, and so does any failure
-here: nothing this command started is left in the queue.
+The collector and the directory listen before the job's hosts get the plan, so no node reports
+to a port that is not open yet; the run then ends as a local one does (live progress, the run
+directory filled, exit 0, 1 or 130), with one more way to end: the job leaves the queue (time
+limit, scancel, a node that Slurm killed) while nodes have not finished, which fails the run
+naming the first of them. Ctrl-C cancels the job, as it stops a local run's nodes, and so does
+any failure here: nothing this command started is left in the queue.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from launcher.backends.slurm import SlurmBackend
 from launcher.collect_remote import open_collector
 from launcher.config.options import Request, ViewOptions
 from launcher.config.slurm_job import (
+    PLAN,
+    JobShape,
     Resources,
-    check_fits,
     exit_file,
     node_command,
     task_ids,
@@ -45,6 +47,7 @@ from launcher.run.resume import (
     resume_request,
     start_fresh,
 )
+from launcher.slurm_queue import Queued, queue
 
 SLURM_KEY = "slurm"  # inputs.json: the resources and collector host a Slurm run asked for
 PUMP_S = 0.5
@@ -116,11 +119,11 @@ def follow(collector: Collector, plan: RunPlan, job: str, run_dir: Path,
     return watch.success({})
 
 
-def run_job(backend: SlurmBackend, plan: RunPlan, script: Path, run_dir: Path,
-            display: Display, coordinate: bool) -> tuple[Outcome, Collector, float]:
+def run_job(backend: SlurmBackend, plan: RunPlan, job: str, run_dir: Path, display: Display,
+            coordinate: bool) -> tuple[Outcome, Collector, float]:
     """Listen (the collector, the directory and, with `coordinate`, the pre-phase's coordinator:
-    a resumed run has its result already), submit, follow; the job cancelled unless the run
-    succeeded."""
+    a resumed run has its result already), then give the queued job its plan and follow it;
+    the job cancelled unless the run succeeded."""
     collector = open_collector(plan, run_dir, None, display.on_record)
     try:
         directory = Directory(plan)
@@ -129,18 +132,18 @@ def run_job(backend: SlurmBackend, plan: RunPlan, script: Path, run_dir: Path,
         raise
     coordinator = start_coordinator(plan, run_dir, None) if coordinate else None
     backend.close()  # the ports are bound now
-    hub = start_aggregator(plan, run_dir)
-    job: str | None = None
-    outcome = Outcome(False, reason="not submitted")
+    hub: subprocess.Popen[bytes] | None = None
+    outcome = Outcome(False, reason="not started")
     started = time.monotonic()
     try:
-        job = slurm_cluster.submit(str(script))
+        backend.complete(plan, run_dir)  # the job's hosts go
+        hub = start_aggregator(plan, run_dir)
         display.stage(f"Slurm job {job}: {len(task_ids(plan))} tasks")
         outcome = follow(collector, plan, job, run_dir, hub)
     except KeyboardInterrupt:
         outcome = Outcome(False, reason="interrupted")
     finally:
-        if job is not None and not outcome.ok:
+        if not outcome.ok:
             slurm_cluster.cancel(job)
         stop(hub)
         collector.close()
@@ -152,28 +155,37 @@ def run_job(backend: SlurmBackend, plan: RunPlan, script: Path, run_dir: Path,
     return outcome, collector, time.monotonic() - started
 
 
-def submit(req: Request, backend: SlurmBackend, run_dir: Path, view: ViewOptions,
+def submit(req: Request, backend: SlurmBackend, queued: Queued, view: ViewOptions,
            resuming: bool = False) -> int:
     """The whole `--submit` (or `--resume` of a Slurm run: the same request, from the last
-    round every node has a checkpoint of): refuse what the cluster cannot run, write, submit,
-    collect; the exit code of `dfl-launch`."""
+    round every node has a checkpoint of) once the job is queued (launcher/slurm_queue.py):
+    resolve the plan, collect the run; the exit code of `dfl-launch`. Anything that refuses
+    the run here cancels the job, whose hosts are still waiting for the plan."""
+    run_dir = queued.run_dir
     try:
         plan = backend.resolve(req)
-        check_fits(plan, backend.resources, *slurm_cluster.partition_cpus(
-            backend.resources.partition))
+        shape = JobShape.of(plan, run_dir / PLAN, run_dir)
+        if (shape.name, shape.tasks) != (queued.shape.name, queued.shape.tasks):
+            raise LaunchError(f"the plan's tasks ({shape.name}: {len(shape.tasks)}) are not "
+                              f"the queued job's ({queued.shape.name}: "
+                              f"{len(queued.shape.tasks)})")
         resumed_at = prepare_resume(run_dir, plan, req) if resuming else 0
-        script = backend.hand_off(plan, run_dir, resuming)
         if not resuming:
-            start_fresh(script.parent, req)
-            record_slurm(script.parent, backend)
+            start_fresh(run_dir, req)
+            record_slurm(run_dir, backend)
     except BaseException:
         backend.close()
+        slurm_cluster.cancel(queued.job)
         raise
-    run_dir = script.parent
     with open_display(view.quiet) as display:
         display.start(plan)
-        outcome, collector, seconds = run_job(backend, plan, script, run_dir, display,
-                                              coordinate=resumed_at == 0)
+        try:
+            outcome, collector, seconds = run_job(backend, plan, queued.job, run_dir, display,
+                                                  coordinate=resumed_at == 0)
+        except BaseException:  # before it followed the job (a port taken, Ctrl-C)
+            backend.close()
+            slurm_cluster.cancel(queued.job)
+            raise
         summary = write_results(plan, {"hyper": plan.hyper}, collector, outcome, seconds,
                                 run_dir, view, display)
         return report(outcome, run_dir, summary, display)
@@ -203,5 +215,6 @@ def resume(run_dir: Path, view: ViewOptions) -> int:
         resources = Resources(**asked)
     except TypeError as exc:
         raise LaunchError(f"{run_dir / INPUTS_FILE}: unreadable: {exc}") from None
-    return submit(resume_request(run_dir), SlurmBackend(resources, host), run_dir, view,
-                  resuming=True)
+    req = resume_request(run_dir)
+    queued = queue(req, resources, run_dir, resuming=True)
+    return submit(req, SlurmBackend(resources, host), queued, view, resuming=True)

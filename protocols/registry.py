@@ -16,14 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dfl_config.plugins import Plugins, discover
+from dfl_config.plugins import PROTOCOLS_GROUP, Plugins, discover
 from protocols.base import Protocol
 from protocols.describe import DatasetPreparer, ReportTable, Score
 
 if TYPE_CHECKING:
     import click
 
-GROUP = "dfl_mesh.protocols"
+GROUP = PROTOCOLS_GROUP
 
 
 def _discover() -> tuple[dict[str, type[Protocol]], Plugins]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import click
 import pytest
 
 from protocols.registry import (
@@ -61,6 +62,8 @@ def test_declared_commands_and_datasets_reach_the_launcher() -> None:
     from launcher.data.prepare import DATASETS
 
     assert launch_commands(), "some protocol brings a dfl-launch command"
+    context = click.Context(cli)
     for command in launch_commands():
-        assert cli.commands[str(command.name)] is command
+        assert cli.get_command(context, str(command.name)) is command
+        assert str(command.name) in cli.list_commands(context)
     assert set(dataset_preparers()) <= set(DATASETS)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from launcher.backends.slurm_host import socket_path
+from launcher.config.slurm_job import node_command
 from tests.harness import ROOT, final_files, in_process, launch_ok
 from tests.proc_util import alive, children, wait_for, wait_gone
 
@@ -48,13 +49,17 @@ class Job:
                                     str(self.run))
         self.server = self.start("launcher.backends.slurm_host", "serve", plan, str(self.run),
                                  self.name)
-        self.clients = [self.start("launcher.backends.slurm_host", "run", self.name, str(i))
-                        for i in range(3)]
+        client = [self.name if word == "$SLURM_JOB_ID" else word  # as the script's shell does
+                  for word in node_command(sys.executable, self.run / "plan.json", self.run,
+                                           forked=True)]
+        self.clients = [self.spawn("client", [*client, str(i)]) for i in range(3)]
 
     def start(self, module: str, *args: str) -> subprocess.Popen[bytes]:
-        log = (self.run / f"{module}-{len(self.procs)}.log").open("wb")
-        proc = subprocess.Popen([sys.executable, "-m", module, *args], cwd=ROOT, stdout=log,
-                                stderr=subprocess.STDOUT)
+        return self.spawn(module, [sys.executable, "-m", module, *args])
+
+    def spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        log = (self.run / f"{name}-{len(self.procs)}.log").open("wb")
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         log.close()
         self.procs.append(proc)
         return proc

@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 
 from dfl_node.plan import RunPlan
-from launcher.config.slurm_job import Resources, check_fits
+from launcher.config.options import Request
+from launcher.config.slurm_job import HOST_CLIENT, JobShape, Resources, check_fits, task_ids
 from launcher.errors import LaunchError
 from launcher.node_cli import node_from_env
-from tests.harness import in_process
+from launcher.slurm_queue import early_shape
+from tests.harness import ROOT, in_process
 
 RUN = ("--dataset", "synthetic", "--rounds", "2")
 
@@ -64,7 +66,9 @@ def test_the_script_asks_for_one_task_per_node_and_runs_each_as_its_own_step(
          "$SLURM_JOB_ID"],
         ["srun", "--ntasks=1", "--nodes=1", "--exact", "--cpus-per-task=1",
          "--job-name=node-$1"]]
-    assert '-m launcher.backends.slurm_host run "$SLURM_JOB_ID" "$1"' in script
+    # the client needs only the standard library: no site-packages to scan, fifty times over
+    assert f'{sys.executable} -S -I {HOST_CLIENT} run "$SLURM_JOB_ID" "$1"' in script
+    assert (job / "steps" / "plan.ready").exists()  # written by hand: the job may go at once
     assert 'for id in 0 1 2 3 4 5; do node "$id" & nodes+=($!); done' in script
     assert out.startswith(f"sbatch {job}/job.sh")
 
@@ -100,6 +104,8 @@ def test_gpus_per_task_binds_each_node_to_the_first_gpu_its_task_sees(tmp_path: 
     # Slurm binds GPUs to a step's own processes: each node is its step's, not forked
     assert "slurm_host" not in script
     assert '-m launcher.node_cli --plan' in script
+    waits = script.index(f"[ -e {job}/steps/plan.ready ] && break")
+    assert waits < script.index("for id in ")  # no step before the plan is there
     assert {n.device for n in RunPlan.load(job / "plan.json").nodes} == {"cuda:0"}
 
 
@@ -167,11 +173,40 @@ def test_a_directory_with_results_is_not_overwritten(tmp_path: Path) -> None:
 
 def test_a_run_larger_than_the_partition_is_refused(tmp_path: Path) -> None:
     assert slurm(tmp_path)[0] == 0
-    plan = RunPlan.load(tmp_path / "job" / "plan.json")
-    check_fits(plan, Resources(cpus_per_task=2), "lab", 12)
+    tasks = len(task_ids(RunPlan.load(tmp_path / "job" / "plan.json")))
+    check_fits(tasks, Resources(cpus_per_task=2), "lab", 12)
     with pytest.raises(LaunchError, match=r"the run needs 6 tasks x 2 CPU\(s\) = 12 CPUs at "
                                           r"once; partition lab has 11"):
-        check_fits(plan, Resources(cpus_per_task=2), "lab", 11)
+        check_fits(tasks, Resources(cpus_per_task=2), "lab", 11)
+
+
+@pytest.mark.parametrize("protocol", ["d-psgd", "qffl", "ssd-fl"])
+def test_the_job_queued_before_the_plan_is_the_job_of_the_plan(tmp_path: Path,
+                                                                protocol: str) -> None:
+    """`--submit` queues the job from the topology file and the protocol's name alone
+    (launcher/slurm_queue.py), without importing the protocol: the same name and tasks as the
+    plan resolved afterwards gives (an aggregator is a node beyond the topology's)."""
+    ring = topology(tmp_path, (3, 5, 8, 9))
+    run = tmp_path / protocol
+    done = in_process("dfl-launch", "slurm", "--topology", ring, "--protocol", protocol, *RUN,
+                      "--collector-host", "10.9.8.7", "-o", str(run))
+    assert done.code == 0, done.err
+    plan = RunPlan.load(run / "plan.json")
+    early = early_shape(Request(ring, protocol, None, {}), run)
+    full = JobShape.of(plan, run / "plan.json", run)
+    assert (early.name, early.tasks) == (full.name, full.tasks) == (
+        f"dfl-{protocol}-ring", (3, 5, 8, 9))
+    assert early.services == full.services[:1]  # the collector; the rest once resolved
+    code = subprocess.run([sys.executable, "-c", "import sys, launcher.cli, launcher.slurm_queue;"
+                           " sys.exit('torch' in sys.modules)"], cwd=ROOT).returncode
+    assert code == 0, "dfl-launch slurm --submit imports torch before it queues the job"
+
+
+def test_a_protocol_that_no_package_registers_is_refused_before_anything_is_queued(
+        tmp_path: Path) -> None:
+    with pytest.raises(LaunchError, match=r"--protocol: unknown protocol 'd-pgsd' \(known: .*"
+                                          r"d-psgd"):
+        early_shape(Request(topology(tmp_path), "d-pgsd", None, {}), tmp_path)
 
 
 def test_a_task_runs_the_node_at_its_rank_in_the_plan(tmp_path: Path,

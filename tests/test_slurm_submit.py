@@ -103,6 +103,24 @@ def test_a_run_too_large_for_the_partition_is_refused_before_submission(
     assert not (lab.root / "large" / "job.sh").exists()
 
 
+def test_input_only_the_plan_refuses_cancels_the_queued_job_in_one_line(
+        lab: slurm_lab.Cluster) -> None:
+    """--submit queues the job before it resolves the plan (launcher/slurm_queue.py), so a
+    config value it refuses is found with the job already queued: the same one line and exit 2
+    as for a local run, and the job cancelled before any node started."""
+    before = {r.get("JobId") for r in lab.completed()}
+    run = lab.root / "bad-value"
+    code, out = submit(lab, run, "--set", "batch_size=-4")
+    assert code == 2, out
+    (last,) = out.strip().splitlines()
+    assert last.startswith("dfl-launch: ") and "batch_size" in last, last
+    wait_for(lambda: [(r.get("Name"), r.get("JobState")) for r in lab.completed()
+                      if r.get("JobId") not in before] == [("dfl-d-psgd-ring6", "CANCELLED")],
+             WAIT_S, "the queued job recorded as cancelled")
+    wait_for(lambda: not lab.strays(), WAIT_S, "the job's processes gone from both hosts")
+    assert not (run / "plan.json").exists() and not list((run / "final").iterdir())
+
+
 def endless_run(lab: slurm_lab.Cluster, name: str, *args: str,
                 ) -> tuple[subprocess.Popen[bytes], Path, str]:
     """A submitted run that would not end by itself, once its first evaluation is collected:

@@ -21,6 +21,7 @@ import msgpack
 import zmq
 
 from dfl_node.comm.rendezvous import RendezvousTimeout
+from dfl_node.comm.routes import route_source
 from dfl_node.plan import PlanError, RunPlan
 from dfl_node.transports.zeromq import routing_id
 
@@ -41,8 +42,7 @@ def split_address(address: str) -> tuple[str, int]:
 
 def reachable_address(bound: str, directory: str) -> str:
     """The `tcp://ip:port` peers reach this node at, for the socket bound at `bound`: the
-    address of the interface that routes to the directory, on the bound port. (A UDP connect
-    sends nothing; it only asks the kernel for the route.)"""
+    address of the interface that routes to the directory, on the bound port."""
     _, port = split_address(bound)
     try:
         ip = route_source(*split_address(directory))
@@ -50,15 +50,6 @@ def reachable_address(bound: str, directory: str) -> str:
         raise DiscoveryError(f"the directory's address {directory} is not reachable from "
                              f"{socket.gethostname()}: {exc.strerror or exc}") from None
     return f"tcp://[{ip}]:{port}" if ":" in ip else f"tcp://{ip}:{port}"
-
-
-def route_source(host: str, port: int) -> str:
-    """The address of this host's interface that routes to `host` (an OSError when none
-    does)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_DGRAM) as probe:
-        probe.connect((host, port))
-        return str(probe.getsockname()[0])
 
 
 def parse_table(raw: bytes, plan: RunPlan) -> dict[int, Entry]:

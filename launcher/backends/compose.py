@@ -24,7 +24,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import shutil
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from dfl_node.learning.datacache import DataError, locate_entry, read_meta
 from dfl_node.plan import RunPlan
 from launcher.backends.base import HandOffBackend
 from launcher.config.backend_catalog import COMPOSE
+from launcher.config.compose_options import DEFAULT_IMAGE, DEFAULT_SUBNET, ComposeOptions
 from launcher.config.host_plan import place_plan, resolve_host_plan, services
 from launcher.config.options import Request
 from launcher.errors import LaunchError
@@ -45,19 +46,6 @@ COMPOSE_FILE = "docker-compose.yml"
 NETWORK = "mesh"
 # Where the containers see DIR/run and DIR/data.
 RUN_MOUNT, DATA_MOUNT = "/mesh/run", "/mesh/data"
-DEFAULT_IMAGE = "dfl-mesh"
-DEFAULT_SUBNET = "172.29.13.0/24"
-
-
-@dataclass(frozen=True)
-class ComposeOptions:
-    """What `dfl-launch compose` adds to the run options."""
-
-    out: Path
-    image: str = DEFAULT_IMAGE
-    subnet: str = DEFAULT_SUBNET
-
-
 def node_service(node_id: int) -> str:
     return f"node-{node_id}"
 

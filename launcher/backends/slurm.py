@@ -14,12 +14,12 @@ cluster is):
     DIR/slurm-<job>.out  the job's output, the nodes' logs among it
     DIR/steps/node-<id>.exit  each node's step's exit status, once it ended
 
-`--submit` (launcher/slurm_submit.py) submits the script and collects the run here.
+`--submit` queues the job before it resolves the plan (launcher/slurm_queue.py), then writes
+the plan, which the job's hosts wait for, and collects the run here (launcher/slurm_submit.py).
 """
 
 from __future__ import annotations
 
-import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -31,11 +31,15 @@ from launcher.config.backend_catalog import SLURM
 from launcher.config.host_plan import resolve_host_plan, services
 from launcher.config.options import Request
 from launcher.config.ports import PortClaims
-from launcher.config.slurm_job import STEPS_DIR, Resources, batch_script
-from launcher.errors import LaunchError
+from launcher.config.slurm_job import (
+    PLAN,
+    JobShape,
+    Resources,
+    prepare_run_dir,
+    ready_file,
+    write_script,
+)
 from topologies.model import Topology
-
-SCRIPT = "job.sh"
 
 
 class SlurmBackend(HandOffBackend):
@@ -69,18 +73,19 @@ class SlurmBackend(HandOffBackend):
         return replace(plan, nodes=tuple(replace(n, device="cuda:0") for n in plan.nodes))
 
     def hand_off(self, plan: RunPlan, out: Path, resuming: bool = False) -> Path:
-        """Plan and script in `out` (made absolute: the tasks start elsewhere); a directory
-        that holds a run's results already is refused unless the run is resumed there, a
-        written but unrun one rewritten. The steps' exit statuses of an earlier job go."""
-        out = out.absolute()
-        if not resuming and ((out / "summary.json").exists() or any((out / "final").glob("*"))):
-            raise LaunchError(f"-o {out}: holds a run's results; pick another directory")
-        (out / "final").mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(out / STEPS_DIR, ignore_errors=True)
-        plan.dump(out / "plan.json")
-        script = out / SCRIPT
-        script.write_text(batch_script(plan, self.resources, out / "plan.json", out,
-                                       sys.executable))
+        """Script and plan in `out` (launcher/config/slurm_job.py's prepare_run_dir)."""
+        return self.complete(plan, prepare_run_dir(out, resuming))
+
+    def complete(self, plan: RunPlan, run_dir: Path) -> Path:
+        """The plan in `run_dir`, then its go-ahead for the job's hosts (which may be waiting
+        for it: `--submit` queues the job first), and the script that lists what the plan runs
+        beside the job (the queued one did not know yet)."""
+        script = write_script(JobShape.of(plan, run_dir / PLAN, run_dir), self.resources,
+                              run_dir, sys.executable)
+        plan.dump(run_dir / PLAN)
+        ready = ready_file(run_dir)
+        ready.parent.mkdir(exist_ok=True)
+        ready.touch()
         return script
 
     def close(self) -> None:

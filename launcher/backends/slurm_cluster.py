@@ -12,7 +12,7 @@ import socket
 import subprocess
 from collections.abc import Sequence
 
-from dfl_node.runner.discovery import route_source
+from dfl_node.comm.routes import route_source
 from launcher.errors import LaunchError
 
 COMMAND_TIMEOUT_S = 60

@@ -40,6 +40,7 @@ from typing import Any, NoReturn
 PACKET_BYTES = 1 << 16
 CONNECT_S = 900.0  # how long a client waits for its host's server (it imports torch meanwhile)
 CONNECT_EVERY_S = 0.05
+PLAN_EVERY_S = 0.05
 LOST = 255  # a client's exit status when its server vanished without reporting the node's
 
 
@@ -114,10 +115,12 @@ def serve(sock_path: str, plan_path: Path, run_dir: Path) -> None:
     from dfl_node.plan import RunPlan
     from launcher.backends import preload
     from launcher.config.host_plan import ensure_host_data
+    from launcher.config.slurm_job import ready_file
 
     preload.one_blas_thread()
     preload.warm_forward()
     preload.warm_backward()
+    wait_for(ready_file(run_dir))
     try:  # this host's data, decoded once for all its nodes; a failure is each node's to report
         ensure_host_data(RunPlan.load(plan_path), None)
         preload.warm_data(plan_path)
@@ -139,6 +142,21 @@ def serve(sock_path: str, plan_path: Path, run_dir: Path) -> None:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(sock_path)
+
+
+def wait_for(ready: Path) -> None:
+    """The plan's go-ahead (launcher/config/slurm_job.py's ready_file), which `dfl-launch slurm
+    --submit` gives only after it queued the job and wrote the plan, so that this server's
+    imports above overlap its own."""
+    from launcher.config.slurm_job import PLAN_WAIT_S
+
+    deadline = time.monotonic() + PLAN_WAIT_S
+    while not ready.exists():
+        if time.monotonic() > deadline:
+            print(f"dfl-mesh host server: no {ready} within {PLAN_WAIT_S:g} s",
+                  file=sys.stderr, flush=True)
+            sys.exit(1)
+        time.sleep(PLAN_EVERY_S)
 
 
 class Server:
@@ -260,7 +278,8 @@ class Server:
 
 def main(argv: list[str] | None = None) -> None:
     """`python -m launcher.backends.slurm_host serve PLAN RUN_DIR JOB` on each host,
-    `... run JOB NODE_ID` in each node's step."""
+    `python -S -I .../slurm_host.py run JOB NODE_ID` in each node's step (the client needs
+    only the standard library)."""
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["serve"] and len(args) == 4:
         serve(socket_path(args[3]), Path(args[1]), Path(args[2]))

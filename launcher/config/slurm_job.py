@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,41 +60,71 @@ class Resources:
 def task_ids(plan: RunPlan) -> list[int]:
     """The nodes that run as Slurm tasks: all but a server-based protocol's aggregator, which
     listens at a fixed address on the submit host (`endpoints.aggregator`), where `--submit`
-    runs it beside the collector."""
+    runs it beside the collector. The aggregator is a node beyond the topology's, so these are
+    exactly the topology's nodes."""
     return [i for i in plan.ids if i != plan.aggregator]
 
 
-def cpus_needed(plan: RunPlan, resources: Resources) -> int:
-    return len(task_ids(plan)) * resources.cpus_per_task
+@dataclass(frozen=True)
+class JobShape:
+    """What the batch script needs of a run: its name, its tasks and what runs beside them on
+    the submit host. All but the last follow from the topology file and the protocol's name,
+    so `--submit` can queue the job before it resolves the plan (launcher/slurm_queue.py)."""
+
+    name: str
+    tasks: tuple[int, ...]
+    services: tuple[tuple[str, ...], ...] = ()  # each a command line for the submit host
+
+    @classmethod
+    def of(cls, plan: RunPlan, plan_path: Path, run_dir: Path) -> JobShape:
+        return cls(job_name(plan.protocol, plan.topology_name), tuple(task_ids(plan)),
+                   tuple(tuple(argv) for argv in services_by_hand(plan, plan_path, run_dir)))
 
 
-def check_fits(plan: RunPlan, resources: Resources, partition: str, cpus: int) -> None:
-    """Refuse a run whose tasks cannot all run at once on `partition` (`cpus` CPUs in all):
+def check_fits(tasks: int, resources: Resources, partition: str, cpus: int) -> None:
+    """Refuse a run whose `tasks` cannot all run at once on `partition` (`cpus` CPUs in all):
     the nodes of a mesh wait for each other, so a job that Slurm would start part by part
     would never finish."""
-    need = cpus_needed(plan, resources)
+    need = tasks * resources.cpus_per_task
     if need > cpus:
-        raise LaunchError(f"the run needs {len(task_ids(plan))} tasks x {resources.cpus_per_task} "
+        raise LaunchError(f"the run needs {tasks} tasks x {resources.cpus_per_task} "
                           f"CPU(s) = {need} CPUs at once; partition {partition} has {cpus} "
                           "(fewer nodes, or a smaller --cpus-per-task)")
 
 
-def job_name(plan: RunPlan) -> str:
-    return f"dfl-{plan.protocol}-{plan.topology_name}"
+def job_name(protocol: str, topology: str) -> str:
+    return f"dfl-{protocol}-{topology}"
 
 
 STEPS_DIR = "steps"  # DIR/steps/node-<id>.exit: each node's step's exit status
+SCRIPT = "job.sh"
+PLAN = "plan.json"
+READY = "plan.ready"  # in STEPS_DIR: the plan is written, the job's hosts may go
+
+
+def ready_file(run_dir: Path) -> Path:
+    """Made once the run's plan is written; cleared with the steps' statuses before a job is
+    queued, so that a queued job never starts nodes from the plan of a run before it (which
+    `--resume` reads while the new job's hosts warm up)."""
+    return run_dir / STEPS_DIR / READY
 
 
 def exit_file(run_dir: Path, node_id: int) -> Path:
     return run_dir / STEPS_DIR / f"node-{node_id}.exit"
 
 
+# The client a node's step runs (launcher/backends/slurm_host.py), by path: it needs nothing
+# beyond the standard library, so `python -S -I` skips site-packages and starts in a third of
+# the time, fifty times over per job.
+HOST_CLIENT = Path(__file__).resolve().parents[1] / "backends" / "slurm_host.py"
+PLAN_WAIT_S = 900  # how long a job queued before its plan waits for it (launcher/slurm_queue.py)
+
+
 def node_command(python: str, plan_path: Path, run_dir: Path, forked: bool) -> list[str]:
     """What a node's step runs, its id appended: a client of the host's server that forks the
     node (`forked`), else `dfl-node --plan PLAN --out DIR --node-id`."""
     if forked:
-        return [python, "-m", "launcher.backends.slurm_host", "run", "$SLURM_JOB_ID"]
+        return [python, "-S", "-I", str(HOST_CLIENT), "run", "$SLURM_JOB_ID"]
     return [python, "-m", "launcher.node_cli", "--plan", str(plan_path), "--out", str(run_dir),
             "--node-id"]
 
@@ -124,7 +155,7 @@ def step_options(resources: Resources) -> list[str]:
     return options
 
 
-def batch_script(plan: RunPlan, resources: Resources, plan_path: Path, run_dir: Path,
+def batch_script(shape: JobShape, resources: Resources, plan_path: Path, run_dir: Path,
                  python: str) -> str:
     """The sbatch script: the job's request in #SBATCH lines, then one job step per node.
 
@@ -133,10 +164,13 @@ def batch_script(plan: RunPlan, resources: Resources, plan_path: Path, run_dir: 
     each step's exit status lands in DIR/steps/node-<id>.exit, where `--submit` reads which node
     died as a local launcher reads its children's exit codes (and cancels the job, unless the
     run goes on without it: `--on-failure continue`). Submitted by hand, a node's death still
-    ends the job: its neighbours find it silent (dfl_node/transports/liveness.py) and stop."""
+    ends the job: its neighbours find it silent (dfl_node/transports/liveness.py) and stop.
+
+    The job may start before its plan is written (`--submit` queues it first): the host servers
+    import and warm up meanwhile and then wait for `ready_file`, as a GPU job's steps do here."""
     lines = ["#!/bin/bash",
-             f"#SBATCH --job-name={job_name(plan)}",
-             f"#SBATCH --ntasks={len(task_ids(plan))}",
+             f"#SBATCH --job-name={shape.name}",
+             f"#SBATCH --ntasks={len(shape.tasks)}",
              f"#SBATCH --cpus-per-task={resources.cpus_per_task}",
              f"#SBATCH --time={resources.time}",
              f"#SBATCH --output={run_dir / 'slurm-%j.out'}"]
@@ -155,13 +189,17 @@ def batch_script(plan: RunPlan, resources: Resources, plan_path: Path, run_dir: 
               "# each other's addresses from the directory beside the collector, which",
               "# `dfl-launch slurm --submit` runs with the plan's other services. For this",
               "# script submitted by hand, run them on the submit host:",
-              *[f"#   {shlex.join(argv)}" for argv in services_by_hand(plan, plan_path, run_dir)],
+              *[f"#   {shlex.join(argv)}" for argv in shape.services],
               f"mkdir -p {steps}"]
     if forked:
         lines += ["# One server per host imports the runtime once; each node's step forks its node",
                   "# from it (launcher/backends/slurm_host.py).",
                   f"{shell_words(host_command(python, plan_path, run_dir))} &",
                   "hosts=$!"]
+    else:
+        ready = shlex.quote(str(ready_file(run_dir)))
+        lines += [f"for _ in $(seq {PLAN_WAIT_S * 10}); do [ -e {ready} ] && break; "
+                  "sleep 0.1; done"]
     lines += ["node() {",
               f"    srun {' '.join(step_options(resources))} --job-name=\"node-$1\" \\",
               f"        {command} \"$1\"",
@@ -169,7 +207,7 @@ def batch_script(plan: RunPlan, resources: Resources, plan_path: Path, run_dir: 
               f'{steps}/"node-$1.exit"',
               "}",
               "nodes=()",
-              f"for id in {' '.join(str(i) for i in task_ids(plan))}; do node \"$id\" & "
+              f"for id in {' '.join(str(i) for i in shape.tasks)}; do node \"$id\" & "
               "nodes+=($!); done",
               'wait "${nodes[@]}"']
     if forked:  # SIGUSR1: srun passes it on, and the servers end (a SIGTERM would cancel)
@@ -177,6 +215,25 @@ def batch_script(plan: RunPlan, resources: Resources, plan_path: Path, run_dir: 
     lines += ["# The job's exit status: 0 when every node's step exited 0.",
               f"! grep -qvx 0 {steps}/node-*.exit"]
     return "\n".join(lines) + "\n"
+
+
+def prepare_run_dir(out: Path, resuming: bool = False) -> Path:
+    """`out` made absolute (the tasks start elsewhere) and ready for a job: a directory that
+    holds a run's results already is refused unless the run is resumed there, a written but
+    unrun one reused; the steps' exit statuses of an earlier job go."""
+    out = out.absolute()
+    if not resuming and ((out / "summary.json").exists() or any((out / "final").glob("*"))):
+        raise LaunchError(f"-o {out}: holds a run's results; pick another directory")
+    (out / "final").mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(out / STEPS_DIR, ignore_errors=True)
+    return out
+
+
+def write_script(shape: JobShape, resources: Resources, run_dir: Path, python: str) -> Path:
+    """RUN_DIR/job.sh, for the plan at RUN_DIR/plan.json."""
+    script = run_dir / SCRIPT
+    script.write_text(batch_script(shape, resources, run_dir / PLAN, run_dir, python))
+    return script
 
 
 def services_by_hand(plan: RunPlan, plan_path: Path, run_dir: Path) -> list[list[str]]:
