@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench.reproduce.__main__ import DATA_ROOT, main
-from bench.reproduce.arms import Arm
+from bench.reproduce.arms import Arm, drop_checkpoints
 from bench.reproduce.docs_page import command
 from bench.reproduce.experiment import judge_claim, parse_method, parse_point
 from bench.reproduce.judge import Verdict
@@ -214,3 +214,18 @@ def test_every_experiment_runs_at_the_quick_budget_and_writes_its_outputs(
         summaries = list((out / "runs").glob("*/*/defaults/seed-0/summary.json"))
         assert summaries and all(json.loads(s.read_text())["status"] == "ok"
                                  for s in summaries)
+        assert not list((out / "runs").glob("*/*/defaults/seed-0/checkpoints"))
+
+
+def test_a_finished_run_loses_its_checkpoints_and_an_unfinished_one_keeps_them(
+        tmp_path: Path) -> None:
+    for name, status in (("ok", "ok"), ("failed", "failed"), ("killed", None)):
+        run = tmp_path / name
+        (run / "checkpoints" / "node-0").mkdir(parents=True)
+        (run / "checkpoints" / "node-0" / "round-2.safetensors").write_bytes(b"x")
+        if status is not None:
+            (run / "summary.json").write_text(json.dumps({"status": status}))
+        drop_checkpoints(run)
+    assert [p.name for p in sorted(tmp_path.glob("*/checkpoints"))] == ["checkpoints"] * 2
+    assert not (tmp_path / "ok" / "checkpoints").exists()
+    assert (tmp_path / "ok" / "summary.json").exists()

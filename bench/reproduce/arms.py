@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from typing import Any
 
 from bench.reproduce.graphs import materialize
 from bench.sweeps import why
+from dfl_node.state.checkpoint_file import checkpoints_dir
 from launcher.errors import LaunchError
 from launcher.launch import EXIT_INTERRUPTED
 from launcher.sweep.runner import finished, run_sweep
@@ -62,6 +64,14 @@ class Arm:
                        settings=settings)
 
 
+def drop_checkpoints(run_dir: Path) -> None:
+    """A finished run's checkpoints go: they serve only to resume it, and a reproduction keeps
+    dozens of runs (DMFL-SQ's medium Figs. 2-7 held 56 GB of them here, 1.3 GB a run, until the
+    disk was full). An unfinished run keeps them, so the same command resumes it."""
+    if finished(run_dir):
+        shutil.rmtree(checkpoints_dir(run_dir), ignore_errors=True)
+
+
 class RunsFailed(SystemExit):
     """A run of the experiment did not finish; the message names it."""
 
@@ -91,6 +101,8 @@ def run_arms(arms: Sequence[Arm], seeds: Sequence[int], out: Path,
             print("bench.reproduce: interrupted; the same command again resumes",
                   file=sys.stderr)
             raise SystemExit(EXIT_INTERRUPTED)
+        for point in result.points:
+            drop_checkpoints(point.run_dir)
         failed = [p for p in result.points if not finished(p.run_dir)]
         if failed:
             raise RunsFailed(f"bench.reproduce: {len(failed)} of {len(result.points)} runs "
