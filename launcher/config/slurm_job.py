@@ -114,8 +114,8 @@ def exit_file(run_dir: Path, node_id: int) -> Path:
 
 
 # The client a node's step runs (launcher/backends/slurm_host.py), by path: it needs nothing
-# beyond the standard library, so `python -S -I` skips site-packages and starts in a third of
-# the time, fifty times over per job.
+# beyond the standard library, so `python -S -I` skips site-packages: 52 ms of CPU a client
+# here against 72 ms with `-m`, fifty times over per job.
 HOST_CLIENT = Path(__file__).resolve().parents[1] / "backends" / "slurm_host.py"
 PLAN_WAIT_S = 900  # how long a job queued before its plan waits for it (launcher/slurm_queue.py)
 
