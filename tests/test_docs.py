@@ -111,8 +111,11 @@ def test_the_cli_page_documents_every_installed_program() -> None:
 def command_paths(prog: str, command: click.Command) -> dict[str, click.Command]:
     """Every command and sub-command (at any depth), by its full command path."""
     paths = {prog: command}
-    if isinstance(command, click.Group):
-        for name, sub in command.commands.items():
+    if isinstance(command, click.Group):  # as click lists them: some load on demand
+        context = click.Context(command)
+        for name in command.list_commands(context):
+            sub = command.get_command(context, name)
+            assert sub is not None, f"{prog} lists {name!r} but has no such command"
             paths.update(command_paths(f"{prog} {name}", sub))
     return paths
 

@@ -5,6 +5,7 @@ option without a default reads `Sentinel.UNSET`, and it pastes the help text in 
 placeholder such as `runs/<timestamp>-...` vanishes as an unknown HTML tag. This hook replaces the
 row formatter with one that shows click's own default (none, or "required") and escapes the help.
 It fails the build if mkdocs-click no longer has the formatter, rather than render wrong tables.
+It also loads dfl-launch's on-demand sub-commands, so that the reference lists them.
 """
 
 from __future__ import annotations
@@ -41,4 +42,10 @@ def on_config(config: Any) -> Any:
     if not callable(getattr(_docs, "_format_table_option_row", None)):
         raise RuntimeError("mkdocs-click changed: docs/hooks/cli_tables.py needs updating")
     _docs._format_table_option_row = _row
+    # dfl-launch loads the sub-commands protocols bring (and `keys`) only when one is named or
+    # listed (launcher/cli.py), and mkdocs-click reads a group's registered commands: list them
+    # once, so that the reference has them all.
+    from launcher.cli import cli
+
+    cli.list_commands(click.Context(cli))
     return config
