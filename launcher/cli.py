@@ -166,7 +166,6 @@ def slurm_cmd(output: Path, submit: bool, cpus_per_task: int, mem_per_cpu: str |
 
     resources = Resources(cpus_per_task, mem_per_cpu, time_limit, slurm_partition, account,
                           gpus_per_task)
-    resources.check()
     host = collector_host or submit_host()
     req = request(kwargs)
     if submit:

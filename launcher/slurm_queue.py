@@ -4,8 +4,9 @@ Slurm takes a second or more to start a job, and each host's server then spends 
 importing torch and the runtime (launcher/backends/slurm_host.py). The launcher's own imports
 and plan take as long again. Queued from what the options and the topology file alone say,
 the job starts and its hosts warm up while the launcher resolves the plan, instead of after:
-the servers wait for DIR/plan.json, which the launcher writes whole once it has it. So this
-module, and everything `dfl-launch slurm --submit` runs before sbatch, imports no torch.
+the servers wait for DIR/steps/plan.ready, which the launcher makes once the plan is written.
+So this module, and everything `dfl-launch slurm --submit` runs before sbatch, imports no
+torch.
 
 Whatever can refuse a run without its plan is checked before the job is queued: the resource
 options, the topology file, the protocol's name, the partition's size, the run directory.
@@ -28,6 +29,7 @@ from launcher.config.slurm_job import (
     JobShape,
     Resources,
     check_fits,
+    collector_by_hand,
     job_name,
     prepare_run_dir,
     write_script,
@@ -62,9 +64,8 @@ def early_shape(req: Request, run_dir: Path) -> JobShape:
         topology = load_topology(resolve_topology_path(req.topology))
     except TopologyError as exc:
         raise LaunchError(str(exc)) from None
-    collect = ("dfl-launch", "collect", "--plan", str(run_dir / PLAN), "--out", str(run_dir))
-    return JobShape(job_name(req.protocol, topology.name),
-                    topology.ids, (collect,))
+    return JobShape(job_name(req.protocol, topology.name), topology.ids,
+                    (tuple(collector_by_hand(run_dir / PLAN, run_dir)),))
 
 
 def queue(req: Request, resources: Resources, out: Path, resuming: bool = False) -> Queued:

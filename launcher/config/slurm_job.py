@@ -236,10 +236,15 @@ def write_script(shape: JobShape, resources: Resources, run_dir: Path, python: s
     return script
 
 
+def collector_by_hand(plan_path: Path, run_dir: Path) -> list[str]:
+    """The collector (with the directory) on the submit host: every plan has it."""
+    return ["dfl-launch", "collect", "--plan", str(plan_path), "--out", str(run_dir)]
+
+
 def services_by_hand(plan: RunPlan, plan_path: Path, run_dir: Path) -> list[list[str]]:
-    """What runs on the submit host besides the job: the collector (with the directory), the
-    pre-phase's coordinator and a server-based protocol's aggregator, where the plan has them."""
-    out = [["dfl-launch", "collect", "--plan", str(plan_path), "--out", str(run_dir)]]
+    """What runs on the submit host besides the job: the collector, the pre-phase's
+    coordinator and a server-based protocol's aggregator, where the plan has them."""
+    out = [collector_by_hand(plan_path, run_dir)]
     if plan.prephase:
         out.append(["dfl-node", "--coordinator", "--plan", str(plan_path), "--out", str(run_dir)])
     if plan.aggregator is not None:
