@@ -9,14 +9,14 @@ of 50:
 
 - local: `dfl-launch --topology ring50 ...`, every node a child of the launcher;
 - Slurm: `dfl-launch slurm --submit ...` on the lab's login host, its 50 tasks spread over the
-  two slurmd hosts by Slurm, each node a job step that finds its neighbours through the
-  directory.
+  two slurmd hosts by Slurm (one job step of all), each node finding its neighbours through
+  the directory.
 
 Each time runs from the instant this script starts the command to the last node beginning its
 first round (the run's own record: `summary.json` `started_at` plus
 `first_round_start_seconds`). The goal: Slurm within 1.5x of local. The hosts of the lab share
 this machine's cores with each other, as the local run's nodes do, so the ratio is Slurm's own
-cost: sbatch, the scheduler, one srun and one slurmstepd per node, discovery.
+cost: sbatch, the scheduler, the nodes' step, a server per host, discovery.
 """
 
 from __future__ import annotations

@@ -153,6 +153,10 @@ def compose_cmd(image: str, subnet: str, output: Path, **kwargs: Any) -> None:
                    "is the training data's).")
 @click.option("--account", default=None, metavar="NAME",
               help="Slurm account to charge (default: your default account).")
+@click.option("--step-per-node", is_flag=True,
+              help="Run each node as its own job step, so that `scancel JOB.STEP` stops one "
+                   "node and sacct lists each; by default one step runs every node, which "
+                   "spares Slurm a step (an srun and a slurmstepd) per node.")
 @click.option("--collector-host", default=None, metavar="HOST",
               help="Where the tasks reach this host's collector (default: the address of the "
                    "interface that routes to the Slurm controller, else the host name).")
@@ -160,12 +164,13 @@ def compose_cmd(image: str, subnet: str, output: Path, **kwargs: Any) -> None:
 @click.option("--no-plots", is_flag=True, help="With --submit: no RUN_DIR/plots/*.png.")
 def slurm_cmd(output: Path, submit: bool, cpus_per_task: int, mem_per_cpu: str | None,
               gpus_per_task: int, time_limit: str, slurm_partition: str | None, account: str | None,
-              collector_host: str | None, quiet: bool, no_plots: bool, **kwargs: Any) -> None:
+              step_per_node: bool, collector_host: str | None, quiet: bool, no_plots: bool,
+              **kwargs: Any) -> None:
     """Run the mesh as a Slurm job: one task per node, on whatever hosts Slurm gives."""
     from launcher.backends.slurm_cluster import submit_host
 
     resources = Resources(cpus_per_task, mem_per_cpu, time_limit, slurm_partition, account,
-                          gpus_per_task)
+                          gpus_per_task, step_per_node)
     host = collector_host or submit_host()
     req = request(kwargs)
     if submit:

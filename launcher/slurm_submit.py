@@ -94,8 +94,8 @@ def stop(proc: subprocess.Popen[bytes] | None) -> None:
 
 def follow(collector: Collector, plan: RunPlan, job: str, run_dir: Path,
            hub: subprocess.Popen[bytes] | None) -> Outcome:
-    """Pump records until every node is done, one reports an error, a node's step fails (the
-    batch script records each step's exit status), or the job has ended without some of them
+    """Pump records until every node is done, one reports an error, a node fails (the
+    batch script records each node's exit status), or the job has ended without some of them
     (what was queued by then is read first)."""
     watch = FailureWatch(collector, plan.wire.get("on_failure") == "continue")
     asked = time.monotonic()

@@ -47,7 +47,17 @@ def directives(script: str) -> dict[str, str]:
     return dict((k, v) for k, v in pairs)
 
 
-def test_the_script_asks_for_one_task_per_node_and_runs_each_as_its_own_step(
+def sruns(script: str) -> list[list[str]]:
+    return [shlex.split(line.rstrip("\\").removesuffix("&")) for line in script.splitlines()
+            if line.strip().startswith("srun ")]
+
+
+HOSTS_STEP = ["srun", "--overlap", "--nodes=$SLURM_JOB_NUM_NODES", "--ntasks-per-node=1",
+              "--ntasks=$SLURM_JOB_NUM_NODES", "--job-name=hosts", sys.executable, "-m",
+              "launcher.backends.slurm_host", "serve"]
+
+
+def test_the_script_asks_for_one_task_per_node_and_runs_them_as_one_step(
         tmp_path: Path) -> None:
     code, out, err = slurm(tmp_path)
     assert code == 0, err
@@ -57,41 +67,95 @@ def test_the_script_asks_for_one_task_per_node_and_runs_each_as_its_own_step(
     assert directives(script) == {
         "--job-name": "dfl-d-psgd-ring", "--ntasks": "6", "--cpus-per-task": "1",
         "--time": "01:00:00", "--output": f"{job}/slurm-%j.out"}
-    sruns = [shlex.split(line.rstrip("\\").removesuffix("&")) for line in script.splitlines()
-             if line.strip().startswith("srun ")]
-    assert sruns == [
-        ["srun", "--overlap", "--nodes=$SLURM_JOB_NUM_NODES", "--ntasks-per-node=1",
-         "--ntasks=$SLURM_JOB_NUM_NODES", "--job-name=hosts", sys.executable, "-m",
-         "launcher.backends.slurm_host", "serve", f"{job}/plan.json", str(job),
-         "$SLURM_JOB_ID"],
-        ["srun", "--ntasks=1", "--nodes=1", "--exact", "--cpus-per-task=1",
-         "--job-name=node-$1"]]
+    assert sruns(script) == [
+        [*HOSTS_STEP, f"{job}/plan.json", str(job), "$SLURM_JOB_ID"],
+        ["srun", "--ntasks=6", "--cpus-per-task=1", "--job-name=nodes"]]
+    # the task at rank r runs node ids[r]: the plan's task ids in order
+    assert "ids=(0 1 2 3 4 5); id=${ids[$SLURM_PROCID]}" in script
     # the client needs only the standard library: no site-packages to scan, fifty times over
-    assert f'{sys.executable} -S -I {HOST_CLIENT} run "$SLURM_JOB_ID" "$1"' in script
+    assert f'{sys.executable} -S -I {HOST_CLIENT} "$SLURM_JOB_ID"\n' in script
     assert (job / "steps" / "plan.ready").exists()  # written by hand: the job may go at once
-    assert 'for id in 0 1 2 3 4 5; do node "$id" & nodes+=($!); done' in script
     assert out.startswith(f"sbatch {job}/job.sh")
 
 
-def test_each_step_records_its_exit_status_where_submit_reads_it(tmp_path: Path) -> None:
-    """The script itself, run here with a stand-in srun that exits as a killed step does
-    for node 4 (and runs no host server): the status lands in steps/node-<id>.exit for every
-    node, and the job's own status is a failure."""
-    assert slurm(tmp_path)[0] == 0
+# What a client would import through the standard library's wrappers (socket, signal, json):
+# each costs every one of a job's tasks milliseconds of CPU on the way to round 1.
+WRAPPERS = {"socket", "signal", "json", "enum", "re", "selectors", "typing", "array"}
+
+
+def test_a_nodes_client_imports_only_what_the_interpreter_has_built_in() -> None:
+    done = subprocess.run([sys.executable, "-S", "-I", "-X", "importtime", str(HOST_CLIENT)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2  # no job given: its usage line
+    lines = [line for line in done.stderr.splitlines() if line.startswith("import time:")]
+    imported = {line.rsplit("|", 1)[1].strip() for line in lines}
+    assert "_socket" in imported  # the measurement sees the client's imports
+    assert not imported & WRAPPERS, imported & WRAPPERS
+    assert not [name for name in imported if name.split(".")[0] in {"launcher", "torch"}]
+
+
+def test_with_step_per_node_each_node_is_its_own_step(tmp_path: Path) -> None:
+    code, _, err = slurm(tmp_path, "--step-per-node")
+    assert code == 0, err
     job = tmp_path / "job"
-    bin_dir = tmp_path / "bin"
+    script = (job / "job.sh").read_text()
+    assert directives(script)["--ntasks"] == "6"
+    assert sruns(script) == [
+        [*HOSTS_STEP, f"{job}/plan.json", str(job), "$SLURM_JOB_ID"],
+        ["srun", "--ntasks=1", "--nodes=1", "--exact", "--cpus-per-task=1",
+         "--job-name=node-$1"]]
+    assert f'{sys.executable} -S -I {HOST_CLIENT} "$SLURM_JOB_ID" "$1"' in script
+    assert 'for id in 0 1 2 3 4 5; do node "$id" & nodes+=($!); done' in script
+
+
+def run_script(job: Path, srun: str, bin_dir: Path) -> subprocess.CompletedProcess[str]:
+    """job.sh run here with `srun` as a stand-in for Slurm's."""
     bin_dir.mkdir()
     fake = bin_dir / "srun"
-    fake.write_text('#!/bin/sh\nfor last; do :; done\nexit $((last == 4 ? 137 : 0))\n')
+    fake.write_text(srun)
     fake.chmod(0o755)
-    done = subprocess.run(["bash", str(job / "job.sh")], env={**os.environ,
-                          "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "7",
-                          "SLURM_JOB_NUM_NODES": "2"}, capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(["bash", str(job / "job.sh")], env={
+        **os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "7",
+        "SLURM_JOB_NUM_NODES": "2"}, capture_output=True, text=True, timeout=60)
+
+
+def exits(job: Path) -> dict[int, str]:
+    return {int(f.stem.split("-")[1]): f.read_text().strip()
+            for f in (job / "steps").glob("*.exit")}
+
+
+# Runs each task of the nodes' step as srun would (its rank in SLURM_PROCID), with a stand-in
+# for the client: node 4 exits 137; the task of rank 2 is killed before it records anything.
+ONE_STEP_SRUN = """#!/bin/bash
+while [[ $1 == --* ]]; do [[ $1 == --job-name=hosts ]] && exit 0; shift; done
+for rank in 0 1 2 3 4 5; do
+    [ "$rank" = 2 ] && continue
+    SLURM_PROCID=$rank bash -c "$3" node sh -c 'exit $(( $1 == 4 ? 137 : 0 ))' stand-in &
+done
+wait
+exit 137
+"""
+
+
+def test_each_task_records_its_nodes_exit_status_where_submit_reads_it(tmp_path: Path) -> None:
+    """The script itself, run here with a stand-in srun (and no host server): every node's
+    status lands in steps/node-<id>.exit, the killed task's as the step's, and the job's own
+    status is a failure."""
+    assert slurm(tmp_path)[0] == 0
+    job = tmp_path / "job"
+    done = run_script(job, ONE_STEP_SRUN, tmp_path / "bin")
+    assert done.returncode == 1, done.stderr  # the job fails: nodes did
+    assert exits(job) == {0: "0", 1: "0", 2: "137", 3: "0", 4: "137", 5: "0"}
+
+
+def test_each_step_records_its_exit_status_where_submit_reads_it(tmp_path: Path) -> None:
+    """As above, a step per node: the stand-in srun exits as a killed step does for node 4."""
+    assert slurm(tmp_path, "--step-per-node")[0] == 0
+    job = tmp_path / "job"
+    done = run_script(job, '#!/bin/sh\nfor last; do :; done\nexit $((last == 4 ? 137 : 0))\n',
+                      tmp_path / "bin")
     assert done.returncode == 1, done.stderr  # the job fails: a node's step did
-    assert {int(f.stem.split("-")[1]): f.read_text().strip()
-            for f in (job / "steps").glob("*.exit")} == {
-        0: "0", 1: "0", 2: "0", 3: "0", 4: "137", 5: "0"}
+    assert exits(job) == {0: "0", 1: "0", 2: "0", 3: "0", 4: "137", 5: "0"}
 
 
 def test_gpus_per_task_binds_each_node_to_the_first_gpu_its_task_sees(tmp_path: Path) -> None:
@@ -100,12 +164,12 @@ def test_gpus_per_task_binds_each_node_to_the_first_gpu_its_task_sees(tmp_path: 
     job = tmp_path / "job"
     script = (job / "job.sh").read_text()
     assert directives(script)["--gpus-per-task"] == "2"
-    assert "--exact --cpus-per-task=1 --gpus-per-task=2 " in script
+    assert "srun --ntasks=6 --cpus-per-task=1 --gpus-per-task=2 " in script
     # Slurm binds GPUs to a step's own processes: each node is its step's, not forked
     assert "slurm_host" not in script
     assert '-m launcher.node_cli --plan' in script
     waits = script.index(f"[ -e {job}/steps/plan.ready ] && break")
-    assert waits < script.index("for id in ")  # no step before the plan is there
+    assert waits < script.index("srun ")  # no step before the plan is there
     assert {n.device for n in RunPlan.load(job / "plan.json").nodes} == {"cuda:0"}
 
 

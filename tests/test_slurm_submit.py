@@ -172,11 +172,12 @@ def step_of(lab: slurm_lab.Cluster, job: str, node: int) -> str:
 
 def test_scancel_of_one_task_fails_the_run_naming_it_and_resume_completes_it(
         lab: slurm_lab.Cluster, tmp_path: Path) -> None:
-    """Node 0 holds round 3 (busy, still answering heartbeats) so the cancel lands mid-run
+    """Each node its own step, so that scancel reaches one (Slurm cancels steps, not tasks).
+    Node 0 holds round 3 (busy, still answering heartbeats) so the cancel lands mid-run
     however fast the hosts are; the resumed job, without the hold, ends as the inproc run."""
     run, log = lab.root / "one-task", lab.root / "one-task.log"
     args = ("--rounds", "6", "--eval-every", "2", "--checkpoint-every", "2")
-    proc = start(lab, run, *args, env={STALL_ENV: f"0:3:{RUN_S}"})
+    proc = start(lab, run, *args, "--step-per-node", env={STALL_ENV: f"0:3:{RUN_S}"})
     wait_for(lambda: (run / "plan.json").is_file()
              and checkpoint.last_complete_round(run, list(range(6))) >= 2, RUN_S,
              "a complete checkpoint of round 2")

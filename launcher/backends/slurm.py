@@ -12,7 +12,7 @@ cluster is):
     DIR/plan.json      the plan
     DIR/job.sh         the batch script (launcher/config/slurm_job.py)
     DIR/slurm-<job>.out  the job's output, the nodes' logs among it
-    DIR/steps/node-<id>.exit  each node's step's exit status, once it ended
+    DIR/steps/node-<id>.exit  each node's exit status, once it ended
 
 `--submit` queues the job before it resolves the plan (launcher/slurm_queue.py), then writes
 the plan, which the job's hosts wait for, and collects the run here (launcher/slurm_submit.py).

@@ -1,4 +1,4 @@
-"""Nodes of a Slurm job forked from one warm process per host, each still its own job step.
+"""Nodes of a Slurm job forked from one warm process per host, each still its own Slurm task.
 
 A node's interpreter spends about 4 CPU-seconds importing torch, the runtime and the protocols
 before it does anything. Fifty fresh interpreters on a host pay that fifty times over, all at
@@ -8,26 +8,21 @@ forked from (launcher/backends/zygote.py). This is that zygote for a Slurm alloc
 - `serve`: one task per host of the job (one step over all hosts, `--overlap`, so it takes no
   CPU away from the nodes' steps) imports everything, warms torch and the plan's data up, and
   listens on a Unix socket local to the host;
-- `run`: each node's own step (`--exact`, its CPUs) is a small client that never imports torch:
-  it asks the host's server to fork its node, hands over its stdout and stderr, relays the
-  signals Slurm sends the step (scancel JOB.STEP, the time limit) and exits with the node's
-  status. The server kills a node whose client is gone (SIGKILL of the step), so a node never
-  outlives its step.
+- each node's task runs a small client that never imports torch (slurm_client.py, which says
+  what the two exchange): it asks the host's server to fork its node, hands over its stdout
+  and stderr, relays the signals Slurm sends the task and exits with the node's status. The
+  server kills a node whose client is gone (SIGKILL of the task), so a node never outlives its
+  task.
 
-Slurm still places, cancels and accounts every node as a step; only the CPU time shows under the
-host step. GPU jobs do not use this (launcher/config/slurm_job.py): Slurm binds GPUs to a
-step's own processes, so each node there runs in its step, a fresh interpreter.
-
-Messages are JSON in SOCK_SEQPACKET packets: the client sends `{"start": node_id}` with its
-stdout and stderr descriptors, the server answers `{"pid": P}` and later `{"exit": code}` (code
-as the local zygote gives it: the exit status, or minus the signal).
+Slurm still places, cancels and accounts every node as a task (of the nodes' step, or of its own
+step); only the CPU time shows under the host step. GPU jobs do not use this
+(launcher/config/slurm_job.py): Slurm binds GPUs to a step's own processes, so each node there
+runs in its task, a fresh interpreter.
 """
 
 from __future__ import annotations
 
-import array
 import contextlib
-import json
 import os
 import selectors
 import signal
@@ -35,75 +30,11 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
-PACKET_BYTES = 1 << 16
-CONNECT_S = 900.0  # how long a client waits for its host's server (it imports torch meanwhile)
-CONNECT_EVERY_S = 0.05
+from launcher.backends.slurm_client import INT_BYTES, PACKET_BYTES, socket_path
+
 PLAN_EVERY_S = 0.05
-LOST = 255  # a client's exit status when its server vanished without reporting the node's
-
-
-def socket_path(job: str) -> str:
-    """The server's socket on each host: in /tmp, one per job and host. Named by the host too,
-    because /tmp may be shared between hosts (a diskless node's, or containers'), where a
-    socket file of another host is a different server."""
-    return f"/tmp/dfl-mesh-{job}-{socket.gethostname()}.sock"
-
-
-# --- the client: one per node, in the node's own step ------------------------------------------
-
-def run(sock_path: str, node_id: int) -> NoReturn:
-    """Start node `node_id` through the host's server and end as it ends."""
-    sock = connect(sock_path)
-    fds = array.array("i", [sys.stdout.fileno(), sys.stderr.fileno()])
-    sock.sendmsg([json.dumps({"start": node_id}).encode()],
-                 [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds.tobytes())])
-    reply = receive(sock)
-    if reply is None or "pid" not in reply:
-        print(f"dfl-mesh host server: {reply or 'hung up'}", file=sys.stderr)
-        os._exit(LOST)
-    pid = int(reply["pid"])
-
-    def relay(signum: int, _: object) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signum)
-
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2,
-                signal.SIGCONT):
-        signal.signal(sig, relay)
-    while True:
-        try:
-            message = receive(sock)
-        except InterruptedError:
-            continue
-        if message is None:
-            os._exit(LOST)
-        if "exit" in message:
-            code = int(message["exit"])
-            os._exit(128 - code if code < 0 else code)
-
-
-def connect(sock_path: str) -> socket.socket:
-    """The server's socket, once it listens (its host's server may still be importing)."""
-    deadline = time.monotonic() + CONNECT_S
-    while True:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        try:
-            sock.connect(sock_path)
-            return sock
-        except (FileNotFoundError, ConnectionRefusedError):
-            sock.close()
-            if time.monotonic() > deadline:
-                print(f"dfl-mesh: no host server at {sock_path} within {CONNECT_S:g} s",
-                      file=sys.stderr)
-                os._exit(LOST)
-            time.sleep(CONNECT_EVERY_S)
-
-
-def receive(sock: socket.socket) -> dict[str, Any] | None:
-    raw = sock.recv(PACKET_BYTES)
-    return json.loads(raw) if raw else None
 
 
 # --- the server: one per host -------------------------------------------------------------------
@@ -180,7 +111,7 @@ class Server:
             nonlocal stop
             stop = True
 
-        # SIGUSR1: the batch script's "every node's step has ended" (srun forwards it to the
+        # SIGUSR1: the batch script's "every node has ended" (srun forwards it to the
         # tasks as it is; a SIGTERM to srun would cancel the step instead, which Slurm then
         # records as killed). SIGTERM, SIGINT: the job cancelled.
         for sig in (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT):
@@ -202,31 +133,28 @@ class Server:
 
     def accept(self) -> None:
         client, _ = self.listener.accept()
-        raw, ancdata, _, _ = client.recvmsg(PACKET_BYTES, socket.CMSG_SPACE(2 * 4))
-        fds = array.array("i")
-        for level, kind, data in ancdata:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                fds.frombytes(data[:len(data) - len(data) % fds.itemsize])
-        try:
-            node_id = int(json.loads(raw)["start"])
-        except (ValueError, KeyError, TypeError):
-            node_id = None
-        if node_id is None or len(fds) != 2:
+        raw, ancdata, _, _ = client.recvmsg(PACKET_BYTES, socket.CMSG_SPACE(2 * INT_BYTES))
+        fds = [int.from_bytes(data[i:i + INT_BYTES], sys.byteorder)
+               for level, kind, data in ancdata
+               if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS
+               for i in range(0, len(data) - INT_BYTES + 1, INT_BYTES)]
+        words = raw.decode(errors="replace").split()
+        if len(words) != 2 or words[0] != "start" or not words[1].isdigit() or len(fds) != 2:
             for fd in fds:
                 os.close(fd)
             with contextlib.suppress(OSError):
-                client.send(json.dumps({"error": "expected {\"start\": node_id} with stdout "
-                                                 "and stderr"}).encode())
+                client.send(b"error expected 'start NODE_ID' with stdout and stderr")
             client.close()
             return
+        node_id = int(words[1])
         pid = os.fork()
         if pid == 0:
-            self.node(node_id, list(fds))
+            self.node(node_id, fds)
         for fd in fds:
             os.close(fd)
         self.nodes[pid] = client
         self.selector.register(client, selectors.EVENT_READ)
-        client.send(json.dumps({"pid": pid}).encode())
+        client.send(f"pid {pid}".encode())
 
     def node(self, node_id: int, fds: list[int]) -> NoReturn:
         """In the fork: stdio to the client's step output, then `dfl-node --plan ... --node-id`."""
@@ -258,7 +186,7 @@ class Server:
             if client is None:
                 continue
             with contextlib.suppress(OSError):  # the client may be gone
-                client.send(json.dumps({"exit": os.waitstatus_to_exitcode(status)}).encode())
+                client.send(f"exit {os.waitstatus_to_exitcode(status)}".encode())
             self.drop(client)
 
     def hung_up(self, client: socket.socket) -> None:
@@ -277,17 +205,13 @@ class Server:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m launcher.backends.slurm_host serve PLAN RUN_DIR JOB` on each host,
-    `python -S -I .../slurm_host.py run JOB NODE_ID` in each node's step (the client needs
-    only the standard library)."""
+    """`python -m launcher.backends.slurm_host serve PLAN RUN_DIR JOB` on each host."""
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["serve"] and len(args) == 4:
         serve(socket_path(args[3]), Path(args[1]), Path(args[2]))
-    elif args[:1] == ["run"] and len(args) == 3:
-        run(socket_path(args[1]), int(args[2]))
     else:
-        print("usage: python -m launcher.backends.slurm_host serve PLAN RUN_DIR JOB | "
-              "run JOB NODE_ID", file=sys.stderr)
+        print("usage: python -m launcher.backends.slurm_host serve PLAN RUN_DIR JOB",
+              file=sys.stderr)
         sys.exit(2)
 
 

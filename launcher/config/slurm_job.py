@@ -1,12 +1,12 @@
 """What a Slurm job of a plan asks for, and the batch script that asks for it.
 
-One task per node of the plan, each its own job step (`srun` of one task, the node id given),
-so the mesh spans whatever hosts Slurm gives, and the nodes find each other through the
-directory beside the collector (`endpoints.nodes: discover`). Everything the job requests
-follows from the plan and a few options, each with a default here, and the options are checked
-before any script is written: a typo in a time limit should be exit 2 on the submit host, not a
-job that sbatch refuses later. Kept free of any call to Slurm, so a script can be written and
-tested where no cluster is.
+One task per node of the plan, all in one job step (`srun`, the task's rank to its node id) or
+each its own step, so the mesh spans whatever hosts Slurm gives, and the nodes find each other
+through the directory beside the collector (`endpoints.nodes: discover`). Everything the job
+requests follows from the plan and a few options, each with a default here, and the options are
+checked before any script is written: a typo in a time limit should be exit 2 on the submit
+host, not a job that sbatch refuses later. Kept free of any call to Slurm, so a script can be
+written and tested where no cluster is.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ class Resources:
     partition: str | None = None  # None: the cluster's default partition
     account: str | None = None  # None: the user's default account
     gpus_per_task: int = 0  # each node uses the first, cuda:0 as its task sees it
+    step_per_node: bool = False  # a job step per node, not one step of all (batch_script)
 
     def check(self) -> None:
         """Each option as Slurm would take it, or a LaunchError naming the first that is not."""
@@ -96,7 +97,7 @@ def job_name(protocol: str, topology: str) -> str:
     return f"dfl-{protocol}-{topology}"
 
 
-STEPS_DIR = "steps"  # DIR/steps/node-<id>.exit: each node's step's exit status
+STEPS_DIR = "steps"  # DIR/steps/node-<id>.exit: each node's exit status
 SCRIPT = "job.sh"
 PLAN = "plan.json"
 READY = "plan.ready"  # in STEPS_DIR: the plan is written, the job's hosts may go
@@ -113,18 +114,17 @@ def exit_file(run_dir: Path, node_id: int) -> Path:
     return run_dir / STEPS_DIR / f"node-{node_id}.exit"
 
 
-# The client a node's step runs (launcher/backends/slurm_host.py), by path: it needs nothing
-# beyond the standard library, so `python -S -I` skips site-packages: 52 ms of CPU a client
-# here against 72 ms with `-m`, fifty times over per job.
-HOST_CLIENT = Path(__file__).resolve().parents[1] / "backends" / "slurm_host.py"
+# The client a node's task runs (launcher/backends/slurm_client.py), by path: it needs only
+# what the interpreter has built in, so `python -S -I` skips site-packages.
+HOST_CLIENT = Path(__file__).resolve().parents[1] / "backends" / "slurm_client.py"
 PLAN_WAIT_S = 900  # how long a job queued before its plan waits for it (launcher/slurm_queue.py)
 
 
 def node_command(python: str, plan_path: Path, run_dir: Path, forked: bool) -> list[str]:
-    """What a node's step runs, its id appended: a client of the host's server that forks the
+    """What a node's task runs, its id appended: a client of the host's server that forks the
     node (`forked`), else `dfl-node --plan PLAN --out DIR --node-id`."""
     if forked:
-        return [python, "-S", "-I", str(HOST_CLIENT), "run", "$SLURM_JOB_ID"]
+        return [python, "-S", "-I", str(HOST_CLIENT), "$SLURM_JOB_ID"]
     return [python, "-m", "launcher.node_cli", "--plan", str(plan_path), "--out", str(run_dir),
             "--node-id"]
 
@@ -155,16 +155,38 @@ def step_options(resources: Resources) -> list[str]:
     return options
 
 
+def tasks_options(resources: Resources, tasks: int) -> list[str]:
+    """The one step of every node: the allocation's tasks, each with its share (given
+    explicitly, as for a step per node)."""
+    options = [f"--ntasks={tasks}", f"--cpus-per-task={resources.cpus_per_task}"]
+    if resources.gpus_per_task:
+        options.append(f"--gpus-per-task={resources.gpus_per_task}")
+    return options
+
+
+def record_exit(steps: str, node: str) -> str:
+    """The shell that writes `$s` as the node's exit status, atomically: `--submit` reads
+    these files while the job runs."""
+    return (f'echo "$s" > {steps}/"node-{node}.tmp" && '
+            f'mv {steps}/"node-{node}.tmp" {steps}/"node-{node}.exit"')
+
+
 def batch_script(shape: JobShape, resources: Resources, plan_path: Path, run_dir: Path,
                  python: str) -> str:
-    """The sbatch script: the job's request in #SBATCH lines, then one job step per node.
+    """The sbatch script: the job's request in #SBATCH lines, then the nodes' step.
 
-    A step per node (not one step of all tasks) because Slurm cancels, accounts and reports
-    exit codes per step: `scancel JOB.STEP` stops one node, sacct lists each node's step, and
-    each step's exit status lands in DIR/steps/node-<id>.exit, where `--submit` reads which node
-    died as a local launcher reads its children's exit codes (and cancels the job, unless the
-    run goes on without it: `--on-failure continue`). Submitted by hand, a node's death still
-    ends the job: its neighbours find it silent (dfl_node/transports/liveness.py) and stop.
+    By default one step of all tasks, each task the node at its rank (`SLURM_PROCID` indexes
+    the plan's task ids): Slurm starts the whole mesh with one srun, one slurmstepd per host.
+    Each task records its node's exit status in DIR/steps/node-<id>.exit, where `--submit`
+    reads which node died as a local launcher reads its children's exit codes (and cancels the
+    job, unless the run goes on without it: `--on-failure continue`); a task killed before it
+    could (SIGKILL of the step) gets srun's status once the step has ended. Submitted by hand, a
+    node's death still ends the job: its neighbours find it silent
+    (dfl_node/transports/liveness.py) and stop.
+
+    With `step_per_node`, each node is its own step (`srun` of one task): Slurm then cancels,
+    accounts and reports every node apart (`scancel JOB.STEP` stops one node, sacct lists each),
+    at Slurm's cost of a step (an srun, a step record and a slurmstepd) per node.
 
     The job may start before its plan is written (`--submit` queues it first): the host servers
     import and warm up meanwhile and then wait for `ready_file`, as a GPU job's steps do here."""
@@ -185,14 +207,16 @@ def batch_script(shape: JobShape, resources: Resources, plan_path: Path, run_dir
     forked = not resources.gpus_per_task
     command = shell_words(node_command(python, plan_path, run_dir, forked))
     steps = shlex.quote(str(run_dir / STEPS_DIR))
-    lines += ["# Written by dfl-launch slurm: one job step per node of the plan. The nodes learn",
-              "# each other's addresses from the directory beside the collector, which",
+    ids = " ".join(str(i) for i in shape.tasks)
+    layout = "one job step per node" if resources.step_per_node else "one job step of all nodes"
+    lines += [f"# Written by dfl-launch slurm: {layout} of the plan. The nodes learn each",
+              "# other's addresses from the directory beside the collector, which",
               "# `dfl-launch slurm --submit` runs with the plan's other services. For this",
               "# script submitted by hand, run them on the submit host:",
               *[f"#   {shlex.join(argv)}" for argv in shape.services],
               f"mkdir -p {steps}"]
     if forked:
-        lines += ["# One server per host imports the runtime once; each node's step forks its node",
+        lines += ["# One server per host imports the runtime once; each node's task forks its node",
                   "# from it (launcher/backends/slurm_host.py).",
                   f"{shell_words(host_command(python, plan_path, run_dir))} &",
                   "hosts=$!"]
@@ -200,19 +224,32 @@ def batch_script(shape: JobShape, resources: Resources, plan_path: Path, run_dir
         ready = shlex.quote(str(ready_file(run_dir)))
         lines += [f"for _ in $(seq {PLAN_WAIT_S * 10}); do [ -e {ready} ] && break; "
                   "sleep 0.1; done"]
-    lines += ["node() {",
-              f"    srun {' '.join(step_options(resources))} --job-name=\"node-$1\" \\",
-              f"        {command} \"$1\"",
-              f'    echo "$?" > {steps}/"node-$1.tmp" && mv {steps}/"node-$1.tmp" '
-              f'{steps}/"node-$1.exit"',
-              "}",
-              "nodes=()",
-              f"for id in {' '.join(str(i) for i in shape.tasks)}; do node \"$id\" & "
-              "nodes+=($!); done",
-              'wait "${nodes[@]}"']
+    if resources.step_per_node:
+        lines += ["node() {",
+                  f"    srun {' '.join(step_options(resources))} --job-name=\"node-$1\" \\",
+                  f"        {command} \"$1\"",
+                  f"    s=$?; {record_exit(steps, '$1')}",
+                  "}",
+                  "nodes=()",
+                  f"for id in {ids}; do node \"$id\" & nodes+=($!); done",
+                  'wait "${nodes[@]}"']
+    else:
+        # `trap :`: a signal Slurm sends the task reaches the node, and the task still
+        # records how the node ended (a trap, unlike an ignored signal, is not inherited).
+        task = (f"trap : TERM INT HUP; ids=({ids}); id=${{ids[$SLURM_PROCID]}}; "
+                f"\"$@\" \"$id\"; s=$?; "
+                f"{record_exit(steps, '$id')}; exit $s")
+        lines += ["# Each task runs the node at its rank and records the node's exit status.",
+                  f"srun {' '.join(tasks_options(resources, len(shape.tasks)))} "
+                  "--job-name=nodes \\",
+                  f"    bash -c {shlex.quote(task)} node \\",
+                  f"    {command}",
+                  "s=$?  # a task killed before it recorded its node's status: the step's",
+                  f"for id in {ids}; do [ -e {steps}/\"node-$id.exit\" ] || "
+                  f"{{ {record_exit(steps, '$id')}; }}; done"]
     if forked:  # SIGUSR1: srun passes it on, and the servers end (a SIGTERM would cancel)
         lines += ['kill -USR1 "$hosts" 2>/dev/null', 'wait "$hosts"']
-    lines += ["# The job's exit status: 0 when every node's step exited 0.",
+    lines += ["# The job's exit status: 0 when every node exited 0.",
               f"! grep -qvx 0 {steps}/node-*.exit"]
     return "\n".join(lines) + "\n"
 
