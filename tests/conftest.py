@@ -82,8 +82,8 @@ def entry() -> Callable[..., Exited]:
 SLOW_TIMEOUT_S = 1800
 
 
-# The test files that take longest, longest first (worker-seconds in a run of both suites on 2
-# cores: 482, 425, 378, 260, 216, 88, 87, 73, 69, 60). pytest-xdist hands whole files to its
+# The test files that take longest, longest first (worker-seconds of the slow suite on 2 cores:
+# 482, 425, 378, 260, 216, 88, 87, 73, 69, 60). pytest-xdist hands whole files to its
 # workers (--dist loadfile) in collection order, so these start first and the many short files
 # fill in behind them, instead of a long file starting last and running alone at the end.
 LONGEST_FIRST = ("test_resume.py", "test_reproduce.py", "test_compose_engine.py",

@@ -7,11 +7,11 @@ at another offset, tests/test_comm.py). So every received tensor sits at one off
 - a tensor under LARGE_BYTES is copied into fresh torch memory (offset 0; the copy is cheap);
 - a larger one sits at RECEIVED_OFFSET = 56. That is where libzmq 4 puts the data of a large
   frame allocated by glibc (a 16-byte chunk header, then its 40-byte message header), so a
-  frame from ZeroMQ (always for frames over glibc's 32 MiB mmap limit, about half the time for
-  smaller ones) becomes the protocol's tensor in place: no copy on receive. Any other frame (a
-  read-only one from the in-process transport, one at another address) is copied once into
-  memory at that offset, recycled from received tensors the protocol dropped (`_Pool`),
-  because faulting in fresh pages costs more than the copy.
+  frame from ZeroMQ (nearly always for frames over glibc's 32 MiB mmap limit, about half the
+  time for smaller ones) becomes the protocol's tensor in place: no copy on receive. Any
+  other frame (a read-only one from the in-process transport, one at another address) is
+  copied once into memory at that offset, recycled from received tensors the protocol dropped
+  (`_Pool`), because faulting in fresh pages costs more than the copy.
 
 The price of offset 56 is that large received tensors are 8 bytes off a 16-byte boundary, where
 OpenBLAS's float32 dot product takes a slower path (measured: 3.7x slower for 10M elements);
