@@ -147,21 +147,22 @@ def shell_words(argv: list[str]) -> str:
 
 def step_options(resources: Resources) -> list[str]:
     """One task on one host with the job's per-task share and nothing more (`--exact`), so the
-    steps of all nodes fit the allocation side by side. Given explicitly: srun 22.05 does not
-    take --cpus-per-task from the batch environment."""
-    options = ["--ntasks=1", "--nodes=1", "--exact", f"--cpus-per-task={resources.cpus_per_task}"]
-    if resources.gpus_per_task:
-        options.append(f"--gpus-per-task={resources.gpus_per_task}")
-    return options
+    steps of all nodes fit the allocation side by side."""
+    return ["--ntasks=1", "--nodes=1", "--exact", *task_share(resources)]
 
 
 def tasks_options(resources: Resources, tasks: int) -> list[str]:
-    """The one step of every node: the allocation's tasks, each with its share (given
-    explicitly, as for a step per node)."""
-    options = [f"--ntasks={tasks}", f"--cpus-per-task={resources.cpus_per_task}"]
+    """The one step of every node: the allocation's tasks, each with its share."""
+    return [f"--ntasks={tasks}", *task_share(resources)]
+
+
+def task_share(resources: Resources) -> list[str]:
+    """A task's CPUs and GPUs, given explicitly to every step: srun 22.05 does not take
+    --cpus-per-task from the batch environment."""
+    share = [f"--cpus-per-task={resources.cpus_per_task}"]
     if resources.gpus_per_task:
-        options.append(f"--gpus-per-task={resources.gpus_per_task}")
-    return options
+        share.append(f"--gpus-per-task={resources.gpus_per_task}")
+    return share
 
 
 def record_exit(steps: str, node: str) -> str:
