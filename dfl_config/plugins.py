@@ -51,14 +51,28 @@ def discover(group: str) -> Plugins:
         if len(packages) > 1:
             plugins.clashes[name] = packages
             continue
-        ep = by_name[name][0]
-        try:
-            plugins.found[name] = ep.load()
-        except Exception as exc:
-            raise TypeError(f"{group} entry point {name!r} of {packages[0]} ({ep.value}) "
-                            f"cannot be loaded: {exc}") from exc
+        plugins.found[name] = load(group, by_name[name][0], packages[0])
         plugins.packages[name] = packages[0]
     return plugins
+
+
+def discover_one(group: str, name: str) -> tuple[Any, str] | None:
+    """The object `name` registers in `group` and its package, loading no other entry point;
+    None where no package or several register it (discover() then says which)."""
+    eps = [ep for ep in entry_points(group=group) if ep.name == name]
+    packages = {package_of(ep) for ep in eps}
+    if len(packages) != 1:
+        return None
+    package = packages.pop()
+    return load(group, eps[0], package), package
+
+
+def load(group: str, ep: EntryPoint, package: str) -> Any:
+    try:
+        return ep.load()
+    except Exception as exc:
+        raise TypeError(f"{group} entry point {ep.name!r} of {package} ({ep.value}) "
+                        f"cannot be loaded: {exc}") from exc
 
 
 def registered(group: str) -> set[str]:

@@ -8,15 +8,21 @@ dfl-mesh's own in their declared order (families in the order of their first mem
 other packages' by name.
 
 A name two packages register is refused, not resolved by install order: it stays out of the
-table and `--protocol` with it names both packages (CLASHES).
+table and `--protocol` with it names both packages.
+
+The table is loaded on its first use, not on import: a node, or a host's server forking nodes,
+needs one protocol (`protocol_class`), and loading all of them cost each such process about
+0.35 CPU-seconds (DSC's models, SSD-FL's clustering and networkx) for classes it never uses.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING
 
-from dfl_config.plugins import PROTOCOLS_GROUP, Plugins, discover
+from dfl_config.plugins import PROTOCOLS_GROUP, Plugins, discover, discover_one
 from protocols.base import Protocol
 from protocols.describe import DatasetPreparer, ReportTable, Score
 
@@ -26,15 +32,21 @@ if TYPE_CHECKING:
 GROUP = PROTOCOLS_GROUP
 
 
+@cache
 def _discover() -> tuple[dict[str, type[Protocol]], Plugins]:
     plugins = discover(GROUP)
     for name, cls in plugins.found.items():
-        if not (isinstance(cls, type) and issubclass(cls, Protocol)):
-            raise TypeError(f"{GROUP} entry point {name!r} of {plugins.packages[name]} is not "
-                            "a protocols.base.Protocol subclass")
+        checked(name, cls, plugins.packages[name])
     table = plugins.found
     order = sorted(table, key=lambda n: _rank(n, table))
     return {name: table[name] for name in order}, plugins
+
+
+def checked(name: str, cls: object, package: str) -> type[Protocol]:
+    if not (isinstance(cls, type) and issubclass(cls, Protocol)):
+        raise TypeError(f"{GROUP} entry point {name!r} of {package} is not "
+                        "a protocols.base.Protocol subclass")
+    return cls
 
 
 def _rank(name: str, table: dict[str, type[Protocol]]) -> tuple[int, str, int, str]:
@@ -48,11 +60,28 @@ def _rank(name: str, table: dict[str, type[Protocol]]) -> tuple[int, str, int, s
     return (report.position, family, row, name)
 
 
-PROTOCOLS, _PLUGINS = _discover()
-CLASHES = _PLUGINS.clashes
+class Table(Mapping[str, type[Protocol]]):
+    """Every registered protocol by name, in dfl-report's order, loaded on first use."""
+
+    def __getitem__(self, name: str) -> type[Protocol]:
+        return _discover()[0][name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_discover()[0])
+
+    def __len__(self) -> int:
+        return len(_discover()[0])
+
+
+PROTOCOLS = Table()
 
 
 def protocol_class(name: str) -> type[Protocol]:
+    """`name`'s class; until the whole table is needed, only its own entry point is loaded."""
+    if _discover.cache_info().currsize == 0:
+        found = discover_one(GROUP, name)
+        if found is not None:
+            return checked(name, *found)
     try:
         return PROTOCOLS[name]
     except KeyError:
@@ -61,7 +90,7 @@ def protocol_class(name: str) -> type[Protocol]:
 
 def unknown_protocol(name: str) -> str:
     """Why `name` is no protocol, in one line."""
-    return _PLUGINS.why_not(name, "protocol")
+    return _discover()[1].why_not(name, "protocol")
 
 
 @dataclass(frozen=True)

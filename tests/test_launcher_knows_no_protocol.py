@@ -4,6 +4,8 @@ protocol (protocols/describe.py) and read through the registry."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import click
@@ -67,3 +69,21 @@ def test_declared_commands_and_datasets_reach_the_launcher() -> None:
         assert cli.get_command(context, str(command.name)) is command
         assert str(command.name) in cli.list_commands(context)
     assert set(dataset_preparers()) <= set(DATASETS)
+
+
+def test_a_node_imports_its_own_protocol_and_no_other() -> None:
+    """What `dfl-node` imports, then its plan's protocol by name: the registry loads that entry
+    point alone (a host's server forks its nodes after just this), and its class is the one of
+    the whole table."""
+    probe = ("import sys, launcher.node_cli\n"
+             "from protocols.registry import PROTOCOLS, protocol_class\n"
+             "cls = protocol_class('d-psgd')\n"
+             "loaded = sorted(m for m in sys.modules if m.startswith('protocols.')\n"
+             "                and m.count('.') >= 2 and m.split('.')[1] in FAMILIES)\n"
+             "print(' '.join(loaded))\n"
+             "assert PROTOCOLS['d-psgd'] is cls\n")
+    done = subprocess.run([sys.executable, "-c", f"FAMILIES = {FAMILY_PACKAGES!r}\n{probe}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    families = {name.split(".")[1] for name in done.stdout.split()}
+    assert families == {"gossip"}, done.stdout

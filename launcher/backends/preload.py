@@ -32,6 +32,7 @@ from dfl_node.learning.models import ModelError, build_model
 from dfl_node.learning.shards import plan_data
 from dfl_node.learning.training import compute_gradients, evaluate
 from dfl_node.plan import RunPlan
+from protocols.registry import protocol_class
 
 # The models warmed up: the default CNN for images and an MLP, with an input of each kind.
 WARM_MODELS = (("cnn", (1, 28, 28)), ("mlp", (32,)))
@@ -83,8 +84,11 @@ def warm_data(plan_path: Path) -> None:
     """What every node of the plan derives alike from its data (the partition, the global
     evaluation split: dfl_node/learning/shards.py's PlanData) and its initial model, computed
     here once and shared by the nodes forked after it instead of computed and held by each. A
-    protocol that brings its own data has no prepared dataset here, and nothing to share."""
+    protocol that brings its own data has no prepared dataset here, and nothing to share. The
+    plan's protocol is imported here too (the registry loads one by name), so that no node
+    imports it for itself."""
     plan = RunPlan.load(plan_path)
+    protocol_class(plan.protocol)
     with contextlib.suppress(DataError, ModelError):
         arrays = plan_data(plan.data, len(plan.clients)).arrays
         build_model(plan.model, arrays.x_train.shape[1:], arrays.classes, plan.seed)
