@@ -61,14 +61,14 @@ def test_every_protocol_is_in_one_report_family_led_by_a_registered_protocol() -
 
 def test_declared_commands_and_datasets_reach_the_launcher() -> None:
     from launcher.cli import cli
-    from launcher.data.prepare import DATASETS
+    from launcher.data.prepare import datasets
 
     assert launch_commands(), "some protocol brings a dfl-launch command"
     context = click.Context(cli)
     for command in launch_commands():
         assert cli.get_command(context, str(command.name)) is command
         assert str(command.name) in cli.list_commands(context)
-    assert set(dataset_preparers()) <= set(DATASETS)
+    assert set(dataset_preparers()) <= set(datasets())
 
 
 def test_a_node_imports_its_own_protocol_and_no_other() -> None:

@@ -50,9 +50,14 @@ from launcher.data.source import Source
 from launcher.errors import LaunchError
 from protocols.registry import dataset_preparers
 
-BROUGHT = dataset_preparers()
 DIGESTS = "digests.json"  # the cache root's record of source files' sha256 (see fingerprint)
-DATASETS = (*generated_datasets(), *BROUGHT, "fmnist", "cifar10")
+
+
+def datasets() -> tuple[str, ...]:
+    """Every `--dataset` name: generated, brought by a protocol, and the two on disk. A
+    function, not a constant: the protocols that bring datasets are loaded when it is asked,
+    not when a node imports this module."""
+    return (*generated_datasets(), *dataset_preparers(), "fmnist", "cifar10")
 
 
 def prepare_data(config: dict[str, Any], num_nodes: int | None = None) -> dict[str, Any]:
@@ -68,9 +73,10 @@ def prepare_data(config: dict[str, Any], num_nodes: int | None = None) -> dict[s
     if config["eval_split"] not in EVAL_SPLITS:
         raise LaunchError(f"eval_split: must be one of {', '.join(EVAL_SPLITS)}, "
                           f"got {config['eval_split']!r}")
-    if config["dataset"] in BROUGHT:  # made by each node: nothing to prepare or split
+    brought = dataset_preparers()
+    if config["dataset"] in brought:  # made by each node: nothing to prepare or split
         try:
-            return BROUGHT[config["dataset"]](config)
+            return brought[config["dataset"]](config)
         except ValueError as exc:
             raise LaunchError(f"{config['dataset']}: {exc}") from None
     generated = generated_datasets().get(config["dataset"])
@@ -119,7 +125,7 @@ def locate(dataset: str, data_root: str | None) -> Source:
     clash = dataset_clash(dataset)
     if clash:
         raise LaunchError(f"dataset: {clash}")
-    raise LaunchError(f"dataset: unknown dataset {dataset!r} (known: {', '.join(DATASETS)})")
+    raise LaunchError(f"dataset: unknown dataset {dataset!r} (known: {', '.join(datasets())})")
 
 
 def fingerprint(source: Source, root: Path) -> str:
