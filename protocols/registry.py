@@ -79,13 +79,20 @@ PROTOCOLS = Table()
 def protocol_class(name: str) -> type[Protocol]:
     """`name`'s class; until the whole table is needed, only its own entry point is loaded."""
     if _discover.cache_info().currsize == 0:
-        found = discover_one(GROUP, name)
+        found = _one(name)
         if found is not None:
-            return checked(name, *found)
+            return found
     try:
         return PROTOCOLS[name]
     except KeyError:
         raise KeyError(unknown_protocol(name)) from None
+
+
+@cache
+def _one(name: str) -> type[Protocol] | None:
+    """`name`'s entry point alone, loaded and checked once per process."""
+    found = discover_one(GROUP, name)
+    return None if found is None else checked(name, *found)
 
 
 def unknown_protocol(name: str) -> str:
