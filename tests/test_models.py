@@ -113,3 +113,29 @@ def test_each_build_is_an_own_copy_of_the_one_initial_model() -> None:
     for seed in range(models.KEPT_MODELS + 1):  # older templates are let go
         build_model(spec, shape, 10, seed=seed)
     assert len(models._built) == models.KEPT_MODELS
+
+
+def test_materialising_keeps_tied_tensors_tied_and_buffers_as_they_were() -> None:
+    with torch.device("meta"):
+        first, second = nn.Linear(4, 4), nn.Linear(4, 4)
+        second.weight = first.weight  # tied, as an encoder's and a decoder's embedding may be
+        model = nn.Sequential(first, second, nn.BatchNorm1d(4))
+        model[2].register_buffer("scratch", torch.zeros(2), persistent=False)
+        model[1].bias.requires_grad_(False)
+    models.on_cpu(model)
+    assert all(t.device.type == "cpu" for t in [*model.parameters(), *model.buffers()])
+    assert model[1].weight is model[0].weight
+    assert len(list(model.parameters())) == 5  # the tied weight counted once
+    assert not model[1].bias.requires_grad and model[0].bias.requires_grad
+    assert "scratch" not in model.state_dict() and "2.running_mean" in model.state_dict()
+
+
+def test_a_first_model_imports_no_sympy() -> None:
+    """torch's own meta-to-CPU path imports sympy, a third of a second in every process."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from dfl_node.learning.models import build_model; "
+            "build_model({'name': 'cnn'}, (1, 28, 28), 10, 0); print('sympy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -202,9 +202,26 @@ def _initialised(checked: ModelSpec, input_shape: Sequence[int], classes: int,
                  seed: int) -> nn.Module:
     with torch.device("meta"):
         model = checked.build(tuple(input_shape), classes)
-    model.to_empty(device="cpu")
+    on_cpu(model)
     reset_parameters(model, torch_stream(seed, -1, "init"))
     return model
+
+
+def on_cpu(model: nn.Module) -> None:
+    """Uninitialised CPU storage for every parameter and buffer of a model built on the meta
+    device (a tensor shared by two modules stays shared). `Module.to_empty` does this through
+    torch's reference `empty_like`, whose first call imports sympy: 0.3 to 0.7 CPU-seconds in
+    each process that builds its first model (the launcher checking a plan, the zygote, each
+    host's server, a node in a fresh interpreter) against 3 ms here."""
+    made: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # the meta tensor kept: its id stays
+    for module in model.modules():
+        for name, meta in [*module.named_parameters(recurse=False),
+                           *module.named_buffers(recurse=False)]:
+            if id(meta) not in made:
+                cpu = torch.empty(meta.shape, dtype=meta.dtype)
+                made[id(meta)] = (meta, nn.Parameter(cpu, meta.requires_grad)
+                                  if isinstance(meta, nn.Parameter) else cpu)
+            setattr(module, name, made[id(meta)][1])
 
 
 def reset_parameters(model: nn.Module, gen: torch.Generator) -> None:
