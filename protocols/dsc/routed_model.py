@@ -29,7 +29,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from dfl_node.learning.models import reset_parameters
+from dfl_node.learning.models import on_cpu, reset_parameters
 from dfl_node.learning.seeds import torch_stream
 from dfl_node.settings.model import ModelSpec
 from protocols.dsc.routing_policy import POLICY_BYTES_PER_ENTRY, binary_policy
@@ -211,7 +211,7 @@ def build_multitask_model(spec: RoutedSpec, tasks: Sequence[str], seg_classes: i
     with torch.device("meta"):
         model = RoutedMultiTaskNet(spec, tasks, seg_classes,
                                    torch_stream(seed, node, "mtl/channel"))
-    model.to_empty(device="cpu")
+    on_cpu(model)  # without torch's sympy-importing to_empty
     init_modules(model.backbone, torch_stream(seed, -1, "init"))
     init_modules(model.decoders, torch_stream(seed, node, "init/decoders"))
     with torch.no_grad():
