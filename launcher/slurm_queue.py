@@ -6,7 +6,8 @@ and plan take as long again. Queued from what the options and the topology file 
 the job starts and its hosts warm up while the launcher resolves the plan, instead of after:
 the servers wait for DIR/steps/plan.ready, which the launcher makes once the plan is written.
 So this module, and everything `dfl-launch slurm --submit` runs before sbatch, imports no
-torch.
+torch, nor numpy and networkx (a third of a second: the topology loader reads a file without
+them), so that sbatch runs a quarter of a second after the command starts.
 
 Whatever can refuse a run without its plan is checked before the job is queued: the resource
 options, the topology file, the protocol's name, the partition's size, the run directory.

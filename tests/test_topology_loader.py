@@ -15,6 +15,7 @@ from topologies import generators as gen
 from topologies.errors import TopologyError
 from topologies.loader import (
     SHIPPED_DIR,
+    component_sizes,
     load_topology,
     parse_topology,
     resolve_topology_path,
@@ -268,3 +269,13 @@ def test_json_schema_admits_extra_node_keys_only_without_a_declaration() -> None
         jsonschema.validate(data, topology_json_schema(Attributes))
     declared = {"nodes": [{"id": 0, "optimizer": "sgd"}]}
     jsonschema.validate(declared, topology_json_schema(Attributes))
+
+
+def test_a_disconnected_graph_is_refused_with_its_component_sizes_largest_first() -> None:
+    text = ("nodes: [{id: 0}, {id: 1}, {id: 2}, {id: 3}, {id: 4}, {id: 5}]\n"
+            "edges: [[0, 1], [2, 3], [3, 4]]\n")
+    with pytest.raises(TopologyError, match=r"edges: graph is disconnected: 3 components of "
+                                            r"sizes 3, 2, 1$"):
+        parse_topology(yaml.safe_load(text), "t.yaml")
+    ring = gen.ring(7)
+    assert component_sizes(list(ring.ids), [e.pair for e in ring.edges]) == [7]

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
-
-import networkx as nx
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from topologies.errors import TopologyError
+
+if TYPE_CHECKING:  # imported where used: reading a file needs neither (see loader.py)
+    import networkx as nx
+    import numpy as np
 
 # A node that fixes a port but no host listens on the loopback interface.
 DEFAULT_HOST = "127.0.0.1"
@@ -134,6 +135,8 @@ class Topology:
 
     def to_networkx(self) -> nx.Graph:
         """A networkx graph with node fields (position as `pos`) and edge attributes."""
+        import networkx as nx
+
         g: nx.Graph[int] = nx.Graph(name=self.name)
         for n in self.nodes:
             fields = {"host": n.host, "port": n.port, "device": n.device, "pos": n.position}
@@ -146,6 +149,8 @@ class Topology:
 
         Entries are 1 on edges, or each edge's `weight` attribute (default 1) when `weighted`.
         """
+        import numpy as np
+
         a = np.zeros((len(self.nodes), len(self.nodes)))
         for e in self.edges:
             w = float(e.attrs.get("weight", 1.0)) if weighted else 1.0
@@ -155,6 +160,8 @@ class Topology:
 
     def diameter(self) -> int:
         """Longest shortest path in hops; a connected graph is required."""
+        import networkx as nx
+
         g = self.to_networkx()
         if not nx.is_connected(g):
             raise TopologyError(f"{self.name}: graph is disconnected, its diameter is undefined")
