@@ -20,6 +20,7 @@ from dfl_node.learning.shards import load_node_data
 from dfl_node.learning.training import evaluate
 from dfl_node.plan import RunPlan
 from dfl_node.runner.context import NodeContext
+from dfl_node.settings.model import check_fits
 from dfl_node.state.checkpoint_file import State
 from dfl_node.state.codec import capture, capture_fields, restore, restore_fields
 from protocols.describe import ACCURACY, DatasetPreparer, MultiTask, ReportTable, Score
@@ -103,7 +104,7 @@ class Protocol(ABC, Generic[H]):
         """Raise ValueError (one line) on a plan this protocol cannot run, for checks that need
         the nodes or the data section; the launcher calls it so that this, too, is exit 2
         before any node starts. Default: `build_workload`'s model fits the plan's data."""
-        build_model(plan.model, plan.data["shape"], plan.data["num_classes"], plan.seed)
+        check_fits(plan.model, plan.data["shape"], plan.data["num_classes"])
 
     @classmethod
     def build_workload(cls, plan: RunPlan, node_id: int) -> tuple[nn.Module, Any]:

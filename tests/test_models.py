@@ -7,7 +7,8 @@ import torch
 from torch import nn
 
 from dfl_node.learning import models
-from dfl_node.learning.models import ModelError, build_model, reset_parameters
+from dfl_node.learning.models import build_model, reset_parameters
+from dfl_node.settings.model import ModelError, ModelSpec, check_fits, model_spec
 
 FMNIST, CIFAR = (1, 28, 28), (3, 32, 32)
 CASES = [("linear", (32,)), ("mlp", (32,)), ("mlp", FMNIST)] + [
@@ -87,11 +88,36 @@ def test_init_uses_torch_default_bounds() -> None:
     [({"name": "resnet"}, CIFAR, "unknown model"), ({"name": "mlp", "width": 3}, FMNIST,
                                                      "model.width: unknown key"),
      ({"name": "cnn"}, (32,), "needs image inputs"),
-     ({"name": "cnn", "channels": [8, 8, 8, 8]}, FMNIST, "do not fit")],
+     ({"name": "cnn", "channels": [8, 8, 8, 8]}, FMNIST, "do not fit"),
+     ({"name": "dmflsq-cnn"}, (3, 2, 2), "do not fit"),
+     ({"name": "ssdfl-cnn"}, (784,), "needs image inputs")],
 )
 def test_bad_model_specs_are_errors(spec: dict, shape: tuple[int, ...], message: str) -> None:
+    """Both when a node builds the model and when the launcher checks the plan without torch."""
     with pytest.raises(ModelError, match=message):
         build_model(spec, shape, 10, 0)
+    with pytest.raises(ModelError, match=message):
+        check_fits(spec, shape, 10)
+
+
+@pytest.mark.parametrize(("name", "shape"), CASES)
+def test_every_model_that_builds_passes_the_check(name: str, shape: tuple[int, ...]) -> None:
+    build_model({"name": name}, shape, 10, 0)
+    check_fits({"name": name}, shape, 10)
+
+
+class NormedSpec(ModelSpec):
+    """A plugin's model whose own `build` has a layer the shared stream cannot initialise."""
+
+    name: str = "normed"
+
+    def build(self, input_shape: tuple[int, ...], classes: int) -> nn.Module:
+        return nn.Sequential(nn.Flatten(), nn.Linear(4, classes), nn.BatchNorm1d(classes))
+
+
+def test_a_model_with_its_own_build_is_checked_by_building_it_on_the_meta_device() -> None:
+    with pytest.raises(ModelError, match="no shared-stream initialisation for BatchNorm1d"):
+        NormedSpec().check((4,), 3)
 
 
 def test_a_layer_without_shared_init_is_refused() -> None:
@@ -105,7 +131,7 @@ def test_each_build_is_an_own_copy_of_the_one_initial_model() -> None:
     with torch.no_grad():
         next(first.parameters()).add_(1.0)  # a node trains its own copy ...
     second = build_model(spec, shape, 10, seed=7)  # ... and the next node starts afresh
-    fresh = models._initialised(models.model_spec(spec), shape, 10, seed=7)
+    fresh = models._initialised(model_spec(spec), shape, 10, seed=7)
     for a, b, c in zip(first.parameters(), second.parameters(), fresh.parameters(), strict=True):
         assert a.data_ptr() != b.data_ptr() and b.requires_grad
         assert torch.equal(b, c)  # bit for bit the model built from the stream

@@ -1,10 +1,8 @@
 """Model builders, chosen by name from a fixed table (never imported by a name from data).
 
-Names: `linear`, `mlp` (option `hidden`), `cnn` (the small default for image datasets; options
-`channels`, `kernel`, `padding`, `hidden`), `ssdfl-cnn` (docs/protocols/ssd-fl.md#e10) and
-`dmflsq-cnn` (the DMFL-SQ paper's CNN2+FC2, P = 2,122,186 on CIFAR-10: the size that matches
-its omega = 8.37e-3). Each name's options, with their defaults, are its spec model in
-MODEL_SPECS (the `model:` section); the builders take them all, so no default is repeated here.
+What each name means and its options, with their defaults, are its spec model in
+dfl_node/settings/model.py (the `model:` section, validated there without torch); the builders
+here take a spec's options, so no default is repeated.
 
 Initialisation draws from the run's shared `init` stream: every node starts from the same
 parameters (as the papers' experiments do), whichever process, thread or host builds them.
@@ -20,28 +18,20 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, get_args
+from typing import Any
 
 import torch
-from pydantic import ValidationError
 from torch import nn
 
-from dfl_config.plugins import discover
-from dfl_config.problems import one_line, suggestion
-from dfl_config.section import Count, NonNegativeInt
 from dfl_node.learning.seeds import torch_stream
-from dfl_node.settings.model import ModelSpec
-
-
-class ModelError(ValueError):
-    pass
-
-
-def image_shape(input_shape: Sequence[int], name: str) -> tuple[int, int, int]:
-    if len(input_shape) != 3:
-        raise ModelError(f"model {name!r} needs image inputs (C, H, W), got {tuple(input_shape)}")
-    c, h, w = input_shape
-    return c, h, w
+from dfl_node.settings.model import (
+    BuiltinSpec,
+    ModelSpec,
+    conv_pool_sizes,
+    image_shape,
+    model_spec,
+    uninitialisable,
+)
 
 
 def linear(input_shape: Sequence[int], classes: int) -> nn.Module:
@@ -66,11 +56,10 @@ def cnn(input_shape: Sequence[int], classes: int, channels: Sequence[int], kerne
     parameters on Fashion-MNIST: small enough for 20 nodes to train on 2 CPU cores in minutes.
     """
     c, h, w = image_shape(input_shape, "cnn")
+    sizes = conv_pool_sizes(input_shape, channels, kernel, padding)  # ModelError unless it fits
+    h, w = sizes[-1] if sizes else (h, w)
     layers: list[nn.Module] = []
     for out in channels:
-        h, w = (h + 2 * padding - kernel + 1) // 2, (w + 2 * padding - kernel + 1) // 2
-        if min(h, w) < 1:
-            raise ModelError(f"cnn: {len(channels)} conv/pool stages do not fit {input_shape}")
         layers += [nn.Conv2d(c, out, kernel, padding=padding), nn.ReLU(), nn.MaxPool2d(2)]
         c = out
     layers.append(nn.Flatten())
@@ -80,11 +69,6 @@ def cnn(input_shape: Sequence[int], classes: int, channels: Sequence[int], kerne
         width = hidden
     layers.append(nn.Linear(width, classes))
     return nn.Sequential(*layers)
-
-
-def dmflsq_cnn(input_shape: Sequence[int], classes: int) -> nn.Module:
-    """Conv(32,3x3,p1)-ReLU-pool, Conv(64,3x3,p1)-ReLU-pool, FC(512)-ReLU, FC: the dmfl-sq CNN."""
-    return cnn(input_shape, classes, channels=(32, 64), kernel=3, padding=1, hidden=512)
 
 
 def ssdfl_cnn(input_shape: Sequence[int], classes: int) -> nn.Module:
@@ -100,76 +84,15 @@ def ssdfl_cnn(input_shape: Sequence[int], classes: int) -> nn.Module:
 
 
 BUILDERS: dict[str, Callable[..., nn.Module]] = {
-    "linear": linear, "mlp": mlp, "cnn": cnn, "ssdfl-cnn": ssdfl_cnn, "dmflsq-cnn": dmflsq_cnn,
+    "linear": linear, "mlp": mlp, "cnn": cnn, "ssdfl-cnn": ssdfl_cnn, "dmflsq-cnn": cnn,
 }
 
 
-class BuiltinSpec(ModelSpec):
-    """A model this module builds: its builder in BUILDERS takes the spec's options."""
-
-    def build(self, input_shape: tuple[int, ...], classes: int) -> nn.Module:
-        return BUILDERS[self.name](input_shape, classes, **self.model_dump(exclude={"name"}))
-
-
-class LinearSpec(BuiltinSpec):
-    name: Literal["linear"]
-
-
-class MlpSpec(BuiltinSpec):
-    name: Literal["mlp"]
-    hidden: tuple[Count, ...] = (64,)
-    """Widths of the hidden layers (ReLU after each); [] is the linear model."""
-
-
-class CnnSpec(BuiltinSpec):
-    name: Literal["cnn"]
-    channels: tuple[Count, ...] = (16, 32)
-    """Output channels of each conv -> ReLU -> maxpool 2 stage."""
-    kernel: Count = 5
-    """Side of every conv kernel."""
-    padding: NonNegativeInt = 0
-    """Zero padding of every conv."""
-    hidden: Count | None = None
-    """Width of a hidden FC layer before the classifier; None: none."""
-
-
-class SsdflCnnSpec(BuiltinSpec):
-    name: Literal["ssdfl-cnn"]
-
-
-class DmflsqCnnSpec(BuiltinSpec):
-    name: Literal["dmflsq-cnn"]
-
-
-# Every model by name: the `dfl_mesh.models` entry points, these included (pyproject.toml), so
-# an installed package adds a model the way this module does. Read at the end of this module:
-# the shipped entry points name the classes above.
-MODELS_GROUP = "dfl_mesh.models"
-_PLUGINS = discover(MODELS_GROUP)
-MODEL_SPECS: dict[str, type[ModelSpec]] = {}
-for _name, _spec in _PLUGINS.found.items():
-    if not (isinstance(_spec, type) and issubclass(_spec, ModelSpec)
-            and get_args(_spec.model_fields["name"].annotation) == (_name,)):
-        raise TypeError(f"{MODELS_GROUP} entry point {_name!r} of {_PLUGINS.packages[_name]} is "
-                        f"not a ModelSpec whose name is Literal[{_name!r}]")
-    MODEL_SPECS[_name] = _spec
-
-
-def model_spec(spec: dict[str, Any]) -> ModelSpec:
-    """`spec` validated by the model its `name` names; ModelError (one line, the option and,
-    for a misspelt one, its closest known name) on an unknown model or a bad option."""
-    name = spec.get("name")
-    if not isinstance(name, str) or name not in MODEL_SPECS:
-        if name in _PLUGINS.clashes:
-            raise ModelError(_PLUGINS.why_not(str(name), "model"))
-        known = ", ".join(sorted(MODEL_SPECS))
-        raise ModelError(f"unknown model {name!r}{suggestion(str(name), MODEL_SPECS)} "
-                         f"(known: {known})")
-    cls = MODEL_SPECS[name]
-    try:
-        return cls.model_validate(spec)
-    except ValidationError as exc:
-        raise ModelError(one_line(exc, cls, ("model",))) from None
+def module_of(spec: ModelSpec, input_shape: tuple[int, ...], classes: int) -> nn.Module:
+    """A shipped model from its builder here, a plugin's from its spec's `build`."""
+    if isinstance(spec, BuiltinSpec):
+        return BUILDERS[spec.name](input_shape, classes, **spec.options())
+    return spec.build(input_shape, classes)
 
 
 KEPT_MODELS = 2  # initial models remembered per process (a process runs one plan at a time)
@@ -201,7 +124,7 @@ def build_model(spec: dict[str, Any], input_shape: Sequence[int], classes: int,
 def _initialised(checked: ModelSpec, input_shape: Sequence[int], classes: int,
                  seed: int) -> nn.Module:
     with torch.device("meta"):
-        model = checked.build(tuple(input_shape), classes)
+        model = module_of(checked, tuple(input_shape), classes)
     on_cpu(model)
     reset_parameters(model, torch_stream(seed, -1, "init"))
     return model
@@ -227,12 +150,12 @@ def on_cpu(model: nn.Module) -> None:
 def reset_parameters(model: nn.Module, gen: torch.Generator) -> None:
     """Weights and biases ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)): torch's default bounds for
     Linear and Conv (kaiming-uniform with a = sqrt(5)), drawn from `gen` in module order."""
+    uninitialisable(model)
     with torch.no_grad():
         for module in model.modules():
             if next(module.parameters(recurse=False), None) is None:
                 continue
-            if not isinstance(module, nn.Linear | nn.Conv2d):
-                raise ModelError(f"no shared-stream initialisation for {type(module).__name__}")
+            assert isinstance(module, nn.Linear | nn.Conv2d)
             bound = 1.0 / module.weight[0].numel() ** 0.5
             module.weight.uniform_(-bound, bound, generator=gen)
             if module.bias is not None:

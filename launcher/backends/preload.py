@@ -28,10 +28,11 @@ import numpy.random  # noqa: F401  # every node's seeded streams; imported lazil
 import torch
 
 from dfl_node.learning.datacache import DataError
-from dfl_node.learning.models import ModelError, build_model
+from dfl_node.learning.models import build_model
 from dfl_node.learning.shards import plan_data
 from dfl_node.learning.training import compute_gradients, evaluate
 from dfl_node.plan import RunPlan
+from dfl_node.settings.model import ModelError
 from protocols.registry import protocol_class
 
 # The models warmed up: the default CNN for images and an MLP, with an input of each kind.

@@ -16,9 +16,9 @@ from pydantic import ConfigDict, Field, create_model, field_validator
 
 from dfl_config.section import Count, Flag, Integer, NonNegativeInt, Section, UnitInterval
 from dfl_node.learning.generated import generated_datasets
-from dfl_node.learning.models import MODEL_SPECS
 from dfl_node.learning.shards import DEFAULT_EVAL_SIZE, EVAL_SPLITS
 from dfl_node.settings.link import LinkSettings
+from dfl_node.settings.model import MODEL_SPECS
 from dfl_node.settings.node import NodeRuntimeAttributes
 from dfl_node.settings.tdma import TdmaSettings
 from dfl_node.settings.wire import WireSettings
