@@ -40,7 +40,7 @@ from dfl_node.transports.zeromq import ZmqTransport
 from launcher.config.options import run_options
 from launcher.errors import LaunchError, run_cli
 from launcher.logs import configure, launcher_logger
-from protocols.registry import protocol_class
+from protocols.registry import node_class
 
 PARENT_POLL_S = 0.5
 LOG = launcher_logger("node")
@@ -79,7 +79,7 @@ def start_zmq_node(plan: RunPlan, node_id: int, out_dir: Path, curve: Curve | No
                                    int(plan.prephase["max_bytes"]), curve)
                 if plan.prephase else None)
     try:
-        run_node(plan, node_id, protocol_class(plan.protocol), transport, reporter, out_dir,
+        run_node(plan, node_id, node_class(plan.protocol), transport, reporter, out_dir,
                  prephase)
     except Exception as exc:
         reporter.emit({"type": "error", "node": node_id, "message": f"{type(exc).__name__}: {exc}",

@@ -7,30 +7,20 @@ touches a socket, a file or the collector.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from dfl_config.section import Section
 from dfl_node.learning.models import build_model
 from dfl_node.learning.shards import load_node_data
 from dfl_node.learning.training import evaluate
 from dfl_node.plan import RunPlan
 from dfl_node.runner.context import NodeContext
-from dfl_node.settings.model import check_fits
 from dfl_node.state.checkpoint_file import State
 from dfl_node.state.codec import capture, capture_fields, restore, restore_fields
-from protocols.describe import ACCURACY, DatasetPreparer, MultiTask, ReportTable, Score
-from protocols.hyper import ProtocolHyper
-
-if TYPE_CHECKING:
-    import click
-
-
-H = TypeVar("H", bound=ProtocolHyper)
+from protocols.spec import H, ProtocolSpec
 
 # Samples per forward pass when a node evaluates. A pass's activations are the largest buffers a
 # node ever holds: 256 CIFAR/Fashion-MNIST samples through dmflsq-cnn took its PSS from about
@@ -38,50 +28,20 @@ H = TypeVar("H", bound=ProtocolHyper)
 EVAL_BATCH = 64
 
 
-class Protocol(ABC, Generic[H]):
-    """One node's algorithm. Capabilities beyond rounds are mix-ins (protocols/capabilities.py);
-    the building blocks of a round are in protocols/sdk."""
-
-    # The protocol's settings: a typed model whose defaults are the protocol's defaults. The
-    # launcher validates `hyper` against it (exit 2 on an unknown key or bad value); the node
-    # gets it, validated, as `self.hyper`.
-    Hyper: ClassVar[type[ProtocolHyper]] = ProtocolHyper
-
-    # Set from the capability mix-ins a class inherits (read by launcher and runtime).
-    server_based: ClassVar[bool] = False
-    needs_prephase: ClassVar[bool] = False
-    survives_failures: ClassVar[bool] = False
+class Protocol(ProtocolSpec[H], ABC):
+    """One node's algorithm: the node class of a protocol, a subclass of its spec
+    (protocols/spec.py, which declares what the launcher reads). Capabilities beyond rounds are
+    mix-ins (protocols/capabilities.py); the building blocks of a round are in protocols/sdk."""
 
     # Attributes (dotted paths reach inside) whose state the next round reads beside the model:
     # samplers, copies, trackers, counters. A checkpoint saves them (dfl_node/state/codec.py);
     # the resume test of every registered protocol fails when one is missing.
     checkpoint_fields: tuple[str, ...] = ()
 
-    # What the launcher shows of the protocol (protocols/describe.py), read through the
-    # registry; the launcher knows no protocol by name.
-    # dfl-report's table for this protocol: the registry name of its family's lead protocol,
-    # which alone declares `report_table`. Rows follow the registry's order.
-    report_family: ClassVar[str | None] = None
-    report_table: ClassVar[ReportTable | None] = None
-    # What the metrics records' `accuracy` holds (DSC: a task score).
-    score: ClassVar[Score] = ACCURACY
-    # Several tasks per node: task plots and the gain over a baseline run, not accuracy curves.
-    multitask: ClassVar[MultiTask | None] = None
-    # The metrics key whose value groups nodes (SSD-FL's clusters) in per-cycle metrics:
-    # per-group accuracy means and consensus gaps. None: the network is one group.
-    cycle_groups: ClassVar[str | None] = None
-    # `dfl-launch` sub-commands the protocol brings (DSC's `jstar`).
-    launch_commands: ClassVar[tuple[click.Command, ...]] = ()
-    # Datasets the protocol brings, by `--dataset` name (DSC's rendered `scenes`).
-    datasets: ClassVar[Mapping[str, DatasetPreparer]] = {}
-    # Node attributes of topology files the protocol reads (SSD-FL's `optimizer`): one model
-    # whose fields are the attributes; a topology's node keys are validated against them.
-    node_attributes: ClassVar[type[Section] | None] = None
-    # Models the protocol brings for the `model:` section (DSC's `routed`): spec models with a
-    # `name: Literal[...]` field, validated like the runtime's own models.
-    model_specs: ClassVar[tuple[type[Section], ...]] = ()
-    # The options of the datasets it brings, by config section (DSC's `scenes:`).
-    dataset_options: ClassVar[Mapping[str, type[Section]]] = {}
+    @classmethod
+    def implementation(cls) -> type:
+        """A Protocol class is its own node class (a plugin may register one as its spec)."""
+        return cls
 
     def __init__(self, ctx: NodeContext) -> None:
         self.ctx = ctx
@@ -98,13 +58,6 @@ class Protocol(ABC, Generic[H]):
         """Put back what `checkpoint_state` saved, into a freshly constructed protocol."""
         restore(self.ctx.model, state.part("model"))
         restore_fields(self, state)
-
-    @classmethod
-    def check_plan(cls, plan: RunPlan) -> None:
-        """Raise ValueError (one line) on a plan this protocol cannot run, for checks that need
-        the nodes or the data section; the launcher calls it so that this, too, is exit 2
-        before any node starts. Default: `build_workload`'s model fits the plan's data."""
-        check_fits(plan.model, plan.data["shape"], plan.data["num_classes"])
 
     @classmethod
     def build_workload(cls, plan: RunPlan, node_id: int) -> tuple[nn.Module, Any]:

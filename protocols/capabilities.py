@@ -4,19 +4,26 @@ A protocol that does not inherit a capability has none of its methods, so nothin
 no-op: the launcher refuses `--on-failure continue` for a protocol without `SurvivesFailures`,
 plans a coordinator only for `PrePhase` and an aggregator only for `ServerBased`, and the
 runtime calls these methods only on protocols that have them.
+
+A protocol's spec inherits the mix-in (protocols/spec.py), so the launcher sees the capability
+without importing the node class; the spec implements the launcher's half (a pre-phase's
+`coordinate`, a run report's `run_keys`), the node class, which subclasses the spec, the node's.
+Nothing here imports torch.
 """
 
 from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from dfl_node.plan import RunPlan
-from dfl_node.runner.membership import SurvivingGraph
 from dfl_node.runner.prephase_client import Coordination
+
+if TYPE_CHECKING:
+    from dfl_node.runner.membership import SurvivingGraph
 
 
 class PrePhase:

@@ -1,9 +1,10 @@
-"""CLI protocol names -> classes, from the `dfl_mesh.protocols` entry points.
+"""CLI protocol names -> their specs, from the `dfl_mesh.protocols` entry points.
 
 The shipped protocols register exactly as a third-party package does (pyproject.toml's
 [project.entry-points."dfl_mesh.protocols"]), so an installed package adds an algorithm with no
 edit to this repository. The launcher reaches every protocol through this table: what it shows
-of each (protocols/describe.py) is read from the classes here. The order is `dfl-report`'s:
+of each (protocols/describe.py) is read from the specs here (protocols/spec.py), which import
+no torch; a node gets its class with `node_class`. The order is `dfl-report`'s:
 dfl-mesh's own in their declared order (families in the order of their first member), then
 other packages' by name.
 
@@ -23,17 +24,19 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from dfl_config.plugins import PROTOCOLS_GROUP, Plugins, discover, discover_one
-from protocols.base import Protocol
 from protocols.describe import DatasetPreparer, ReportTable, Score
+from protocols.spec import ProtocolSpec
 
 if TYPE_CHECKING:
     import click
+
+    from protocols.base import Protocol
 
 GROUP = PROTOCOLS_GROUP
 
 
 @cache
-def _discover() -> tuple[dict[str, type[Protocol]], Plugins]:
+def _discover() -> tuple[dict[str, type[ProtocolSpec]], Plugins]:
     plugins = discover(GROUP)
     for name, cls in plugins.found.items():
         checked(name, cls, plugins.packages[name])
@@ -42,14 +45,14 @@ def _discover() -> tuple[dict[str, type[Protocol]], Plugins]:
     return {name: table[name] for name in order}, plugins
 
 
-def checked(name: str, cls: object, package: str) -> type[Protocol]:
-    if not (isinstance(cls, type) and issubclass(cls, Protocol)):
+def checked(name: str, cls: object, package: str) -> type[ProtocolSpec]:
+    if not (isinstance(cls, type) and issubclass(cls, ProtocolSpec)):
         raise TypeError(f"{GROUP} entry point {name!r} of {package} is not "
-                        "a protocols.base.Protocol subclass")
+                        "a protocols.spec.ProtocolSpec subclass")
     return cls
 
 
-def _rank(name: str, table: dict[str, type[Protocol]]) -> tuple[int, str, int, str]:
+def _rank(name: str, table: dict[str, type[ProtocolSpec]]) -> tuple[int, str, int, str]:
     """dfl-report's order: by family table (its position), then its rows, then by name."""
     family = table[name].report_family
     lead = table.get(family) if family else None
@@ -60,10 +63,10 @@ def _rank(name: str, table: dict[str, type[Protocol]]) -> tuple[int, str, int, s
     return (report.position, family, row, name)
 
 
-class Table(Mapping[str, type[Protocol]]):
-    """Every registered protocol by name, in dfl-report's order, loaded on first use."""
+class Table(Mapping[str, type[ProtocolSpec]]):
+    """Every registered protocol's spec by name, in dfl-report's order, loaded on first use."""
 
-    def __getitem__(self, name: str) -> type[Protocol]:
+    def __getitem__(self, name: str) -> type[ProtocolSpec]:
         return _discover()[0][name]
 
     def __iter__(self) -> Iterator[str]:
@@ -76,8 +79,8 @@ class Table(Mapping[str, type[Protocol]]):
 PROTOCOLS = Table()
 
 
-def protocol_class(name: str) -> type[Protocol]:
-    """`name`'s class; until the whole table is needed, only its own entry point is loaded."""
+def protocol_class(name: str) -> type[ProtocolSpec]:
+    """`name`'s spec; until the whole table is needed, only its own entry point is loaded."""
     if _discover.cache_info().currsize == 0:
         found = _one(name)
         if found is not None:
@@ -89,10 +92,21 @@ def protocol_class(name: str) -> type[Protocol]:
 
 
 @cache
-def _one(name: str) -> type[Protocol] | None:
+def _one(name: str) -> type[ProtocolSpec] | None:
     """`name`'s entry point alone, loaded and checked once per process."""
     found = discover_one(GROUP, name)
     return None if found is None else checked(name, *found)
+
+
+def node_class(name: str) -> type[Protocol]:
+    """`name`'s node class, which a node runs: imported here, and torch with it."""
+    from protocols.base import Protocol
+
+    found = protocol_class(name).implementation()
+    if not issubclass(found, Protocol):
+        raise TypeError(f"protocol {name!r}: its node class {found.__name__} is not a "
+                        "protocols.base.Protocol subclass")
+    return found
 
 
 def unknown_protocol(name: str) -> str:

@@ -9,9 +9,12 @@ bit-identical results.
 from __future__ import annotations
 
 import hashlib
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 
 def stream_seed(seed: int, node: int, name: str) -> int:
@@ -25,6 +28,10 @@ def numpy_stream(seed: int, node: int, name: str) -> np.random.Generator:
 
 
 def torch_stream(seed: int, node: int, name: str) -> torch.Generator:
+    """torch imported here, not above: the launcher partitions data with the numpy streams and
+    imports no torch (a `dfl-launch slurm --submit` none at all)."""
+    import torch
+
     gen = torch.Generator()
     gen.manual_seed(stream_seed(seed, node, name))
     return gen

@@ -33,7 +33,7 @@ from dfl_node.learning.shards import plan_data
 from dfl_node.learning.training import compute_gradients, evaluate
 from dfl_node.plan import RunPlan
 from dfl_node.settings.model import ModelError
-from protocols.registry import protocol_class
+from protocols.registry import node_class
 
 # The models warmed up: the default CNN for images and an MLP, with an input of each kind.
 WARM_MODELS = (("cnn", (1, 28, 28)), ("mlp", (32,)))
@@ -89,7 +89,7 @@ def warm_data(plan_path: Path) -> None:
     plan's protocol is imported here too (the registry loads one by name), so that no node
     imports it for itself."""
     plan = RunPlan.load(plan_path)
-    protocol_class(plan.protocol)
+    node_class(plan.protocol)
     with contextlib.suppress(DataError, ModelError):
         arrays = plan_data(plan.data, len(plan.clients)).arrays
         build_model(plan.model, arrays.x_train.shape[1:], arrays.classes, plan.seed)

@@ -24,7 +24,7 @@ from launcher.config.backend_catalog import THREADS
 from launcher.results.cycle_metrics import CycleMetrics
 from launcher.run.collector import Collector, QueueSource
 from launcher.run.outcome import Outcome
-from protocols.registry import protocol_class
+from protocols.registry import node_class
 
 
 def run_threads(plan: RunPlan, run_dir: Path, collector: Collector,
@@ -37,7 +37,7 @@ def run_threads(plan: RunPlan, run_dir: Path, collector: Collector,
         transport = InprocTransport(node_id, hub, set(plan.neighbors(node_id)))
         try:
             channel = prephase.channel(node_id) if prephase else None
-            run_node(plan, node_id, protocol_class(plan.protocol), transport,
+            run_node(plan, node_id, node_class(plan.protocol), transport,
                      QueueReporter(sink), run_dir, channel)
         except Exception as exc:
             failures[node_id] = f"{type(exc).__name__}: {exc}"

@@ -20,37 +20,16 @@ survivors agree on, the node mixes with the Metropolis weights of the surviving 
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
 
-from dfl_config.section import NonNegativeInt
 from dfl_node.learning.training import grad_of
 from dfl_node.runner.context import NodeContext
 from dfl_node.runner.membership import SurvivingGraph
-from protocols.sdk import (
-    DenseAccounting,
-    Exchange,
-    LocalSGD,
-    Protocol,
-    SurvivesFailures,
-    TrainingHyper,
-    dense,
-    mix,
-)
+from protocols.gossip.specs import DPSGDHyper, DPSGDSpec
+from protocols.sdk import Exchange, LocalSGD, Protocol, dense, mix
 
 
-class DPSGDHyper(TrainingHyper):
-    local_steps: NonNegativeInt = 10
-    """SGD steps per round, the last one the D-PSGD step; 0: gossip averaging alone."""
-    form: Literal["cta", "atc"] = "cta"
-    """cta: combine-then-adapt (Lian et al.); atc: sum_j W_ij (w_j - lr g_j)."""
-    accounting: DenseAccounting = DenseAccounting()
-
-
-class DPSGD(SurvivesFailures, Protocol[DPSGDHyper]):
-    Hyper = DPSGDHyper
-    report_family = "dmfl-sq"  # compared in the DMFL-SQ paper's table
+class DPSGD(DPSGDSpec, Protocol[DPSGDHyper]):
     checkpoint_fields = ("sgd",)
 
     def __init__(self, ctx: NodeContext) -> None:

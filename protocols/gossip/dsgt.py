@@ -26,26 +26,15 @@ import math
 
 import torch
 
-from dfl_config.section import NonNegative, Positive
 from dfl_node.learning.flat import flatten, unflatten_into
 from dfl_node.learning.seeds import torch_stream
 from dfl_node.learning.training import grad_of
 from dfl_node.runner.context import NodeContext
-from protocols.sdk import DenseAccounting, Exchange, LocalSGD, Protocol, TrainingHyper, dense, mix
+from protocols.gossip.specs import DSGTHyper, DSGTSpec
+from protocols.sdk import Exchange, LocalSGD, Protocol, dense, mix
 
 
-class DSGTHyper(TrainingHyper):
-    lr: Positive = 0.045
-    """alpha_t = lr / sqrt(t + 1)."""
-    tracker_clip: NonNegative = 1.2
-    """||y_i|| is clipped to this after each update; 0 turns clipping off."""
-    accounting: DenseAccounting = DenseAccounting()
-    """Formula constants: 2 P b_fp bits per link and round, plus b_hdr."""
-
-
-class DSGT(Protocol[DSGTHyper]):
-    Hyper = DSGTHyper
-    report_family = "dmfl-sq"  # compared in the DMFL-SQ paper's table
+class DSGT(DSGTSpec, Protocol[DSGTHyper]):
     checkpoint_fields = ("sgd", "y", "g_prev")
 
     def __init__(self, ctx: NodeContext) -> None:

@@ -27,32 +27,17 @@ import math
 import numpy as np
 import torch
 
-from dfl_config.section import NonNegative, Positive
 from dfl_node.learning.flat import flatten, unflatten_into
 from dfl_node.learning.training import grad_of
 from dfl_node.runner.context import NodeContext
 from dfl_node.wire.tags import Tag
-from protocols.sdk import DenseAccounting, LocalSGD, Protocol, ServerBased, TrainingHyper, dense
+from protocols.gossip.specs import QFFLHyper, QFFLSpec
+from protocols.sdk import LocalSGD, Protocol, dense
 
 UP, DOWN = "qffl-up", "qffl-down"
 
 
-class QFFLHyper(TrainingHyper):
-    lr: Positive = 0.18
-    """Step size of dw_k = L lr g_k."""
-    q: NonNegative = 1.0
-    """Fairness exponent; 0 is FedSGD."""
-    lipschitz: Positive = 2.0
-    """L, the Lipschitz constant of the gradient."""
-    grad_clip: NonNegative = 0.5
-    """clip_norm of each client's gradient; 0 turns clipping off."""
-    accounting: DenseAccounting = DenseAccounting()
-    """Formula constants: P b_fp bits per message each way, plus b_hdr."""
-
-
-class QFFL(ServerBased, Protocol[QFFLHyper]):
-    Hyper = QFFLHyper
-    report_family = "dmfl-sq"  # compared in the DMFL-SQ paper's table
+class QFFL(QFFLSpec, Protocol[QFFLHyper]):
 
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)

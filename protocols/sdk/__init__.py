@@ -17,11 +17,11 @@ docs/extending/protocols.md walks through a protocol written with them.
 from dfl_node.runner.context import NodeContext
 from protocols.base import Protocol
 from protocols.capabilities import PrePhase, RunReport, ServerBased, SurvivesFailures
-from protocols.hyper import ProtocolHyper
+from protocols.hyper import DenseAccounting, ProtocolHyper, TrainingHyper
 from protocols.sdk.exchange import Exchange
-from protocols.sdk.learning import LocalSGD, TrainingHyper
+from protocols.sdk.learning import LocalSGD
 from protocols.sdk.mixing import mix
-from protocols.sdk.payload import DenseAccounting, Payload, dense
+from protocols.sdk.payload import Payload, dense
 
 __all__ = [
     "DenseAccounting",

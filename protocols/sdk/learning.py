@@ -11,19 +11,8 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from dfl_config.section import Count, Positive
 from dfl_node.learning.training import BatchSampler, compute_gradients, sgd_step
 from dfl_node.runner.context import NodeContext
-from protocols.hyper import ProtocolHyper
-
-
-class TrainingHyper(ProtocolHyper):
-    """The settings of plain mini-batch SGD."""
-
-    lr: Positive = 0.1
-    """Step size."""
-    batch_size: Count = 32
-    """Mini-batch size (capped at the shard's size)."""
 
 
 class LocalSGD:

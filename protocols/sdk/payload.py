@@ -12,18 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dfl_config.section import NonNegativeInt, Section
-
-B_FP = 32
-
-
-class DenseAccounting(Section):
-    """Formula constants of a dense float message (docs/protocols/dmfl-sq.md#a17)."""
-
-    b_fp: NonNegativeInt = B_FP
-    """Bits per value."""
-    b_hdr: NonNegativeInt = 0
-    """Header bits per message (0: omitted, as the q-FFL formula does)."""
+from protocols.hyper import DenseAccounting
 
 
 @dataclass(frozen=True)
