@@ -12,7 +12,6 @@ from pydantic import ValidationError
 from dfl_config.problems import one_line
 from dfl_node.learning.models import build_model
 from launcher.config.layers import defaults_file, resolve_config
-from protocols.dmflsq.dmflsq import DMFLSQHyper
 from protocols.dmflsq.dmflsq_bits import (
     PAPER_ACCOUNTING,
     Accounting,
@@ -23,6 +22,7 @@ from protocols.dmflsq.dmflsq_bits import (
     psi_network_bits,
     psi_pair_bits,
 )
+from protocols.dmflsq.specs import DMFLSQHyper
 from protocols.toolkit.compressor_specs import compressor_spec
 
 PAPER = Accounting.model_validate(PAPER_ACCOUNTING)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from protocols.toolkit.compressors import MessageAccounting
+from protocols.toolkit.accounting import MessageAccounting
 from protocols.toolkit.trigger import fires, silence, threshold
 
 

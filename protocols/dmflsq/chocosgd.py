@@ -24,40 +24,17 @@ the compressed message states them (`Compressed.payload`).
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
 
-from dfl_config.section import NonNegative, Positive
 from dfl_node.learning.flat import flatten, unflatten_into
 from dfl_node.learning.training import grad_of
 from dfl_node.runner.context import NodeContext
-from protocols.sdk import Exchange, LocalSGD, Protocol, TrainingHyper
-from protocols.toolkit.compressor_specs import CompositeSpec, CompressorSpec, TopKSpec, UniformSpec
-from protocols.toolkit.compressors import MessageAccounting
+from protocols.dmflsq.specs import ChocoHyper, ChocoSpec
+from protocols.sdk import Exchange, LocalSGD, Protocol
 from protocols.toolkit.copies import PublicCopies
 
 
-class ChocoHyper(TrainingHyper):
-    """`hyper:` of a choco-sgd run; the defaults are the DMFL-SQ paper's baseline settings."""
-
-    lr: Positive = 0.018
-    """eta."""
-    gamma: Positive = 0.25
-    """Consensus step gamma_c."""
-    weight_decay: NonNegative = 5e-5
-    copies_init: Literal["zero", "model"] = "zero"
-    """x_hat^0 = 0 as in the CHOCO paper, or x^0 (model), for parity with DMFL-SQ."""
-    compressor: CompressorSpec = CompositeSpec(sparsifier=TopKSpec(ratio=0.1),
-                                               quantizer=UniformSpec(bits=8))
-    """C = Q8 o Top_{0.1} of the difference to the public copy."""
-    accounting: MessageAccounting = MessageAccounting()
-    """Eq. (18) with chi = 1; b_q and b_scale follow the quantiser."""
-
-
-class ChocoSGD(Protocol[ChocoHyper]):
-    Hyper = ChocoHyper
-    report_family = "dmfl-sq"  # compared in the DMFL-SQ paper's table
+class ChocoSGD(ChocoSpec, Protocol[ChocoHyper]):
     checkpoint_fields = ("sgd", "copies")
 
     def __init__(self, ctx: NodeContext) -> None:

@@ -57,73 +57,27 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
-from pydantic import BeforeValidator
 from torch.nn import functional as F
 from torch.nn.utils import parameters_to_vector
 
-from dfl_config.section import Count, Flag, NonNegative, Positive
 from dfl_node.comm.channel import Received
 from dfl_node.learning.training import BatchSampler, grad_of
 from dfl_node.runner.context import NodeContext
 from dfl_node.runner.membership import SurvivingGraph
 from dfl_node.wire.tags import Tag
-from protocols.dmflsq import dmflsq_report
-from protocols.dmflsq.dmflsq_bits import Accounting, ceil_log2, psi_pair_bits
-from protocols.sdk import LocalSGD, Payload, Protocol, ProtocolHyper, SurvivesFailures
-from protocols.toolkit.compressor_specs import CompositeSpec, CompressorSpec, TopKSpec, UniformSpec
+from protocols.dmflsq.dmflsq_bits import ceil_log2, psi_pair_bits
+from protocols.dmflsq.specs import DMFLSQHyper, DMFLSQSpec
+from protocols.sdk import LocalSGD, Payload, Protocol
 from protocols.toolkit.copies import PublicCopies
-from protocols.toolkit.max_consensus import TieBreak, max_consensus
-from protocols.toolkit.trigger import Schedule, fires, silence, threshold
+from protocols.toolkit.max_consensus import max_consensus
+from protocols.toolkit.trigger import fires, silence, threshold
 
 MODEL_PHASE = "dmflsq-model"
 PSI_PHASE = "psi"
-
-
-def _auto(value: Any) -> Any:
-    """`k_psi: null` is the older spelling of `auto`."""
-    if value is None:
-        return "auto"
-    if value != "auto" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise ValueError("must be an integer >= 1 or auto")
-    return value
-
-
-class DMFLSQHyper(ProtocolHyper):
-    """`hyper:` of a dmfl-sq run; the defaults are the paper's (Sec. VI)."""
-
-    lr: Positive = 0.1
-    """gamma, constant (docs/protocols/dmfl-sq.md#a3)."""
-    lr_schedule: Literal["constant", "inv_sqrt_T"] = "constant"
-    """constant, or inv_sqrt_T: gamma / sqrt(T), the theory's schedule."""
-    alpha: NonNegative = 0.4
-    """Graph coupling weight (eq. 2)."""
-    rho: NonNegative = 0.5
-    """Fairness weight (eq. 4)."""
-    a_ij: Literal["unit", "from_topology"] = "unit"
-    """a_ij = 1, or the topology edge's `weight` (A2)."""
-    k_psi: Annotated[Count | Literal["auto"], BeforeValidator(_auto)] = "auto"
-    """Max-consensus sub-rounds; auto: diam(G) of the topology (A23)."""
-    tie_break: TieBreak = "larger_id"
-    """On an exact float32 loss tie the larger id wins, or the smaller (A5)."""
-    skip_consensus_when_rho0: Flag = True
-    """With rho = 0 no consensus runs and none is charged (A14)."""
-    batch_sel: Count = 32
-    """Selection mini-batch (f_hat, eq. 9)."""
-    batch_grad: Count = 32
-    """Gradient mini-batch (g, eq. 10)."""
-    trigger: Schedule = "inv_sqrt_t"
-    """theta_t = theta0 / sqrt(t + 1), constant, or zero (always send)."""
-    theta0: NonNegative = 0.5
-    """theta_0."""
-    compressor: CompressorSpec = CompositeSpec(sparsifier=TopKSpec(ratio=0.01),
-                                               quantizer=UniformSpec(bits=8))
-    """C = Q8 o Top_k, k = max(1, ceil(0.01 P)), global over the model (A7, A8)."""
-    accounting: Accounting = Accounting()
-    """Eqs. (18)-(19); b_q and b_scale follow the quantiser (8, 32)."""
 
 
 def coupling_weights(plan_edges: list[Any], node_id: int, mode: str) -> dict[int, float]:
@@ -144,13 +98,9 @@ def coupling_weights(plan_edges: list[Any], node_id: int, mode: str) -> dict[int
     return dict(sorted(out.items()))
 
 
-class DMFLSQ(SurvivesFailures, Protocol[DMFLSQHyper]):
+class DMFLSQ(DMFLSQSpec, Protocol[DMFLSQHyper]):
     """One client of DMFL-SQ. State: w_i (the model's parameters), w_hat_i (the copy every
     neighbour holds of w_i) and w_hat_{j->i} per neighbour j: (2 + deg_i) P float32."""
-
-    Hyper = DMFLSQHyper
-    report_family = "dmfl-sq"
-    report_table = dmflsq_report.TABLE
 
     checkpoint_fields = ("sel_batches", "sgd", "copies", "rounds_run", "triggers", "k_sum",
                          "bits_sent", "selected")

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from dfl_config.section import NonNegativeInt
-from protocols.toolkit.compressors import MessageAccounting, message_bits
+from protocols.toolkit.accounting import MessageAccounting, message_bits
 from protocols.toolkit.positions import ceil_log2
 
 # The paper's constants (Sec. VI): b_q = 8, b_scale = 32, b_loss = 32, b_hdr = 32, b_trig = 0.

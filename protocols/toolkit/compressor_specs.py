@@ -51,17 +51,17 @@ from pydantic import (
 from dfl_config.plugins import HOME, package_of
 from dfl_config.problems import one_line
 from dfl_config.section import Count, Integer, Number, Section, tagged_union
-from protocols.toolkit.compressors import (
-    MAX_BITS,
-    Composed,
-    Compressor,
-    Identity,
-    Quantizer,
-    RandK,
-    Sparsifier,
-    TopK,
-    Uniform,
-)
+from protocols.toolkit.accounting import MAX_BITS
+
+if TYPE_CHECKING:  # built by build(), which imports them: a spec is read without torch
+    from protocols.toolkit.compressors import (
+        Compressor,
+        Quantizer,
+        RandK,
+        Sparsifier,
+        TopK,
+        Uniform,
+    )
 
 SPARSIFIER_GROUP = "dfl_mesh.sparsifiers"
 QUANTIZER_GROUP = "dfl_mesh.quantizers"
@@ -121,6 +121,8 @@ class TopKSpec(_BudgetSpec):
     type: Literal["topk"] = "topk"
 
     def build(self) -> TopK:
+        from protocols.toolkit.compressors import TopK
+
         return TopK(ratio=self.ratio, k=self.k)
 
 
@@ -130,6 +132,8 @@ class RandKSpec(_BudgetSpec):
     type: Literal["randk"] = "randk"
 
     def build(self) -> RandK:
+        from protocols.toolkit.compressors import RandK
+
         return RandK(ratio=self.ratio, k=self.k)
 
 
@@ -143,6 +147,8 @@ class UniformSpec(QuantizerSpec):
     scale: Literal["per_message"] = "per_message"
 
     def build(self) -> Uniform:
+        from protocols.toolkit.compressors import Uniform
+
         return Uniform(bits=self.bits, rounding=self.rounding)
 
 
@@ -152,6 +158,8 @@ class IdentitySpec(Section):
     type: Literal["identity"] = "identity"
 
     def build(self) -> Compressor:
+        from protocols.toolkit.compressors import Identity
+
         return Identity()
 
 
@@ -272,6 +280,8 @@ class CompositeSpec(Section):
     def build(self) -> Compressor:
         s = None if self.sparsifier is None else self.sparsifier.build()
         q = None if self.quantizer is None else self.quantizer.build()
+        from protocols.toolkit.compressors import Composed, Identity
+
         if s is not None and q is not None:
             return Composed(s, q)
         return s or q or Identity()

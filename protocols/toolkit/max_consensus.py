@@ -27,16 +27,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Literal, get_args
 
 import numpy as np
 
 from dfl_node.comm.channel import Comm
 from dfl_node.ledgers.formula import FormulaLedger
 from dfl_node.wire.tags import Tag
+from protocols.toolkit.options import TIE_BREAKS
 
-TieBreak = Literal["larger_id", "smaller_id"]
-TIE_BREAKS: tuple[str, ...] = get_args(TieBreak)
 CONSENSUS_KIND = "cons"
 SCHEMA = {"value": ("float32", (1,)), "id": ("int64", (1,))}
 

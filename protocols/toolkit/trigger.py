@@ -13,13 +13,10 @@ charges for its silence on each link is `silence(acc)`, the trigger term alone.
 from __future__ import annotations
 
 import math
-from typing import Literal, get_args
 
 from protocols.sdk.payload import Payload
-from protocols.toolkit.compressors import MessageAccounting
-
-Schedule = Literal["constant", "inv_sqrt_t", "zero"]
-SCHEDULES: tuple[str, ...] = get_args(Schedule)
+from protocols.toolkit.accounting import MessageAccounting
+from protocols.toolkit.options import SCHEDULES
 
 
 def threshold(schedule: str, theta0: float, t: int) -> float:
