@@ -25,11 +25,11 @@ from dfl_node.transports.encryption import COLLECTOR, Curve, load_curve
 from launcher.config.endpoints import wildcard_bind
 from launcher.config.host_plan import place_plan
 from launcher.errors import LaunchError
-from launcher.launch import report
 from launcher.results.cycle_metrics import CycleMetrics
 from launcher.run import rundir
 from launcher.run.collector import Collector, ZmqSource
 from launcher.run.directory import Directory
+from launcher.run.finish import report
 from launcher.run.linkreport import write_link_report
 from launcher.run.on_failure import FailureWatch
 from launcher.run.outcome import Outcome

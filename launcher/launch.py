@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 from dfl_node.plan import RunPlan
 from launcher.backends.base import LocalBackend
 from launcher.backends.hosts import HostsBackend
-from launcher.backends.processes import log_tail
 from launcher.backends.registry import local_backend
 from launcher.config.backend_catalog import DEFAULT_LOCAL
 from launcher.config.checks import check_local
@@ -21,14 +19,12 @@ from launcher.logs import launcher_logger
 from launcher.results.cycle_metrics import CycleMetrics
 from launcher.run import rundir
 from launcher.run.collector import Collector
-from launcher.run.linkreport import write_link_report
+from launcher.run.finish import EXIT_INTERRUPTED, EXIT_OK, report, write_results
 from launcher.run.outcome import Outcome
 from launcher.run.prephase_coordinator import start_coordinator
 from launcher.run.progress import Display, open_display
 from launcher.run.resume import prepare_resume, resume_request, start_fresh
-from launcher.run.summary import summarize, write_ledger
 
-EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 LOG = launcher_logger("launch")
 
 
@@ -107,23 +103,6 @@ def run_one(req: Request, out_dir: Path | None, view: ViewOptions, resuming: boo
     return report(outcome, run_dir, summary, display)
 
 
-def write_results(plan: RunPlan, config: dict[str, Any], collector: Collector,
-                  outcome: Outcome, seconds: float, run_dir: Path, view: ViewOptions,
-                  display: Display) -> dict[str, Any]:
-    """A finished run's files, whoever started its nodes: summary.json, the ledger, the link
-    report and (unless turned off) the plots; the summary back."""
-    summary = summarize(plan, config, collector, outcome, seconds)
-    rundir.write_json(run_dir / "summary.json", summary)
-    write_ledger(run_dir, collector.done)
-    write_link_report(run_dir, plan, collector.done)
-    if view.plots:
-        from launcher.results.plots import plot_run  # matplotlib: only runs that plot import it
-
-        display.stage("writing plots")
-        plot_run(run_dir)
-    return summary
-
-
 def execute(backend: LocalBackend, plan: RunPlan, plan_path: Path, run_dir: Path,
             display: Display, coordinate: bool = True) -> tuple[Outcome, Collector]:
     """`coordinate`: run the pre-phase's coordinator (a resumed run has its result already)."""
@@ -142,22 +121,3 @@ def execute(backend: LocalBackend, plan: RunPlan, plan_path: Path, run_dir: Path
             collector.rejected.update(coordinator.rejected)
             if coordinator.error:
                 LOG.error("pre-phase: %s", coordinator.error)
-
-
-def report(outcome: Outcome, run_dir: Path, summary: dict[str, Any],
-           display: Display | None = None) -> int:
-    """The last line on stdout (the display's kind), the failure on stderr; the exit code."""
-    (display or Display(pipe=False)).final(run_dir, outcome, summary)
-    for node, reason in outcome.deaths.items():
-        LOG.warning("node %s died (%s); the others went on without it "
-                    "(summary.json: failures, graph_changes)", node, reason)
-    if outcome.ok:
-        return EXIT_OK
-    if outcome.status == "interrupted":
-        LOG.error("interrupted; completed evaluations kept in %s", run_dir)
-        return EXIT_INTERRUPTED
-    failed = outcome.failed_node
-    tail = log_tail(run_dir, failed) if failed is not None else ""
-    LOG.error("node %s failed (%s); run directory %s%s", failed, outcome.reason, run_dir,
-              f"\n{tail}" if tail else "")
-    return EXIT_FAILED

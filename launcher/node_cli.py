@@ -25,7 +25,7 @@ from typing import Any
 
 import click
 
-from dfl_node.comm.rendezvous import RendezvousTimeout, rendezvous_seconds
+from dfl_node.comm.rendezvous import RendezvousTimeout
 from dfl_node.learning.torch_settings import apply_runtime
 from dfl_node.plan import PlanError, RunPlan
 from dfl_node.runner.context import node_logger
@@ -34,6 +34,7 @@ from dfl_node.runner.prephase_client import ZmqPrephaseChannel
 from dfl_node.runner.process_memory import share_one_arena
 from dfl_node.runner.reporter import FileReporter, Reporter, ZmqReporter
 from dfl_node.runner.run_node import run_node
+from dfl_node.settings.wire import rendezvous_seconds
 from dfl_node.transports.encryption import COORDINATOR, Curve, load_curve
 from dfl_node.transports.liveness import Heartbeat, MeshFailure, failure_fields
 from dfl_node.transports.zeromq import ZmqTransport

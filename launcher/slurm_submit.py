@@ -33,9 +33,9 @@ from launcher.config.slurm_job import (
     task_ids,
 )
 from launcher.errors import LaunchError
-from launcher.launch import report, write_results
 from launcher.run.collector import Collector
 from launcher.run.directory import Directory
+from launcher.run.finish import report, write_results
 from launcher.run.on_failure import FailureWatch
 from launcher.run.outcome import Outcome
 from launcher.run.prephase_coordinator import start_coordinator

@@ -8,10 +8,11 @@ import time
 import pytest
 
 from dfl_node.comm.channel import Comm
-from dfl_node.comm.rendezvous import RendezvousTimeout, rendezvous_seconds
+from dfl_node.comm.rendezvous import RendezvousTimeout
 from dfl_node.ledgers.traffic import Ledger
 from dfl_node.plan import RunPlan
 from dfl_node.runner.run_node import meet_mesh
+from dfl_node.settings.wire import rendezvous_seconds
 from dfl_node.transports.zeromq import ZmqTransport
 from dfl_node.wire.codec import WireLimits
 from launcher.config.ports import PortClaims

@@ -19,6 +19,7 @@ import torch
 
 from dfl_node.learning.training import BatchSampler
 from dfl_node.state import checkpoint_file as checkpoint
+from dfl_node.state import checkpoint_layout as layout
 from dfl_node.state import codec as statecodec
 from dfl_node.transports.liveness import STALL_ENV
 from launcher.run.resume import keep_rounds_through
@@ -60,7 +61,7 @@ def kill_after_checkpoint(out: Path, round_: int, args: list[str], timeout_s: fl
         assert proc.poll() is None, f"the run ended before round {round_}: " + \
             proc.stderr.read().decode()[-2000:]  # type: ignore[union-attr]
         return ((out / "plan.json").is_file()
-                and checkpoint.last_complete_round(out, node_ids(out)) >= round_)
+                and layout.last_complete_round(out, node_ids(out)) >= round_)
 
     try:
         wait_for(saved, timeout_s, f"a complete checkpoint of round {round_}")
@@ -114,7 +115,7 @@ def assert_resumed_equals_uninterrupted(tmp_path: Path, topology: str, protocol:
     cut = tmp_path / "cut"
     kill_after_checkpoint(cut, kill_round, ["--topology", topology, "--protocol", protocol,
                                             *args], python=python)
-    resumed_from = checkpoint.last_complete_round(cut, node_ids(cut))
+    resumed_from = layout.last_complete_round(cut, node_ids(cut))
     assert resumed_from >= kill_round
     summary = resume_ok(cut, python)
     assert summary["status"] == "ok"
@@ -225,19 +226,19 @@ def test_checkpoint_files_round_trip_generators_optimizers_and_counters(tmp_path
 
 def test_the_last_complete_round_is_kept_and_older_ones_pruned(tmp_path: Path) -> None:
     def save(node: int, round_: int) -> None:
-        checkpoint.write(checkpoint.checkpoint_path(tmp_path, node, round_),
+        checkpoint.write(layout.checkpoint_path(tmp_path, node, round_),
                          checkpoint.State({"w": torch.full((2,), float(round_))}, {"r": round_}))
 
     for node, round_ in [(0, 2), (0, 4), (1, 2)]:
         save(node, round_)
-    assert checkpoint.last_complete_round(tmp_path, [0, 1]) == 2
-    assert checkpoint.last_complete_round(tmp_path, [0, 1, 2]) == 0  # node 2 saved nothing
-    checkpoint.prune(tmp_path, 0, [0, 1])
-    assert checkpoint.saved_rounds(tmp_path, 0) == [2, 4]
+    assert layout.last_complete_round(tmp_path, [0, 1]) == 2
+    assert layout.last_complete_round(tmp_path, [0, 1, 2]) == 0  # node 2 saved nothing
+    layout.prune(tmp_path, 0, [0, 1])
+    assert layout.saved_rounds(tmp_path, 0) == [2, 4]
     save(1, 4)
-    checkpoint.prune(tmp_path, 0, [0, 1])
-    assert checkpoint.saved_rounds(tmp_path, 0) == [4]
-    back = checkpoint.read(checkpoint.checkpoint_path(tmp_path, 0, 4))
+    layout.prune(tmp_path, 0, [0, 1])
+    assert layout.saved_rounds(tmp_path, 0) == [4]
+    back = checkpoint.read(layout.checkpoint_path(tmp_path, 0, 4))
     assert back.meta == {"r": 4} and back.tensors["w"].tolist() == [4.0, 4.0]
 
 

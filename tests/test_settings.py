@@ -15,7 +15,6 @@ from pydantic import ValidationError
 
 from dfl_config.problems import one_line
 from dfl_config.section import Section
-from dfl_node.comm.rendezvous import rendezvous_seconds
 from dfl_node.learning import torch_settings
 from dfl_node.learning.models import BUILDERS, build_model
 from dfl_node.learning.synthetic import SyntheticSpec
@@ -26,7 +25,7 @@ from dfl_node.settings.link import LinkSettings
 from dfl_node.settings.model import MODEL_SPECS, ModelError, ModelSpec
 from dfl_node.settings.runtime import RuntimeHyper
 from dfl_node.settings.tdma import TdmaSettings
-from dfl_node.settings.wire import ON_FAILURE, WireSettings
+from dfl_node.settings.wire import ON_FAILURE, WireSettings, rendezvous_seconds
 from dfl_node.transports.liveness import Heartbeat
 
 

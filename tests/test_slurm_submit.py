@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from dfl_node.state import checkpoint_file as checkpoint
+from dfl_node.state import checkpoint_layout as checkpoint
 from dfl_node.transports.liveness import STALL_ENV
 from tests import slurm_lab
 from tests.conftest import require

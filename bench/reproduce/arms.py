@@ -20,9 +20,9 @@ from typing import Any
 
 from bench.reproduce.graphs import materialize
 from bench.sweeps import why
-from dfl_node.state.checkpoint_file import checkpoints_dir
+from dfl_node.state.checkpoint_layout import checkpoints_dir
 from launcher.errors import LaunchError
-from launcher.launch import EXIT_INTERRUPTED
+from launcher.run.finish import EXIT_INTERRUPTED
 from launcher.sweep.runner import finished, run_sweep
 from launcher.sweep.spec import SweepSpec, Variant
 

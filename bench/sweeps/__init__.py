@@ -16,7 +16,7 @@ from typing import Any
 from launcher.api.result import RunResult
 from launcher.config.options import parse_seeds
 from launcher.errors import LaunchError
-from launcher.launch import EXIT_INTERRUPTED
+from launcher.run.finish import EXIT_INTERRUPTED
 from launcher.sweep.grid import Point
 from launcher.sweep.runner import REPORT_FILE, SweepResult, finished, run_sweep
 from launcher.sweep.spec import SweepSpec, load_spec

@@ -12,28 +12,14 @@ when its neighbours' messages are here, never at a time of day.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
-from pydantic import ValidationError
-
-from dfl_config.problems import one_line
 from dfl_node.comm.channel import Comm, PeerTimeout
-from dfl_node.settings.wire import WireSettings
 
 
 class RendezvousTimeout(TimeoutError):
     """Neighbours did not show up before the rendezvous deadline; the message is one line."""
-
-
-def rendezvous_seconds(wire: Mapping[str, Any] | WireSettings) -> float:
-    """The plan's start-up patience: `rendezvous_s`, or `recv_timeout_s` when unset (keys the
-    dict lacks have WireSettings's defaults)."""
-    try:
-        return WireSettings.model_validate(wire).rendezvous_seconds
-    except ValidationError as exc:
-        raise ValueError(one_line(exc, WireSettings, ("wire",))) from None
 
 
 def deadline_after(seconds: float) -> float:

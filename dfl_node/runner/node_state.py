@@ -18,7 +18,9 @@ from dfl_node.netsim.virtual_clock import LinkStats, VirtualClock
 from dfl_node.plan import PlanError, RunPlan
 from dfl_node.runner.context import NodeContext
 from dfl_node.state import checkpoint_file as checkpoint
-from dfl_node.state.checkpoint_file import State, content_hashes
+from dfl_node.state import checkpoint_layout as layout
+from dfl_node.state.checkpoint_file import State
+from dfl_node.state.checkpoint_layout import content_hashes
 
 
 class Checkpointable(Protocol):
@@ -50,17 +52,17 @@ def save(out_dir: Path, ctx: NodeContext, proto: Checkpointable, progress: Resum
         "clock": clock_state(ctx.clock),
         "slot_mismatches": ctx.comm.slot_mismatches,
     }
-    checkpoint.write(checkpoint.checkpoint_path(out_dir, ctx.node_id, progress.round), state)
-    checkpoint.prune(out_dir, ctx.node_id, ctx.plan.ids)
+    checkpoint.write(layout.checkpoint_path(out_dir, ctx.node_id, progress.round), state)
+    layout.prune(out_dir, ctx.node_id, ctx.plan.ids)
 
 
 def load(out_dir: Path, plan: RunPlan, node_id: int) -> State | None:
     """This node's checkpoint to resume from (None: a fresh start); PlanError if it is
     missing or was made under another plan."""
-    round_ = checkpoint.resume_round(out_dir)
+    round_ = layout.resume_round(out_dir)
     if round_ == 0:
         return None
-    path = checkpoint.checkpoint_path(out_dir, node_id, round_)
+    path = layout.checkpoint_path(out_dir, node_id, round_)
     if not path.is_file():
         raise PlanError(f"node {node_id}: no checkpoint of round {round_} ({path})")
     state = checkpoint.read(path)

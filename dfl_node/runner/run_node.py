@@ -19,7 +19,7 @@ import torch
 from safetensors.torch import save_file
 
 from dfl_node.comm.channel import HELLO_PHASE, Comm
-from dfl_node.comm.rendezvous import deadline_after, patience, rendezvous_seconds
+from dfl_node.comm.rendezvous import deadline_after, patience
 from dfl_node.ledgers.formula import FormulaLedger
 from dfl_node.ledgers.traffic import Ledger
 from dfl_node.netsim.tdma import schedule_from_plan
@@ -33,7 +33,8 @@ from dfl_node.runner.node_state import Resumed
 from dfl_node.runner.prephase_client import PrephaseChannel, run_prephase
 from dfl_node.runner.profiling import profiled
 from dfl_node.runner.reporter import Reporter, params_due, params_record
-from dfl_node.state import checkpoint_file as checkpoint
+from dfl_node.settings.wire import rendezvous_seconds
+from dfl_node.state import checkpoint_layout as checkpoint
 from dfl_node.transports.base import Transport
 from dfl_node.transports.liveness import stall_for_test
 from dfl_node.wire.codec import WireLimits

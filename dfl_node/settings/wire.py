@@ -7,8 +7,12 @@ positive types.
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from collections.abc import Mapping
+from typing import Any, Literal, get_args
 
+from pydantic import ValidationError
+
+from dfl_config.problems import one_line
 from dfl_config.section import Count, Positive, Section
 
 OnFailure = Literal["stop", "continue"]
@@ -38,3 +42,12 @@ class WireSettings(Section):
     def rendezvous_seconds(self) -> float:
         """The start-up patience: `rendezvous_s`, or `recv_timeout_s` when unset."""
         return self.recv_timeout_s if self.rendezvous_s is None else self.rendezvous_s
+
+
+def rendezvous_seconds(wire: Mapping[str, Any] | WireSettings) -> float:
+    """The plan's start-up patience: `rendezvous_s`, or `recv_timeout_s` when unset (keys the
+    dict lacks have WireSettings's defaults)."""
+    try:
+        return WireSettings.model_validate(wire).rendezvous_seconds
+    except ValidationError as exc:
+        raise ValueError(one_line(exc, WireSettings, ("wire",))) from None

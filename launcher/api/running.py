@@ -18,8 +18,9 @@ from launcher.api.result import RunResult
 from launcher.api.settings import parse, to_argv
 from launcher.config.options import ViewOptions
 from launcher.errors import LaunchError
-from launcher.launch import EXIT_INTERRUPTED, launch_one
+from launcher.launch import launch_one
 from launcher.run import rundir
+from launcher.run.finish import EXIT_INTERRUPTED
 from launcher.run.progress import in_notebook
 
 

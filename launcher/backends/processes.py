@@ -73,12 +73,6 @@ def kill_now(procs: dict[int, NodeProcess], node_id: int | None) -> None:
         proc.kill()
 
 
-def log_tail(run_dir: Path, node_id: int, lines: int = 5) -> str:
-    path = run_dir / "logs" / f"node-{node_id}.log"
-    text = path.read_text(errors="replace").strip().splitlines() if path.exists() else []
-    return "\n".join(text[-lines:])
-
-
 def run_processes(plan: RunPlan, plan_path: Path, run_dir: Path, zygote: Zygote,
                   collector: Collector) -> Outcome:
     procs: dict[int, NodeProcess] = {}

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-import torch
-
 from launcher.errors import LaunchError
+
+
+def visible_gpus() -> int:
+    """CUDA devices this host sees. torch is imported here, only when a node asks for a GPU: a
+    CPU mesh is planned without it (and a Slurm job without it on the submit host)."""
+    import torch
+
+    return torch.cuda.device_count()
 
 
 def resolve_devices(requested: list[tuple[int, str | None]], gpus: int | None = None) -> list[str]:
@@ -12,12 +18,13 @@ def resolve_devices(requested: list[tuple[int, str | None]], gpus: int | None = 
 
     A named GPU that is not visible is bad input: exit 2 before any node starts.
     """
-    count = torch.cuda.device_count() if gpus is None else gpus
     out, auto_next = [], 0
     for node_id, device in requested:
         if device in (None, "cpu"):
             out.append("cpu")
-        elif device == "auto":
+            continue
+        count = visible_gpus() if gpus is None else gpus
+        if device == "auto":
             out.append(f"cuda:{auto_next % count}" if count else "cpu")
             auto_next += count > 0
         else:

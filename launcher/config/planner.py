@@ -6,10 +6,10 @@ from typing import Any
 
 import numpy as np
 
-from dfl_node.comm.rendezvous import rendezvous_seconds
 from dfl_node.netsim import tdma
 from dfl_node.netsim.virtual_clock import LinkModel
 from dfl_node.plan import NodeEntry, RunPlan
+from dfl_node.settings.wire import rendezvous_seconds
 from launcher.config.backend_catalog import local_spec
 from launcher.config.checks import check_protocol
 from launcher.config.devices import resolve_devices

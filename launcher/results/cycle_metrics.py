@@ -28,19 +28,18 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
-from dfl_node.learning.models import build_model
-from dfl_node.learning.shards import load_node_data
-from dfl_node.learning.training import evaluate
 from dfl_node.plan import RunPlan
 from dfl_node.runner.reporter import params_due
 from protocols.registry import protocol_class
 from topologies.measures import exact_conductance, slem, sweep_conductance
 from topologies.mixing import WEIGHTS, induced, lazy
+
+if TYPE_CHECKING:
+    from launcher.results.reference_model import ReferenceModel
 
 EXACT_CONDUCTANCE_MAX = 14  # subsets enumerated up to this size; a Fiedler sweep above
 
@@ -72,10 +71,11 @@ class CycleMetrics:
             self.path.read_text().splitlines() if self.path.is_file() else [])]
         self.params_bytes = 0
         self._pending: dict[int, Pending] = {}
-        self._model: torch.nn.Module | None = None
-        self._eval: tuple[np.ndarray, np.ndarray] | None = None
+        self._reference: ReferenceModel | None = None
         if self.section["params_every"] > 0:
-            self._load_reference()
+            from launcher.results.reference_model import ReferenceModel  # torch: see its doc
+
+            self._reference = ReferenceModel(plan)
 
     @classmethod
     def for_plan(cls, plan: RunPlan, run_dir: Path) -> CycleMetrics | None:
@@ -84,16 +84,6 @@ class CycleMetrics:
         if not section or not (section["params_every"] or section["thresholds"]):
             return None
         return cls(plan, run_dir)
-
-    def _load_reference(self) -> None:
-        """The model whose layout `params` records must have, and the global test split."""
-        plan = self.plan
-        data = load_node_data(plan.data, plan.clients, plan.clients[0])
-        self._model = build_model(plan.model, data.input_shape, data.classes, plan.seed)
-        if plan.data["eval_split"] == "global":
-            self._eval = (data.x_eval, data.y_eval)
-        elif data.global_eval is not None:
-            self._eval = data.global_eval
 
     def wants_params(self, round_: int) -> bool:
         plan = self.plan
@@ -118,10 +108,9 @@ class CycleMetrics:
 
     def _checked(self, raw: Any) -> dict[str, np.ndarray] | None:
         """Names and byte sizes exactly those of the reference model's float tensors."""
-        if self._model is None or not isinstance(raw, dict):
+        if self._reference is None or not isinstance(raw, dict):
             return None
-        layout = {n: t.shape for n, t in self._model.state_dict().items()
-                  if t.is_floating_point()}
+        layout = self._reference.layout()
         if set(raw) != set(layout) or not all(
                 isinstance(raw[n], bytes) and len(raw[n]) == 4 * math.prod(s)
                 for n, s in layout.items()):
@@ -159,13 +148,11 @@ class CycleMetrics:
             gaps[label] = math.sqrt(sq)
         out: dict[str, Any] = {"consensus_gap": gaps.pop("all"),
                                "cluster_gaps": gaps if len(groups) > 1 else {}}
-        if self._eval is not None and self._model is not None:
-            mean = {n: torch.from_numpy(np.mean([slot.params[i][n] for i in ids], axis=0,
-                                                dtype=np.float64).astype(np.float32))
-                    for n in names}
-            self._model.load_state_dict(mean, strict=False)
-            acc, loss = evaluate(self._model, *self._eval, torch.device("cpu"))
-            out.update(avg_model_accuracy=acc, avg_model_loss=loss)
+        mean = {n: np.asarray(np.mean([slot.params[i][n] for i in ids], axis=0,
+                                      dtype=np.float64)) for n in names}
+        scored = None if self._reference is None else self._reference.accuracy(mean)
+        if scored is not None:
+            out.update(avg_model_accuracy=scored[0], avg_model_loss=scored[1])
         return out
 
     def summary_keys(self) -> dict[str, Any]:

@@ -26,7 +26,6 @@ from typing import Protocol
 import numpy as np
 import zmq
 
-from dfl_node.comm.rendezvous import rendezvous_seconds
 from dfl_node.plan import RunPlan
 from dfl_node.runner.prephase_client import (
     ANSWER_TAG,
@@ -38,6 +37,7 @@ from dfl_node.runner.prephase_client import (
     frame_bytes,
     limits_of,
 )
+from dfl_node.settings.wire import rendezvous_seconds
 from dfl_node.transports.base import FORGED_PEER
 from dfl_node.transports.encryption import COORDINATOR, Curve, load_curve
 from dfl_node.transports.zeromq import authenticated_peer, peer_of, routing_id

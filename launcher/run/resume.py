@@ -5,7 +5,7 @@ options, `--set`s). Resuming resolves those inputs again, exactly as the first l
 compares the new plan with the run's `plan.json` section by section, addresses aside (the new
 launch claims fresh ports): an edited topology file, config file or protocol defaults, or other
 data, is bad input (exit 2) naming the sections that changed. Otherwise the run continues from
-the last round every node has a checkpoint of (dfl_node/state/checkpoint_file.py): rows of
+the last round every node has a checkpoint of (dfl_node/state/checkpoint_layout.py): rows of
 later rounds are cut from `metrics.jsonl` and `cycles.jsonl` (the resumed nodes report them again),
 the nodes are told the round (`checkpoints/resume.json`), and the pre-phase's result is not computed
 again: `prephase.json` stays, and each node's answer is in its checkpoint. With no complete
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from dfl_node.plan import PlanError, RunPlan
-from dfl_node.state import checkpoint_file as checkpoint
+from dfl_node.state import checkpoint_layout as checkpoint
 from launcher.config.options import Request
 from launcher.errors import LaunchError
 

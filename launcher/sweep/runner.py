@@ -24,9 +24,10 @@ from launcher.api.result import RunResult
 from launcher.api.running import interactive
 from launcher.config.options import ViewOptions
 from launcher.errors import LaunchError
-from launcher.launch import EXIT_INTERRUPTED, EXIT_OK, launch_one
+from launcher.launch import launch_one
 from launcher.results.report import build_report
 from launcher.results.report_text import to_markdown
+from launcher.run.finish import EXIT_INTERRUPTED, EXIT_OK
 from launcher.run.progress import Display, RoundTable, emit
 from launcher.run.resume import inputs_body, recorded_inputs
 from launcher.sweep.grid import Point, check, points
