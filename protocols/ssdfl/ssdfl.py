@@ -10,7 +10,7 @@ and a_i (the plan's global matrix). All devices start from the same theta^{0,0} 
 One global cycle k (`--rounds` counts cycles) at device i:
   intra regime, q = 0..tau_a-1 (eq. 11): theta_i^{q+1} = sum_j a~_ji theta_j^q - eta g~_i(theta_i^q)
      with in-cluster neighbours only; the gradient is taken at the device's own pre-mix model
-     and the neighbours' pre-update models are mixed; g~ is eq. 10 (`optimizers.py`),
+     and the neighbours' pre-update models are mixed; g~ is eq. 10 (`direction.py`),
      its momentum sum and proximal anchor reset at q = 0 (eqs. 8-9).
   inter regime, q = 0..tau_r-1 (eq. 18): theta_i^{q+1} = sum_j a_ji theta_j^q, all neighbours,
      no training.
@@ -26,108 +26,36 @@ S = 1 check). Neighbour sums run over ascending ids, self included (the SDK's `m
 transport computes the same floats.
 
 The cycle is `CycleEngine`'s; the baselines (`ssdfl_baselines.py`) run it with other weight
-rows, and `SSDFL` adds the pre-phase that chooses its rows.
+rows, and `SSDFL` adds the pre-phase that chooses its rows. Their settings, and what the launcher
+and the coordinator run (Algorithm 1 included), are declared in `specs.py`, without torch.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Any, Literal
 
 import numpy as np
 import torch
-from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 
-from dfl_config.section import Count, NonNegativeInt, Positive
 from dfl_node.learning.training import evaluate, grad_of
-from dfl_node.plan import RunPlan
 from dfl_node.runner.context import NodeContext
-from dfl_node.runner.prephase_client import Coordination
 from dfl_node.wire.tags import Tag
-from protocols.sdk import LocalSGD, PrePhase, Protocol, TrainingHyper, mix
-from protocols.ssdfl import ssdfl_report
-from protocols.ssdfl.clustering import ClusteringConfig, ClusteringSettings
-from protocols.ssdfl.coordinator import clustering_config, coordinate_clusters
-from protocols.ssdfl.optimizers import (
-    Fraction,
-    OptimizerSpec,
-    SSDFLNodeAttributes,
-    UnifiedDirection,
-    draw_optimizer,
-)
+from protocols.sdk import LocalSGD, Protocol, mix
+from protocols.ssdfl.direction import UnifiedDirection
+from protocols.ssdfl.optimizers import OptimizerSpec, draw_optimizer
+from protocols.ssdfl.specs import CycleHyper, CycleSpec, H, SSDFLHyper, SSDFLSpec
 
 INTRA, INTER = "ssdfl-intra", "ssdfl-inter"
 Row = dict[int, float]
 Params = dict[str, torch.Tensor]
 
 
-def _epoch_or_count(value: Any) -> Any:
-    if value == "epoch" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-        return value
-    raise ValueError(f"must be 'epoch' or an integer >= 1, got {value!r}")
-
-
-LocalSteps = Annotated[Literal["epoch"] | Count, BeforeValidator(_epoch_or_count)]
-Draws = Annotated[tuple[Fraction, ...], Field(min_length=1)]
-
-
-class CycleHyper(TrainingHyper):
-    """The settings of SSD-FL's global cycle, which its baselines run too: the paper's
-    (Sec. VI) where it gives them, the decisions of docs/protocols/ssd-fl.md where it does not."""
-
-    lr: Positive = 0.01
-    """eta of eq. 11 (docs/protocols/ssd-fl.md#e2); SSD-FL's eq. 37 and H use it too."""
-    tau_a: NonNegativeInt = 3
-    """Training (intra-cluster) iterations per cycle."""
-    tau_r: NonNegativeInt = 1
-    """Communication-only (inter-cluster) iterations per cycle."""
-    local_steps: LocalSteps = "epoch"
-    """Mini-batch steps per iteration: `epoch` is ceil(D_i / M) (docs/protocols/ssd-fl.md#e1);
-    1 is eq. 11 exactly."""
-    optimizers: Literal["random", "sgd", "topology"] = "random"
-    """Each device's optimizer: drawn uniformly over sgd/prox/momentum (Sec. VI-A), plain SGD
-    everywhere (App. G-B), or the topology's node attribute `optimizer`."""
-    prox_mu: Draws = (5e-5, 1e-4)
-    """What a proximal device draws its mu from, uniformly (Sec. VI-A)."""
-    momentum_rho: Draws = (0.8, 0.85)
-    """What a momentum device draws its rho from, uniformly (Sec. VI-A)."""
-
-    @field_validator("tau_r")
-    @classmethod
-    def _an_iteration(cls, value: int, info: ValidationInfo) -> int:
-        if value == 0 and info.data.get("tau_a") == 0:
-            raise ValueError("must be at least 1 when tau_a is 0 (a cycle needs an iteration)")
-        return value
-
-
-class SSDFLHyper(CycleHyper):
-    regimes: Literal["clustered", "global"] = "clustered"
-    """clustered: A~ in the intra regime, A in the inter regime; global: A in both
-    (synchronous DFL, the S = 1 check)."""
-    sample_size: Count = 100
-    """|D_i|: raw samples per device for eq. 40 (docs/protocols/ssd-fl.md#c13)."""
-    clustering: ClusteringSettings = ClusteringSettings()
-    """Algorithm 1 (the pre-phase)."""
-
-    @field_validator("tau_a")
-    @classmethod
-    def _trains(cls, value: int) -> int:
-        if value < 1:
-            raise ValueError("must be >= 1")
-        return value
-
-
-H = TypeVar("H", bound=CycleHyper)
-
-
-class CycleEngine(Protocol[H]):
+class CycleEngine(CycleSpec[H], Protocol[H]):
     """One global cycle, tau_a iterations of eq. 11 then tau_r of eq. 18, on weight rows that
     SSD-FL and each baseline choose (`intra_row_at`, `inter_row_at`)."""
 
-    report_family = "ssd-fl"
-    cycle_groups = "cluster"  # each node's cluster, in its metrics records
-    node_attributes = SSDFLNodeAttributes
     # the optimizer state restarts every cycle (eqs. 8-9); the rows are kept, so a resumed
     # SSD-FL node needs no coordinator
     checkpoint_fields: tuple[str, ...] = ("sgd", "cluster", "intra_row", "inter_row")
@@ -223,10 +151,7 @@ class CycleEngine(Protocol[H]):
                 "local_steps_per_iteration": float(self.local_steps)}
 
 
-class SSDFL(PrePhase, CycleEngine[SSDFLHyper]):
-    Hyper = SSDFLHyper
-    report_table = ssdfl_report.TABLE
-
+class SSDFL(SSDFLSpec, CycleEngine[SSDFLHyper]):
     # ---- pre-phase (Sec. V; docs/protocols/ssd-fl.md#pre-phase) ----
 
     def prephase_report(self) -> dict[str, np.ndarray]:
@@ -252,21 +177,6 @@ class SSDFL(PrePhase, CycleEngine[SSDFLHyper]):
         self.intra_row = weight_row(answer, "intra", me, neighbours)
         if self.hyper.regimes == "global":
             self.intra_row = dict(self.inter_row)
-
-    @staticmethod
-    def coordinate(plan: RunPlan, reports: Mapping[int, Mapping[str, np.ndarray]]) -> Coordination:
-        return coordinate_clusters(plan, reports, run_clustering(plan))
-
-    @classmethod
-    def check_plan(cls, plan: RunPlan) -> None:
-        super().check_plan(plan)
-        run_clustering(plan)
-
-
-def run_clustering(plan: RunPlan) -> ClusteringConfig:
-    """Algorithm 1's inputs for the plan (its hyper-parameters, mixing and node ids)."""
-    hyper = SSDFLHyper.model_validate(plan.hyper)
-    return clustering_config(plan, hyper.clustering, hyper.lr, hyper.tau_a)
 
 
 def weight_row(answer: Mapping[str, Any], regime: str, me: int, neighbours: set[int]) -> Row:

@@ -23,63 +23,31 @@ each iteration:
 None needs SSD-FL's pre-phase: their rows come from the plan (sdfl, pdfl) or from shared
 streams (stc, cstc). `init_spread` > 0 adds per-device Gaussian noise to the shared init, which
 the paper never does; it exists so that consensus (pure gossip) can be measured from distinct
-starting models.
+starting models. Their settings are declared in `specs.py`, without torch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated
 
 import numpy as np
 import torch
-from pydantic import AfterValidator, ValidationInfo, field_validator
 
-from dfl_config.section import Count, NonNegative, Positive
 from dfl_node.runner.context import NodeContext
-from protocols.ssdfl.ssdfl import CycleEngine, CycleHyper, Row
+from protocols.ssdfl.specs import (
+    CSTCHyper,
+    CSTCSpec,
+    PDFLSpec,
+    SDFLHyper,
+    SDFLSpec,
+    STCHyper,
+    STCSpec,
+)
+from protocols.ssdfl.ssdfl import CycleEngine, Row
 from protocols.ssdfl.stc_sampling import EdgeSampler, mixing_row, random_partition, same_cluster
 
 
-def _probability(value: float) -> float:
-    if value > 1:
-        raise ValueError("must be a probability in (0, 1]")
-    return value
-
-
-class SDFLHyper(CycleHyper):
-    init_spread: NonNegative = 0.0
-    """> 0: per-device N(0, s^2) noise on the shared init (never in the paper; consensus
-    studies only)."""
-
-
-class PDFLHyper(SDFLHyper):
-    """sDFL's settings; tau_a = 0 is pure gossip."""
-
-
-class STCHyper(SDFLHyper):
-    p_edge: Annotated[Positive, AfterValidator(_probability)] = 0.5
-    """The probability that an iteration keeps an edge of G (docs/protocols/ssd-fl.md#baselines)."""
-
-
-class CSTCHyper(STCHyper):
-    clusters_min: Count = 2
-    """The fewest clusters S is drawn from."""
-    clusters_max: Count | None = None
-    """The most clusters S is drawn from; null: floor(N/2) (docs/protocols/ssd-fl.md#baselines)."""
-
-    @field_validator("clusters_max")
-    @classmethod
-    def _at_least_min(cls, value: int | None, info: ValidationInfo) -> int | None:
-        low = info.data.get("clusters_min")
-        if value is not None and low is not None and value < low:
-            raise ValueError(f"must be at least clusters_min ({low})")
-        return value
-
-
-class SDFL(CycleEngine[SDFLHyper]):
-    Hyper = SDFLHyper
-
+class SDFL(SDFLSpec, CycleEngine[SDFLHyper]):
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
         self.cluster = 0
@@ -89,16 +57,13 @@ class SDFL(CycleEngine[SDFLHyper]):
             spread_init(self.params, self.hyper.init_spread, ctx.torch_rng("init-spread"))
 
 
-class PDFL(SDFL):
-    Hyper = PDFLHyper
-
+class PDFL(PDFLSpec, SDFL):
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
         self.intra_row = {ctx.node_id: 1.0}  # local training only, nothing sent
 
 
-class STC(SDFL):
-    Hyper = STCHyper
+class STC(STCSpec, SDFL):
     hyper: STCHyper
     checkpoint_fields = (*SDFL.checkpoint_fields, "sampler")
 
@@ -117,8 +82,7 @@ class STC(SDFL):
         return mixing_row(adj, self.ctx.plan.mixing, self.ctx.plan.ids, self.ctx.node_id)
 
 
-class CSTC(STC):
-    Hyper = CSTCHyper
+class CSTC(CSTCSpec, STC):
     hyper: CSTCHyper
 
     def __init__(self, ctx: NodeContext) -> None:

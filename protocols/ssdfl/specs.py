@@ -1,0 +1,168 @@
+"""What the launcher knows of the SSD-FL family (SSD-FL, SDFL, PDFL, STC, CSTC): their settings,
+capabilities and checks (protocols/spec.py), and SSD-FL's one-time coordinator, which runs in
+the coordinator process. The algorithms are the node classes of ssdfl.py (SSD-FL and the cycle
+they all run) and ssdfl_baselines.py; nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, TypeVar
+
+import numpy as np
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo, field_validator
+
+from dfl_config.section import Count, NonNegative, NonNegativeInt, Positive
+from dfl_node.plan import RunPlan
+from dfl_node.runner.prephase_client import Coordination
+from protocols.capabilities import PrePhase
+from protocols.hyper import TrainingHyper
+from protocols.spec import ProtocolSpec
+from protocols.ssdfl import ssdfl_report
+from protocols.ssdfl.clustering import ClusteringConfig, ClusteringSettings
+from protocols.ssdfl.coordinator import clustering_config, coordinate_clusters
+from protocols.ssdfl.optimizers import Fraction, SSDFLNodeAttributes
+
+
+def _epoch_or_count(value: Any) -> Any:
+    if value == "epoch" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        return value
+    raise ValueError(f"must be 'epoch' or an integer >= 1, got {value!r}")
+
+
+def _probability(value: float) -> float:
+    if value > 1:
+        raise ValueError("must be a probability in (0, 1]")
+    return value
+
+
+LocalSteps = Annotated[Literal["epoch"] | Count, BeforeValidator(_epoch_or_count)]
+Draws = Annotated[tuple[Fraction, ...], Field(min_length=1)]
+
+
+class CycleHyper(TrainingHyper):
+    """The settings of SSD-FL's global cycle, which its baselines run too: the paper's
+    (Sec. VI) where it gives them, the decisions of docs/protocols/ssd-fl.md where it does not."""
+
+    lr: Positive = 0.01
+    """eta of eq. 11 (docs/protocols/ssd-fl.md#e2); SSD-FL's eq. 37 and H use it too."""
+    tau_a: NonNegativeInt = 3
+    """Training (intra-cluster) iterations per cycle."""
+    tau_r: NonNegativeInt = 1
+    """Communication-only (inter-cluster) iterations per cycle."""
+    local_steps: LocalSteps = "epoch"
+    """Mini-batch steps per iteration: `epoch` is ceil(D_i / M) (docs/protocols/ssd-fl.md#e1);
+    1 is eq. 11 exactly."""
+    optimizers: Literal["random", "sgd", "topology"] = "random"
+    """Each device's optimizer: drawn uniformly over sgd/prox/momentum (Sec. VI-A), plain SGD
+    everywhere (App. G-B), or the topology's node attribute `optimizer`."""
+    prox_mu: Draws = (5e-5, 1e-4)
+    """What a proximal device draws its mu from, uniformly (Sec. VI-A)."""
+    momentum_rho: Draws = (0.8, 0.85)
+    """What a momentum device draws its rho from, uniformly (Sec. VI-A)."""
+
+    @field_validator("tau_r")
+    @classmethod
+    def _an_iteration(cls, value: int, info: ValidationInfo) -> int:
+        if value == 0 and info.data.get("tau_a") == 0:
+            raise ValueError("must be at least 1 when tau_a is 0 (a cycle needs an iteration)")
+        return value
+
+
+class SSDFLHyper(CycleHyper):
+    regimes: Literal["clustered", "global"] = "clustered"
+    """clustered: A~ in the intra regime, A in the inter regime; global: A in both
+    (synchronous DFL, the S = 1 check)."""
+    sample_size: Count = 100
+    """|D_i|: raw samples per device for eq. 40 (docs/protocols/ssd-fl.md#c13)."""
+    clustering: ClusteringSettings = ClusteringSettings()
+    """Algorithm 1 (the pre-phase)."""
+
+    @field_validator("tau_a")
+    @classmethod
+    def _trains(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError("must be >= 1")
+        return value
+
+
+class SDFLHyper(CycleHyper):
+    init_spread: NonNegative = 0.0
+    """> 0: per-device N(0, s^2) noise on the shared init (never in the paper; consensus
+    studies only)."""
+
+
+class PDFLHyper(SDFLHyper):
+    """sDFL's settings; tau_a = 0 is pure gossip."""
+
+
+class STCHyper(SDFLHyper):
+    p_edge: Annotated[Positive, AfterValidator(_probability)] = 0.5
+    """The probability that an iteration keeps an edge of G (docs/protocols/ssd-fl.md#baselines)."""
+
+
+class CSTCHyper(STCHyper):
+    clusters_min: Count = 2
+    """The fewest clusters S is drawn from."""
+    clusters_max: Count | None = None
+    """The most clusters S is drawn from; null: floor(N/2) (docs/protocols/ssd-fl.md#baselines)."""
+
+    @field_validator("clusters_max")
+    @classmethod
+    def _at_least_min(cls, value: int | None, info: ValidationInfo) -> int | None:
+        low = info.data.get("clusters_min")
+        if value is not None and low is not None and value < low:
+            raise ValueError(f"must be at least clusters_min ({low})")
+        return value
+
+
+H = TypeVar("H", bound=CycleHyper)
+
+
+class CycleSpec(ProtocolSpec[H]):
+    """What every protocol that runs SSD-FL's global cycle declares alike."""
+
+    report_family = "ssd-fl"
+    cycle_groups = "cluster"  # each node's cluster, in its metrics records
+    node_attributes = SSDFLNodeAttributes
+
+
+class SSDFLSpec(PrePhase, CycleSpec[SSDFLHyper]):
+    Hyper = SSDFLHyper
+    node = "protocols.ssdfl.ssdfl:SSDFL"
+    report_table = ssdfl_report.TABLE
+
+    @staticmethod
+    def coordinate(plan: RunPlan, reports: Mapping[int, Mapping[str, np.ndarray]]) -> Coordination:
+        return coordinate_clusters(plan, reports, run_clustering(plan))
+
+    @classmethod
+    def check_plan(cls, plan: RunPlan) -> None:
+        super().check_plan(plan)
+        run_clustering(plan)
+
+
+def run_clustering(plan: RunPlan) -> ClusteringConfig:
+    """Algorithm 1's inputs for the plan (its hyper-parameters, mixing and node ids)."""
+    hyper = SSDFLHyper.model_validate(plan.hyper)
+    return clustering_config(plan, hyper.clustering, hyper.lr, hyper.tau_a)
+
+
+class SDFLSpec(CycleSpec[SDFLHyper]):
+    Hyper = SDFLHyper
+    node = "protocols.ssdfl.ssdfl_baselines:SDFL"
+
+
+class PDFLSpec(SDFLSpec):
+    Hyper = PDFLHyper
+    node = "protocols.ssdfl.ssdfl_baselines:PDFL"
+
+
+class STCSpec(SDFLSpec):
+    Hyper = STCHyper
+    node = "protocols.ssdfl.ssdfl_baselines:STC"
+
+
+class CSTCSpec(STCSpec):
+    Hyper = CSTCHyper
+    node = "protocols.ssdfl.ssdfl_baselines:CSTC"
