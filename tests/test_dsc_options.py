@@ -15,7 +15,8 @@ from safetensors.numpy import load_file
 
 from protocols.dsc.hyper import DSCHyper
 from protocols.dsc.nyu import NYU_CLASSES
-from protocols.dsc.routed_model import RoutedSpec, build_multitask_model
+from protocols.dsc.routed_model import build_multitask_model
+from protocols.dsc.routed_spec import RoutedSpec
 from tests.harness import Exited, assert_transports_identical, launch_ok
 from tests.test_dsc_run import DEPTH, ROUNDS, SHARED, SPEC4, TINY, K, frame_seconds
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from protocols.dsc.task_metrics import delta_report
+from protocols.dsc.delta import delta_report
 from tests.harness import Exited, assert_transports_identical, launch_ok
 
 # The graph and portfolios of docs/protocols/dsc.md#worked-example, a lossy and a slow edge.

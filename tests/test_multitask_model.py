@@ -8,19 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from protocols.dsc.multitask_training import (
-    LocalTrainer,
-    MultiTaskTrainingHyper,
-    evaluate,
-    make_optimizers,
-)
-from protocols.dsc.routed_model import (
-    BACKBONES,
-    Backbone,
-    RoutedMultiTaskNet,
-    RoutedSpec,
-    build_multitask_model,
-)
+from protocols.dsc.delta import DIRECTIONS
+from protocols.dsc.hyper import MultiTaskTrainingHyper
+from protocols.dsc.multitask_training import LocalTrainer, evaluate, make_optimizers
+from protocols.dsc.routed_model import BACKBONES, RoutedMultiTaskNet, build_multitask_model
+from protocols.dsc.routed_spec import AwgnChannel, Backbone, NoChannel, RayleighChannel, RoutedSpec
 from protocols.dsc.routing_policy import (
     execute_all,
     gumbel_gates,
@@ -29,8 +21,7 @@ from protocols.dsc.routing_policy import (
     sparsity_loss,
 )
 from protocols.dsc.scenes import CLASSES, SceneOptions, node_scenes
-from protocols.dsc.semantic_channel import AwgnChannel, NoChannel, RayleighChannel, SemanticChannel
-from protocols.dsc.task_metrics import DIRECTIONS
+from protocols.dsc.semantic_channel import SemanticChannel
 
 torch.set_num_threads(1)
 NYU_TASKS = ("seg", "sn", "dep")

@@ -269,6 +269,33 @@ def test_the_job_queued_before_the_plan_is_the_job_of_the_plan(tmp_path: Path,
     assert code == 0, "dfl-launch slurm --submit imports torch, numpy or networkx before sbatch"
 
 
+@pytest.mark.parametrize("dataset", ["synthetic", "fmnist"])
+def test_a_slurm_job_is_planned_and_followed_without_torch(tmp_path: Path, dataset: str) -> None:
+    """`dfl-launch slurm` resolves and checks the plan, with every protocol's spec loaded (the
+    config is validated against all of them), and the modules that collect the job's run are
+    imported, all without torch: on the lab's 2 cores the job's hosts import it meanwhile, and
+    a third import took a third of the mesh's start (docs/benchmarks.md)."""
+    probe = ("import sys\n"
+             "from launcher.cli import main\n"
+             "import launcher.slurm_submit, launcher.run.finish, launcher.backends.slurm\n"
+             "from protocols.registry import PROTOCOLS\n"
+             "assert len(dict(PROTOCOLS)) >= 15\n"
+             "sys.argv = ['dfl-launch', *sys.argv[1:]]\n"
+             "try:\n"
+             "    main()\n"
+             "except SystemExit as exc:\n"
+             "    assert not exc.code, exc.code\n"
+             "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'torchvision'}))\n")
+    run = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-c", probe, "slurm", "--topology",
+                           topology(tmp_path), "--protocol", "d-psgd", "--dataset", dataset,
+                           "--rounds", "2", "--collector-host", "10.9.8.7", "-o", str(run)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
+    assert RunPlan.load(run / "plan.json").protocol == "d-psgd"
+
+
 def test_a_protocol_that_no_package_registers_is_refused_before_anything_is_queued(
         tmp_path: Path) -> None:
     with pytest.raises(LaunchError, match=r"--protocol: unknown protocol 'd-pgsd' \(known: .*"

@@ -6,14 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from protocols.dsc.task_metrics import (
-    DepthMeter,
-    L1Meter,
-    NormalMeter,
-    SegMeter,
-    delta_report,
-    relative_change,
-)
+from protocols.dsc.delta import delta_report, relative_change
+from protocols.dsc.task_metrics import DepthMeter, L1Meter, NormalMeter, SegMeter
 from protocols.dsc.taskdata import IGNORE
 
 # Table 2 (NYU-v2, N = 10): client-averaged absolute metrics, then Delta_Seg, _Sn, _Dep, _all.

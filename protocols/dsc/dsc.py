@@ -31,7 +31,8 @@ holding it (#a19); `warmup_rounds` freezes the logits, every block run, for the 
 real psi travels (#payload-override).
 
 The baselines (`protocols/dsc/dsc_baselines.py`) reuse this round and change only the weights and
-what travels.
+what travels. What the launcher reads of the family (settings, checks, datasets, report, run-level
+keys) is its specs' (`protocols/dsc/specs.py`).
 """
 
 from __future__ import annotations
@@ -39,13 +40,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
-from dfl_config.section import Section
 from dfl_node.comm.channel import Received
 from dfl_node.learning.flat import flatten, unflatten_into
 from dfl_node.netsim.tdma import Link
@@ -53,29 +52,15 @@ from dfl_node.netsim.virtual_clock import LinkModel, LinkStats
 from dfl_node.plan import RunPlan
 from dfl_node.runner.context import NodeContext
 from dfl_node.wire.tags import Tag
-from protocols.describe import DatasetPreparer
-from protocols.dsc import dsc_report
 from protocols.dsc.dsc_mixing import Affinity, Policies, Weights, affinity, softmax_weights
-from protocols.dsc.dsc_summary import run_summary
 from protocols.dsc.hyper import DSCHyper
-from protocols.dsc.jstar import jstar_cmd
 from protocols.dsc.multitask_training import LocalTrainer
 from protocols.dsc.multitask_training import evaluate as evaluate_tasks
-from protocols.dsc.nyu import NyuOptions
-from protocols.dsc.portfolios import DSCNodeAttributes
-from protocols.dsc.routed_model import RoutedMultiTaskNet, RoutedSpec
-from protocols.dsc.scenes import SceneOptions
+from protocols.dsc.routed_model import RoutedMultiTaskNet, build_multitask_model
+from protocols.dsc.specs import DSCSpec
 from protocols.dsc.taskdata import TASKS
-from protocols.dsc.workload import (
-    SceneData,
-    build_scene_workload,
-    check_scene_plan,
-    plan_portfolios,
-    prepare_nyu,
-    prepare_scenes,
-    task_score,
-)
-from protocols.sdk import Exchange, Payload, Protocol, RunReport
+from protocols.dsc.workload import SceneData, plan_portfolios, routed_spec, scene_data, task_score
+from protocols.sdk import Exchange, Payload, Protocol
 
 PHASE_POLICY = "dsc/policy"
 PHASE_LOGITS = "dsc/logits"
@@ -85,25 +70,11 @@ FP32_BITS = 32
 COMPONENTS = {"psi": "params", "y": "push_sum", "w": "weight"}
 
 
-class DSC(RunReport, Protocol[DSCHyper]):
+class DSC(DSCSpec, Protocol[DSCHyper]):
     """The proposed method: Eq. 7 -> Eq. 8 -> Eq. 18, sender-side columns."""
 
-    Hyper = DSCHyper
     affinity_kind: ClassVar[Affinity] = "similarity"
     uses_eq18: ClassVar[bool] = True  # the weights come from Eq. 18 after a policy frame
-    is_reference: ClassVar[bool] = False  # the no-aggregation run Delta is measured against
-
-    report_family = "dsc"
-    report_table = dsc_report.TABLE
-    score = dsc_report.SCORE
-    multitask = dsc_report.MULTITASK
-    launch_commands = (jstar_cmd,)
-    datasets: ClassVar[Mapping[str, DatasetPreparer]] = {"scenes": prepare_scenes,
-                                                         "nyuv2": prepare_nyu}
-    dataset_options: ClassVar[Mapping[str, type[Section]]] = {"scenes": SceneOptions,
-                                                              "nyuv2": NyuOptions}
-    model_specs = (RoutedSpec,)
-    node_attributes = DSCNodeAttributes
 
     # the channel's noise stream is not in the model's state_dict
     checkpoint_fields = ("trainer", "model.channel.gen", "rows", "loss", "last_eval")
@@ -142,24 +113,11 @@ class DSC(RunReport, Protocol[DSCHyper]):
 
     @classmethod
     def build_workload(cls, plan: RunPlan, node_id: int) -> tuple[torch.nn.Module, Any]:
-        return build_scene_workload(plan, node_id)
-
-    @classmethod
-    def check_plan(cls, plan: RunPlan) -> None:
-        """Also that `delta_baseline` is a finished run here, where the launcher reads it
-        (nodes on other hosts never do)."""
-        check_scene_plan(plan)
-        baseline = cls.settings(plan.hyper).delta_baseline
-        if baseline is not None and not (Path(baseline) / "summary.json").is_file():
-            raise ValueError(f"hyper.delta_baseline: must be a run directory with a "
-                             f"summary.json, got {baseline!r}")
-
-    @classmethod
-    def settings(cls, hyper: Mapping[str, Any]) -> DSCHyper:
-        """The plan's `hyper` as this protocol's model (outside a node, which has `self.hyper`)."""
-        checked = cls.Hyper.model_validate(hyper)
-        assert isinstance(checked, DSCHyper)
-        return checked
+        """Built here, not in workload.py beside the data, because only a node imports torch."""
+        data = scene_data(plan, node_id)
+        model = build_multitask_model(routed_spec(plan.model), plan_portfolios(plan)[node_id],
+                                      data.train.seg_classes, plan.seed, node_id)
+        return model, data
 
     @property
     def depth(self) -> int:
@@ -312,11 +270,6 @@ class DSC(RunReport, Protocol[DSCHyper]):
         return {"tasks": list(self.model.tasks), "policies": self.binary_policies(),
                 "task_metrics": self.last_eval,
                 "rows": [{str(n): w for n, w in row.items()} for row in self.rows]}
-
-    @classmethod
-    def run_keys(cls, plan: RunPlan, reports: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
-        baseline = cls.settings(plan.hyper).delta_baseline
-        return run_summary(plan, reports, cls.is_reference, baseline)
 
 
 def params(tensors: Mapping[str, torch.Tensor], psi_bytes: int | None = None) -> Payload:

@@ -12,13 +12,13 @@ only the weights and what travels differ.
 
 FedAvg's and FedAMP's weights need nothing from the neighbours beyond the plan (degrees) and the
 models of step 1, so their messages carry psi alone. FedAMP's proximal term is not used (the
-paper describes FedAMP only by its aggregation weights; docs/protocols/dsc.md#a6).
+paper describes FedAMP only by its aggregation weights; docs/protocols/dsc.md#a6). Their settings
+and what the launcher reads are their specs' (`protocols/dsc/specs.py`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import ClassVar
 
 import torch
 
@@ -26,13 +26,13 @@ from dfl_node.comm.channel import Received
 from protocols.dsc.dsc import DSC
 from protocols.dsc.dsc_mixing import Weights, fedamp_row, fedavg_row, model_cosine
 from protocols.dsc.hyper import DSCFedAMPHyper, DSCFedAvgHyper
+from protocols.dsc.specs import DSCFedAMPSpec, DSCFedAvgSpec, DSCMaxSpec, DSCNoAggSpec
 
 
-class DSCNoAgg(DSC):
+class DSCNoAgg(DSCNoAggSpec, DSC):
     """Local training only: the reference that Delta (Eq. 42) is measured against."""
 
     uses_eq18 = False
-    is_reference: ClassVar[bool] = True
 
     @property
     def depth(self) -> int:
@@ -42,16 +42,15 @@ class DSCNoAgg(DSC):
         self.column, self.row = None, {self.me: 1.0}
 
 
-class DSCMax(DSC):
+class DSCMax(DSCMaxSpec, DSC):
     """Heuristic max aggregation: Eq. 18 with S^max_{i,n} = max_{t,t'} s(u_{i,t}, u_{n,t'})."""
 
     affinity_kind = "max"
 
 
-class DSCFedAvg(DSC):
+class DSCFedAvg(DSCFedAvgSpec, DSC):
     """Decentralized FedAvg: uniform weights that ignore tasks; no policy frame."""
 
-    Hyper = DSCFedAvgHyper
     hyper: DSCFedAvgHyper
     uses_eq18 = False
 
@@ -62,10 +61,9 @@ class DSCFedAvg(DSC):
         self.row = fedavg_row(self.hyper.fedavg, self.me, degrees, len(self.ctx.comm.neighbors))
 
 
-class DSCFedAMP(DSC):
+class DSCFedAMP(DSCFedAMPSpec, DSC):
     """HeurFedAMP on one hop: attention over the cosine of the models received at step 1."""
 
-    Hyper = DSCFedAMPHyper
     hyper: DSCFedAMPHyper
     uses_eq18 = False
 

@@ -21,7 +21,7 @@ from protocols.describe import (
     nested,
     summary_key,
 )
-from protocols.dsc.task_metrics import delta_report
+from protocols.dsc.delta import delta_report
 from protocols.dsc.workload import HEADLINE
 
 

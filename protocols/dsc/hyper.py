@@ -2,18 +2,21 @@
 
 `DSCHyper` is dsc's (and dsc-max's and dsc-noagg's, which ignore the keys of Eq. 18 and, for
 dsc-noagg, J: the family's runs share one config); dsc-fedavg and dsc-fedamp extend it with the
-keys of their weights. The local training's keys are `MultiTaskTrainingHyper`'s.
+keys of their weights. The local training's keys are `MultiTaskTrainingHyper`'s, which
+multitask_training.py's trainer reads. The launcher validates them all (protocols/spec.py), so
+nothing here imports torch.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, Field
 
-from dfl_config.section import Count, NonNegativeInt, Number, Positive
+from dfl_config.section import Count, Flag, NonNegative, NonNegativeInt, Number, Positive
 from protocols.dsc.dsc_mixing import FedAvgVariant
-from protocols.dsc.multitask_training import MultiTaskTrainingHyper
+from protocols.dsc.taskdata import Task
+from protocols.hyper import TrainingHyper
 
 Mixing = Literal["column_softmax", "push_sum", "row_softmax"]
 PolicyScope = Literal["client", "task"]
@@ -23,6 +26,36 @@ def _open_unit(value: float) -> float:
     if not 0 < value < 1:
         raise ValueError(f"must be in (0, 1), got {value:g}")
     return value
+
+
+class MultiTaskTrainingHyper(TrainingHyper):
+    """The local training's settings, shared by the DSC family's hyper models. Mini-run
+    defaults (docs/protocols/dsc.md#a15); the paper's full runs use lr = policy_lr = 1e-4."""
+
+    lr: Positive = 0.05
+    """SGD step size on backbone and decoders."""
+    batch_size: Count = 16
+    """Mini-batch size."""
+    momentum: NonNegative = 0.9
+    """SGD momentum, kept across rounds."""
+    weight_decay: NonNegative = 1e-4
+    """SGD weight decay."""
+    policy_lr: Positive = 1e-2
+    """Adam step size on the routing logits."""
+    sparsity: NonNegative = 1e-3
+    """lambda_sp, the pull of the logits towards skipping (docs/protocols/dsc.md#a4)."""
+    sharing: NonNegative = 0.05
+    """lambda_sh, the pull of the tasks' bottom blocks towards being shared."""
+    gumbel_t0: Positive = 5.0
+    """The Gumbel temperature once policies are learned."""
+    gumbel_decay: Positive = 0.9
+    """The temperature's factor per epoch."""
+    warmup_epochs: NonNegativeInt = 0
+    """Epochs with every block run and the logits frozen (docs/protocols/dsc.md#a4)."""
+    straight_through: Flag = True
+    """Hard Gumbel samples with soft gradients."""
+    task_weights: dict[Task, NonNegative] = Field(default_factory=dict)
+    """lambda_t per task; a task not named weighs 1."""
 
 
 class DSCHyper(MultiTaskTrainingHyper):

@@ -25,11 +25,10 @@ from typing import ClassVar
 
 import numpy as np
 import torch
-from pydantic import Field
 from torch.nn import functional as F
 
-from dfl_config.section import Count, Flag, NonNegative, NonNegativeInt, Positive
 from dfl_node.learning.seeds import numpy_stream, torch_stream
+from protocols.dsc.hyper import MultiTaskTrainingHyper
 from protocols.dsc.routed_model import RoutedMultiTaskNet
 from protocols.dsc.routing_policy import (
     execute_all,
@@ -39,38 +38,7 @@ from protocols.dsc.routing_policy import (
     sparsity_loss,
 )
 from protocols.dsc.task_metrics import meter_for
-from protocols.dsc.taskdata import IGNORE, Task, TaskSet
-from protocols.sdk import TrainingHyper
-
-
-class MultiTaskTrainingHyper(TrainingHyper):
-    """The local training's settings, shared by the DSC family's hyper models. Mini-run
-    defaults (docs/protocols/dsc.md#a15); the paper's full runs use lr = policy_lr = 1e-4."""
-
-    lr: Positive = 0.05
-    """SGD step size on backbone and decoders."""
-    batch_size: Count = 16
-    """Mini-batch size."""
-    momentum: NonNegative = 0.9
-    """SGD momentum, kept across rounds."""
-    weight_decay: NonNegative = 1e-4
-    """SGD weight decay."""
-    policy_lr: Positive = 1e-2
-    """Adam step size on the routing logits."""
-    sparsity: NonNegative = 1e-3
-    """lambda_sp, the pull of the logits towards skipping (docs/protocols/dsc.md#a4)."""
-    sharing: NonNegative = 0.05
-    """lambda_sh, the pull of the tasks' bottom blocks towards being shared."""
-    gumbel_t0: Positive = 5.0
-    """The Gumbel temperature once policies are learned."""
-    gumbel_decay: Positive = 0.9
-    """The temperature's factor per epoch."""
-    warmup_epochs: NonNegativeInt = 0
-    """Epochs with every block run and the logits frozen (docs/protocols/dsc.md#a4)."""
-    straight_through: Flag = True
-    """Hard Gumbel samples with soft gradients."""
-    task_weights: dict[Task, NonNegative] = Field(default_factory=dict)
-    """lambda_t per task; a task not named weighs 1."""
+from protocols.dsc.taskdata import IGNORE, TaskSet
 
 
 def task_loss(task: str, pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

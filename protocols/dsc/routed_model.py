@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 from torch import nn
@@ -31,9 +30,9 @@ from torch.nn import functional as F
 
 from dfl_node.learning.models import on_cpu, reset_parameters
 from dfl_node.learning.seeds import torch_stream
-from dfl_node.settings.model import ModelSpec
+from protocols.dsc.routed_spec import Backbone, RoutedSpec
 from protocols.dsc.routing_policy import POLICY_BYTES_PER_ENTRY, binary_policy
-from protocols.dsc.semantic_channel import AwgnChannel, ChannelSpec, SemanticChannel
+from protocols.dsc.semantic_channel import SemanticChannel
 from protocols.dsc.taskdata import output_channels
 
 GROUPS = ("shared", "decoders", "policy")
@@ -58,7 +57,6 @@ class BackboneSpec:
     head_dilations: tuple[int, ...] = (1, 2, 3, 4)
 
 
-Backbone = Literal["mini", "resnet18", "resnet34"]
 BACKBONES: dict[Backbone, BackboneSpec] = {
     # The mini run's backbone (docs/protocols/dsc.md#mini-run): ResNet-18 layout at widths
     # 8/16/24/32, output stride 4.
@@ -68,16 +66,6 @@ BACKBONES: dict[Backbone, BackboneSpec] = {
     "resnet34": BackboneSpec((64, 128, 256, 512), (3, 4, 6, 3), stem="imagenet",
                              head_dilations=(6, 12, 18, 24)),
 }
-
-
-class RoutedSpec(ModelSpec):
-    """The `model:` section of a DSC run (docs/protocols/dsc.md#the-model)."""
-
-    name: Literal["routed"]
-    backbone: Backbone = "mini"
-    """The routed ResNet (docs/protocols/dsc.md#a13): the CPU-sized `mini` or the paper's."""
-    channel: ChannelSpec = AwgnChannel(kind="awgn")
-    """The semantic channel between backbone and decoders (docs/protocols/dsc.md#a12)."""
 
 
 class RoutedBlock(nn.Module):

@@ -6,49 +6,17 @@ receiver sees y = Hx + z with z ~ CN(0, sigma^2 I), SNR = P / sigma^2, and zero-
 x_hat = x + (H^H H)^{-1} H^H z. With H = I (`awgn`) that is x + z; with H = diag(h),
 h ~ CN(0, 1) (`rayleigh_diag`) it is x + z / h, the noise amplified by deep fades. The noise
 term does not depend on x, so gradients flow through the normalisation unchanged and encoder and
-decoder train as a pair. `none` passes the latent through untouched.
+decoder train as a pair. `none` passes the latent through untouched. The `model.channel` section
+that selects one is `ChannelSpec` (protocols/dsc/routed_spec.py).
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING, Literal
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from dfl_config.section import Number, Section, tagged_union
-
-
-class NoChannel(Section):
-    """The latent reaches the decoders untouched."""
-
-    kind: Literal["none"] = "none"
-
-
-class NoisyChannel(Section):
-    """A channel with noise at a fixed SNR for training and test (the paper gives no value;
-    docs/protocols/dsc.md#a12)."""
-
-    snr_db: Number = 20.0
-    """SNR = P / sigma^2, in dB."""
-
-
-class AwgnChannel(NoisyChannel):
-    kind: Literal["awgn"] = "awgn"
-
-
-class RayleighChannel(NoisyChannel):
-    """Per-symbol Rayleigh fading h ~ CN(0, 1), zero-forced with CSI."""
-
-    kind: Literal["rayleigh_diag"] = "rayleigh_diag"
-
-
-if TYPE_CHECKING:
-    ChannelSpec = AwgnChannel | RayleighChannel | NoChannel
-else:
-    ChannelSpec = tagged_union((AwgnChannel, RayleighChannel, NoChannel), "kind", "awgn")
-"""The `model.channel` section, by its `kind` (awgn when none is given)."""
+from protocols.dsc.routed_spec import AwgnChannel, ChannelSpec, NoisyChannel
 
 
 class SemanticChannel(nn.Module):

@@ -9,7 +9,9 @@ the plan, so every process builds the same portfolios, data and common theta_0:
   `nyuv2` (the files under the run's `data_root`, `protocols.dsc.nyu`: the node loads the pool
   and keeps its Dirichlet share of the training split, and the whole `val` split as test set);
 - model: the routed ResNet `model.backbone` with the semantic channel `model.channel`
-  ({kind, snr_db}), the section `RoutedSpec` declares.
+  ({kind, snr_db}), the section `RoutedSpec` declares; the node builds it (`DSC.build_workload`),
+  since only it imports torch: the launcher checks a plan and prepares the datasets with this
+  module.
 
 The metrics record's `accuracy` is a *task score* in [0, 1], the mean over the node's tasks of one
 headline number each (seg pixel accuracy, sn % within 30 degrees, dep % with delta < 1.25,
@@ -30,7 +32,7 @@ from dfl_config.problems import one_line
 from dfl_node.plan import RunPlan
 from protocols.dsc.nyu import FOLDERS, NYU_CLASSES, NyuOptions, count_images, load_nyu, read
 from protocols.dsc.portfolios import Portfolio, node_portfolios
-from protocols.dsc.routed_model import RoutedMultiTaskNet, RoutedSpec, build_multitask_model
+from protocols.dsc.routed_spec import RoutedSpec
 from protocols.dsc.scenes import CLASSES, SceneOptions, node_scenes, train_sizes
 from protocols.dsc.taskdata import TaskSet, dirichlet_sizes, node_share
 
@@ -138,21 +140,17 @@ def check_scene_plan(plan: RunPlan) -> None:
         raise ValueError(f"scenes: {exc}") from None
 
 
-def build_scene_workload(plan: RunPlan, node_id: int) -> tuple[RoutedMultiTaskNet, SceneData]:
+def scene_data(plan: RunPlan, node_id: int) -> SceneData:
+    """Node `node_id`'s data, with only its portfolio's labels, once the plan is checked."""
     check_scene_plan(plan)
     tasks = plan_portfolios(plan)[node_id]
     if plan.data.get("dataset") == "nyuv2":
         opts, root = nyu_options(plan.data), nyu_root(plan.data)
         train = node_share(load_nyu(root, "train", tasks), plan.clients, node_id, tasks,
                            opts.alpha, opts.min_size, plan.seed)
-        test = load_nyu(root, "test", tasks)
-        classes = NYU_CLASSES
-    else:
-        train, test = node_scenes(scene_options(plan.data), plan.seed, plan.clients, node_id,
-                                  tasks)
-        classes = len(CLASSES)
-    model = build_multitask_model(routed_spec(plan.model), tasks, classes, plan.seed, node_id)
-    return model, SceneData(train, test)
+        return SceneData(train, load_nyu(root, "test", tasks))
+    train, test = node_scenes(scene_options(plan.data), plan.seed, plan.clients, node_id, tasks)
+    return SceneData(train, test)
 
 
 def task_score(metrics: Mapping[str, Mapping[str, float]]) -> float:
