@@ -14,7 +14,8 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 HOME = "dfl-mesh"  # this project's distribution
-PROTOCOLS_GROUP = "dfl_mesh.protocols"  # protocols/registry.py's
+PROTOCOLS_GROUP = "dfl_mesh.protocols"  # protocols/registry.py's: the specs
+NODES_GROUP = "dfl_mesh.protocol_nodes"  # and the node classes, by the same names
 
 
 def package_of(ep: Any) -> str:

@@ -38,11 +38,6 @@ class Protocol(ProtocolSpec[H], ABC):
     # the resume test of every registered protocol fails when one is missing.
     checkpoint_fields: tuple[str, ...] = ()
 
-    @classmethod
-    def implementation(cls) -> type:
-        """A Protocol class is its own node class (a plugin may register one as its spec)."""
-        return cls
-
     def __init__(self, ctx: NodeContext) -> None:
         self.ctx = ctx
         self.hyper: H = type(self).Hyper.model_validate(ctx.hyper)  # type: ignore[assignment]

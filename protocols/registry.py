@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
-from dfl_config.plugins import PROTOCOLS_GROUP, Plugins, discover, discover_one
+from dfl_config.plugins import NODES_GROUP, PROTOCOLS_GROUP, Plugins, discover, discover_one
 from protocols.describe import DatasetPreparer, ReportTable, Score
 from protocols.spec import ProtocolSpec
 
@@ -99,14 +99,22 @@ def _one(name: str) -> type[ProtocolSpec] | None:
 
 
 def node_class(name: str) -> type[Protocol]:
-    """`name`'s node class, which a node runs: imported here, and torch with it."""
+    """`name`'s node class, which a node runs: its `dfl_mesh.protocol_nodes` entry point, a
+    subclass of its spec, imported here (and torch with it); a spec that is a Protocol class
+    itself is its own."""
     from protocols.base import Protocol
 
-    found = protocol_class(name).implementation()
-    if not issubclass(found, Protocol):
-        raise TypeError(f"protocol {name!r}: its node class {found.__name__} is not a "
-                        "protocols.base.Protocol subclass")
-    return found
+    spec = protocol_class(name)
+    if issubclass(spec, Protocol):
+        return spec
+    found = discover_one(NODES_GROUP, name)
+    if found is None:
+        raise TypeError(f"protocol {name!r}: no {NODES_GROUP} entry point names its node class")
+    cls, package = found
+    if not (isinstance(cls, type) and issubclass(cls, spec) and issubclass(cls, Protocol)):
+        raise TypeError(f"{NODES_GROUP} entry point {name!r} of {package} is not a "
+                        f"protocols.base.Protocol subclass of {spec.__name__}")
+    return cls
 
 
 def unknown_protocol(name: str) -> str:

@@ -4,20 +4,21 @@ A protocol comes in two parts. Its spec (a `ProtocolSpec` subclass, what the
 `dfl_mesh.protocols` entry point names) declares everything the launcher reads: the settings
 (`Hyper`), the capabilities (mix-ins from protocols/capabilities.py), the checks of a plan, what
 `dfl-launch` and `dfl-report` show, and the launcher-side halves of capabilities (a pre-phase's
-coordinator, a run report's keys). Its node class (`node`, "module:Class") subclasses the spec
-and protocols.base.Protocol and holds the algorithm; only a node imports it, and with it torch.
+coordinator, a run report's keys). Its node class, registered by the same name under
+`dfl_mesh.protocol_nodes`, subclasses the spec and protocols.base.Protocol and holds the
+algorithm; only a node imports it (protocols/registry.py's `node_class`), and torch with it.
 
 So resolving a plan, validating a config, submitting a Slurm job and following it to the end
 import no torch: on a login host that is seconds, and on the lab's 2 cores, where the job's
 hosts import torch at the same time, it is a third of the mesh's start (docs/benchmarks.md).
 
-A plugin that registers its Protocol class itself still works: that class is its own spec
-and its own node class, and the launcher then imports its module, torch included.
+A plugin that registers its Protocol class itself under `dfl_mesh.protocols` alone still works:
+that class is its own spec and its own node class, and the launcher then imports its module,
+torch included.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
@@ -40,9 +41,6 @@ class ProtocolSpec(Generic[H]):
     # launcher validates `hyper` against it (exit 2 on an unknown key or bad value); the node
     # gets it, validated, as `self.hyper`.
     Hyper: ClassVar[type[ProtocolHyper]] = ProtocolHyper
-
-    # The node class: "package.module:Class", a subclass of this spec and of Protocol.
-    node: ClassVar[str] = ""
 
     # Set from the capability mix-ins a spec inherits (read by launcher and runtime).
     server_based: ClassVar[bool] = False
@@ -82,16 +80,3 @@ class ProtocolSpec(Generic[H]):
         before any node starts. Default: the plan's model takes the plan's data (its spec's
         `check`, dfl_node/settings/model.py)."""
         check_fits(plan.model, plan.data["shape"], plan.data["num_classes"])
-
-    @classmethod
-    def implementation(cls) -> type:
-        """The node class `node` names, checked to be a subclass of this spec."""
-        module, _, name = cls.node.partition(":")
-        try:
-            found = getattr(importlib.import_module(module), name)
-        except (ImportError, AttributeError, ValueError) as exc:
-            raise TypeError(f"{cls.__name__}.node = {cls.node!r}: no such class ({exc})") from None
-        if not (isinstance(found, type) and issubclass(found, cls)):
-            raise TypeError(f"{cls.__name__}.node = {cls.node!r} is not a subclass of "
-                            f"{cls.__name__}")
-        return found

@@ -15,6 +15,7 @@ from protocols.registry import (
     PROTOCOLS,
     dataset_preparers,
     launch_commands,
+    node_class,
     report_families,
 )
 from tests.harness import ROOT
@@ -87,3 +88,19 @@ def test_a_node_imports_its_own_protocol_and_no_other() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     families = {name.split(".")[1] for name in done.stdout.split()}
     assert families == {"gossip"}, done.stdout
+
+
+@pytest.mark.parametrize("name", list(PROTOCOLS))
+def test_a_node_class_subclasses_its_spec_and_declares_none_of_it(name: str) -> None:
+    """The launcher reads the spec, a node runs the node class: what the launcher reads must
+    be the spec's alone, or the two could disagree (a Hyper default, a capability)."""
+    from protocols.base import Protocol
+    from protocols.spec import ProtocolSpec
+
+    spec, node = PROTOCOLS[name], node_class(name)
+    assert issubclass(node, spec) and issubclass(node, Protocol) and spec is not node
+    declared = {k for k in vars(ProtocolSpec) if not k.startswith("_")} | {
+        "coordinate", "run_keys"}
+    for cls in node.__mro__:
+        if issubclass(cls, Protocol) and cls is not Protocol:  # node classes, not specs
+            assert not declared & set(vars(cls)), (cls.__name__, declared & set(vars(cls)))

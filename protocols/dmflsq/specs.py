@@ -81,12 +81,10 @@ class ChocoHyper(TrainingHyper):
 
 class DMFLSQSpec(SurvivesFailures, ProtocolSpec[DMFLSQHyper]):
     Hyper = DMFLSQHyper
-    node = "protocols.dmflsq.dmflsq:DMFLSQ"
     report_family = "dmfl-sq"
     report_table = dmflsq_report.TABLE
 
 
 class ChocoSpec(ProtocolSpec[ChocoHyper]):
     Hyper = ChocoHyper
-    node = "protocols.dmflsq.chocosgd:ChocoSGD"
     report_family = "dmfl-sq"  # compared in the DMFL-SQ paper's table

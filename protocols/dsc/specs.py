@@ -26,7 +26,6 @@ from protocols.spec import ProtocolSpec
 
 class DSCSpec(RunReport, ProtocolSpec[DSCHyper]):
     Hyper = DSCHyper
-    node = "protocols.dsc.dsc:DSC"
     is_reference: ClassVar[bool] = False  # the no-aggregation run Delta is measured against
 
     report_family = "dsc"
@@ -65,19 +64,16 @@ class DSCSpec(RunReport, ProtocolSpec[DSCHyper]):
 
 
 class DSCNoAggSpec(DSCSpec):
-    node = "protocols.dsc.dsc_baselines:DSCNoAgg"
     is_reference = True
 
 
 class DSCMaxSpec(DSCSpec):
-    node = "protocols.dsc.dsc_baselines:DSCMax"
+    """Declared as DSC is; the max affinity is its node class's."""
 
 
 class DSCFedAvgSpec(DSCSpec):
     Hyper = DSCFedAvgHyper
-    node = "protocols.dsc.dsc_baselines:DSCFedAvg"
 
 
 class DSCFedAMPSpec(DSCSpec):
     Hyper = DSCFedAMPHyper
-    node = "protocols.dsc.dsc_baselines:DSCFedAMP"

@@ -44,17 +44,14 @@ class QFFLHyper(TrainingHyper):
 
 class DPSGDSpec(SurvivesFailures, ProtocolSpec[DPSGDHyper]):
     Hyper = DPSGDHyper
-    node = "protocols.gossip.dpsgd:DPSGD"
     report_family = "dmfl-sq"  # compared in the DMFL-SQ paper's table
 
 
 class DSGTSpec(ProtocolSpec[DSGTHyper]):
     Hyper = DSGTHyper
-    node = "protocols.gossip.dsgt:DSGT"
     report_family = "dmfl-sq"
 
 
 class QFFLSpec(ServerBased, ProtocolSpec[QFFLHyper]):
     Hyper = QFFLHyper
-    node = "protocols.gossip.qffl:QFFL"
     report_family = "dmfl-sq"

@@ -129,7 +129,6 @@ class CycleSpec(ProtocolSpec[H]):
 
 class SSDFLSpec(PrePhase, CycleSpec[SSDFLHyper]):
     Hyper = SSDFLHyper
-    node = "protocols.ssdfl.ssdfl:SSDFL"
     report_table = ssdfl_report.TABLE
 
     @staticmethod
@@ -150,19 +149,15 @@ def run_clustering(plan: RunPlan) -> ClusteringConfig:
 
 class SDFLSpec(CycleSpec[SDFLHyper]):
     Hyper = SDFLHyper
-    node = "protocols.ssdfl.ssdfl_baselines:SDFL"
 
 
 class PDFLSpec(SDFLSpec):
     Hyper = PDFLHyper
-    node = "protocols.ssdfl.ssdfl_baselines:PDFL"
 
 
 class STCSpec(SDFLSpec):
     Hyper = STCHyper
-    node = "protocols.ssdfl.ssdfl_baselines:STC"
 
 
 class CSTCSpec(STCSpec):
     Hyper = CSTCHyper
-    node = "protocols.ssdfl.ssdfl_baselines:CSTC"
