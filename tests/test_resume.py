@@ -107,9 +107,11 @@ def ledger_view(summary: dict[str, Any]) -> dict[str, Any]:
 
 def assert_resumed_equals_uninterrupted(tmp_path: Path, topology: str, protocol: str,
                                         kill_round: int, *args: str,
-                                        python: str = sys.executable) -> int:
+                                        python: str = sys.executable,
+                                        after_kill: Callable[[Path], None] | None = None) -> int:
     """Run once through (in-process: the transports agree bit for bit), once over zmq killed
-    after `kill_round` and resumed; demand equality. Returns the round resumed from."""
+    after `kill_round` (then `after_kill` on its run directory) and resumed; demand equality.
+    Returns the round resumed from."""
     full = tmp_path / "full"
     launch_ok(full, topology, protocol, "--quiet", *args, "--transport", "inproc", python=python)
     cut = tmp_path / "cut"
@@ -117,6 +119,8 @@ def assert_resumed_equals_uninterrupted(tmp_path: Path, topology: str, protocol:
                                             *args], python=python)
     resumed_from = layout.last_complete_round(cut, node_ids(cut))
     assert resumed_from >= kill_round
+    if after_kill is not None:
+        after_kill(cut)
     summary = resume_ok(cut, python)
     assert summary["status"] == "ok"
     assert final_files(cut) == final_files(full)
@@ -135,6 +139,23 @@ def test_dpsgd_killed_and_resumed_equals_an_uninterrupted_run(tmp_path: Path) ->
         tmp_path, ring, "d-psgd", 2, *SYNTH, "--rounds", "16", "--eval-every", "4",
         "--checkpoint-every", "2", "--set", "local_steps=2")
     assert resumed_from == 2  # node 0 stalled in round 3, so no node finished it
+
+
+def test_a_metrics_row_the_kill_caught_in_flight_is_written_on_resume(tmp_path: Path) -> None:
+    """A node sends its evaluation, then saves its checkpoint; a kill after the checkpoint can
+    still beat the record to the launcher's file. The resumed nodes start after that round and
+    do not send it again: `--resume` writes it from the checkpoint, which holds it."""
+
+    def lose_node_1s_last_row(run_dir: Path) -> None:
+        path = run_dir / "metrics.jsonl"
+        rows = metrics_rows(run_dir)
+        kept = [r for r in rows if (r["round"], r["node"]) != (2, 1)]
+        assert len(kept) == len(rows) - 1  # it had arrived here; now it is as if it had not
+        path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
+
+    assert_resumed_equals_uninterrupted(
+        tmp_path, ring_file(tmp_path), "d-psgd", 2, *SYNTH, "--rounds", "4", "--eval-every", "2",
+        "--checkpoint-every", "2", after_kill=lose_node_1s_last_row)
 
 
 # Four rounds: the kill lands after round 2's checkpoint (node 0 stalls in round 3), so the

@@ -46,6 +46,9 @@ def save(out_dir: Path, ctx: NodeContext, proto: Checkpointable, progress: Resum
     state.meta["runtime"] = {
         "round": progress.round, "plan": content_hashes(ctx.plan),
         "last": {k: progress.last.get(k) for k in ("accuracy", "loss")},
+        # this round's metrics record, sent just before: if a kill lands before the launcher
+        # wrote it, `--resume` writes it from here (launcher/run/resume.py)
+        "record": progress.last if progress.last.get("round") == progress.round else {},
         "prephase": progress.prephase,
         "ledger": ctx.comm.ledger.state(progress.round),
         "formula": ctx.formula.state(),

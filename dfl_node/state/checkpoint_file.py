@@ -20,7 +20,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save
 
-META_KEY = "dfl_mesh_state"
+from dfl_node.state.checkpoint_layout import META_KEY
 
 
 @dataclass

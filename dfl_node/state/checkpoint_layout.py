@@ -19,12 +19,25 @@ import json
 import re
 import shutil
 from pathlib import Path
+from typing import Any
+
+from safetensors import safe_open
 
 from dfl_node.plan import SECTIONS, RunPlan
 
+META_KEY = "dfl_mesh_state"  # the safetensors metadata key of a checkpoint's JSON part
 RESUME_FILE = "resume.json"
 _ROUND_FILE = re.compile(r"round-(\d+)\.safetensors")
 _ADDRESS_KEYS = ("bind", "address")
+
+
+def runtime_of(path: Path) -> dict[str, Any]:
+    """The runtime part of a checkpoint's JSON (its round, the plan's hashes, the last record
+    the node sent: node_state.py), read without its tensors and without torch."""
+    with safe_open(str(path), framework="numpy") as handle:
+        meta = json.loads((handle.metadata() or {})[META_KEY])
+    runtime = meta.get("runtime") if isinstance(meta, dict) else None
+    return runtime if isinstance(runtime, dict) else {}
 
 
 def checkpoints_dir(run_dir: Path) -> Path:

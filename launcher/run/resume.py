@@ -76,8 +76,37 @@ def prepare_resume(run_dir: Path, plan: RunPlan, req: Request) -> int:
     round_ = checkpoint.last_complete_round(run_dir, plan.ids)
     for name in REPORTED_FILES:
         keep_rounds_through(run_dir / name, round_)
+    restore_last_rows(run_dir / "metrics.jsonl", run_dir, plan, round_)
     checkpoint.set_resume_round(run_dir, round_)
     return round_
+
+
+def restore_last_rows(path: Path, run_dir: Path, plan: RunPlan, round_: int) -> None:
+    """The metrics rows of round `round_` that nodes sent but the launcher never wrote (the
+    run was killed between a node's record and its arrival; the checkpoint, written after the
+    record was sent, holds it): the resumed nodes start after that round and do not send them
+    again."""
+    if round_ == 0:
+        return
+    written = {(row.get("round"), row.get("node")) for row in rows_of(path)}
+    missing = []
+    for node in plan.clients:
+        if (round_, node) in written:
+            continue
+        record = checkpoint.runtime_of(checkpoint.checkpoint_path(run_dir, node, round_)).get(
+            "record") or {}
+        if record.get("round") == round_ and record.get("node") == node:
+            missing.append({k: v for k, v in record.items() if k != "type"})
+    if missing:
+        with path.open("a", encoding="utf-8") as out:
+            out.writelines(json.dumps(row, sort_keys=True) + "\n" for row in missing)
+
+
+def rows_of(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [row for row in rows if isinstance(row, dict)]
 
 
 def start_fresh(run_dir: Path, req: Request) -> int:
