@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
 from torch import nn
@@ -158,9 +161,6 @@ def test_materialising_keeps_tied_tensors_tied_and_buffers_as_they_were() -> Non
 
 def test_a_first_model_imports_no_sympy() -> None:
     """torch's own meta-to-CPU path imports sympy, a third of a second in every process."""
-    import subprocess
-    import sys
-
     code = ("import sys; from dfl_node.learning.models import build_model; "
             "build_model({'name': 'cnn'}, (1, 28, 28), 10, 0); print('sympy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -45,10 +45,9 @@ def save(out_dir: Path, ctx: NodeContext, proto: Checkpointable, progress: Resum
     state = proto.checkpoint_state()
     state.meta["runtime"] = {
         "round": progress.round, "plan": content_hashes(ctx.plan),
-        "last": {k: progress.last.get(k) for k in ("accuracy", "loss")},
-        # this round's metrics record, sent just before: if a kill lands before the launcher
-        # wrote it, `--resume` writes it from here (launcher/run/resume.py)
-        "record": progress.last if progress.last.get("round") == progress.round else {},
+        # the last metrics record sent; if it is this round's, a kill may have kept it from
+        # the launcher, and `--resume` writes it from here (launcher/run/resume.py)
+        "last": progress.last,
         "prephase": progress.prephase,
         "ledger": ctx.comm.ledger.state(progress.round),
         "formula": ctx.formula.state(),
@@ -84,7 +83,8 @@ def restore(state: State, ctx: NodeContext, proto: Checkpointable) -> Resumed:
     ctx.formula.load_state(runtime["formula"])
     load_clock(ctx.clock, runtime["clock"])
     ctx.comm.slot_mismatches = int(runtime["slot_mismatches"])
-    return Resumed(int(runtime["round"]), dict(runtime["last"]), dict(runtime["prephase"]))
+    last = {k: runtime["last"].get(k) for k in ("accuracy", "loss")}  # for the `done` record
+    return Resumed(int(runtime["round"]), last, dict(runtime["prephase"]))
 
 
 def clock_state(clock: VirtualClock) -> dict[str, Any]:

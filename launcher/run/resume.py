@@ -88,25 +88,20 @@ def restore_last_rows(path: Path, run_dir: Path, plan: RunPlan, round_: int) -> 
     again."""
     if round_ == 0:
         return
-    written = {(row.get("round"), row.get("node")) for row in rows_of(path)}
+    # every line left is a JSON object with its round (keep_rounds_through kept no other)
+    lines = path.read_text().splitlines() if path.is_file() else []
+    written = {(row["round"], row.get("node")) for row in map(json.loads, lines)}
     missing = []
     for node in plan.clients:
         if (round_, node) in written:
             continue
         record = checkpoint.runtime_of(checkpoint.checkpoint_path(run_dir, node, round_)).get(
-            "record") or {}
+            "last") or {}
         if record.get("round") == round_ and record.get("node") == node:
             missing.append({k: v for k, v in record.items() if k != "type"})
     if missing:
         with path.open("a", encoding="utf-8") as out:
             out.writelines(json.dumps(row, sort_keys=True) + "\n" for row in missing)
-
-
-def rows_of(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [row for row in rows if isinstance(row, dict)]
 
 
 def start_fresh(run_dir: Path, req: Request) -> int:
