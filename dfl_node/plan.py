@@ -21,7 +21,7 @@ SCHEMA_VERSION = 1
 SECTIONS: dict[str, tuple[str, ...]] = {
     "topology": ("topology_name", "topology", "nodes"),
     "protocol": ("protocol", "hyper", "model", "mixing", "weights", "rounds", "eval_every",
-                 "aggregator"),
+                 "aggregator", "eval_at_start"),
     "data": ("data",),
     "seeds": ("seed",),
     "runtime": ("link", "wire", "transport", "cycle_metrics", "checkpoint_every",
@@ -85,6 +85,8 @@ class RunPlan:
     # directory's `bind` and `address`, where every node reports its own and learns the others'
     # (dfl_node/runner/discovery.py); empty when `nodes` holds every address
     discovery: dict[str, Any] = field(default_factory=dict)
+    # a metrics row of round 0 too, before any training (launcher/config/run_config.py)
+    eval_at_start: bool = False
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -147,8 +149,9 @@ class RunPlan:
         data = self.to_dict()
         data["data"] = {k: v for k, v in data["data"].items() if k not in HOST_LOCAL_DATA}
         data["secure"] = {k: v for k, v in data["secure"].items() if k not in HOST_LOCAL_SECURE}
-        if not data["discovery"]:  # plans with fixed addresses hash as before the key existed
-            del data["discovery"]
+        for key in ("discovery", "eval_at_start"):  # unset: hashed as before the key existed
+            if not data[key]:
+                del data[key]
         return {name: _digest({key: data[key] for key in keys if key in data})
                 for name, keys in SECTIONS.items()}
 

@@ -94,6 +94,18 @@ def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: 
     first_round_began_at: float | None = None  # ... and began it (start-up ends here)
     learns = node_id in plan.clients  # (asked once: the plan's lists are built per call)
     on_graph_change = graph_change(proto)
+
+    def metrics(round_: int, info: dict[str, float]) -> dict[str, Any]:
+        """The metrics record of the models as they stand after `round_` rounds."""
+        return {"type": "metrics", "round": round_, "node": node_id, **proto.evaluate(),
+                "wire_bytes": comm.ledger.wire_bytes(),
+                "virtual_seconds": clock.seconds, "eval_split": plan.data["eval_split"],
+                "slot_mismatches": comm.slot_mismatches,
+                "retransmissions": clock.retransmissions(), **info}
+
+    if learns and plan.eval_at_start and resumed is None:
+        last = metrics(0, {})
+        reporter.emit(last)
     with profiled(node_id, out_dir):
         for r in range(resumed.round if resumed else 0, plan.rounds):
             comm.round = r
@@ -107,12 +119,7 @@ def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: 
             round_cpu_seconds[str(r)] = time.process_time() - cpu_began
             first_round_at = first_round_at or time.time()
             if learns and ((r + 1) % plan.eval_every == 0 or r + 1 == plan.rounds):
-                last = {"type": "metrics", "round": r + 1, "node": node_id, **proto.evaluate(),
-                        "wire_bytes": comm.ledger.wire_bytes(),
-                        "virtual_seconds": clock.seconds, "eval_split": plan.data["eval_split"],
-                        "slot_mismatches": comm.slot_mismatches,
-                        "retransmissions": clock.retransmissions(),
-                        **info}
+                last = metrics(r + 1, info)
                 reporter.emit(last)
                 if params_due(int(plan.cycle_metrics.get("params_every", 0)), plan.eval_every,
                               plan.rounds, r + 1):

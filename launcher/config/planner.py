@@ -131,7 +131,8 @@ def build_plan(topology: Topology, config: dict[str, Any], claims: PortClaims,
         transport=config["transport"], prephase=prephase_section(config, claims),
         collector=endpoint(config, "collector", claims)[1], schedule=schedule,
         aggregator=hub.id if hub else None, cycle_metrics=cycle_section(config),
-        checkpoint_every=config["checkpoint_every"], discovery=discovery)
+        checkpoint_every=config["checkpoint_every"], discovery=discovery,
+        eval_at_start=config["eval_at_start"])
     check_protocol(plan)
     return plan
 

@@ -68,6 +68,10 @@ class RunSettings(Section):
     """How nodes run and talk: a local backend (zmq, inproc) or a placement (docker, hosts)."""
     rounds: Count = 20
     eval_every: Count = 1
+    eval_at_start: Flag = False
+    """Evaluate once before round 1 too (a metrics row of round 0): a curve against rounds or
+    bits then starts at the untrained models, at 0 bits (a paper's accuracy-versus-bits figure
+    compares methods whose first round costs differ by orders of magnitude)."""
     checkpoint_every: NonNegativeInt = 10
     """Every node saves its full state every k rounds (0: never)."""
     dataset: str = "synthetic"

@@ -137,11 +137,13 @@ def describe(section: str, req: Request) -> str:
 
 
 def keep_rounds_through(path: Path, round_: int) -> None:
-    """Drop the JSON lines of rounds after `round_` (and a torn last line), atomically."""
+    """Drop the JSON lines of rounds after `round_` (and a torn last line), atomically. From
+    scratch (`round_` 0) no line stays: the nodes evaluate their untrained models again when
+    `eval_at_start` asks for round 0."""
     if not path.is_file():
         return
     kept = [line for line in path.read_text().splitlines(keepends=True)
-            if (reported := reported_round(line)) is not None and reported <= round_]
+            if round_ > 0 and (reported := reported_round(line)) is not None and reported <= round_]
     tmp = path.with_suffix(".tmp")
     tmp.write_text("".join(kept))
     tmp.replace(path)

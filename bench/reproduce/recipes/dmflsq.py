@@ -56,7 +56,7 @@ BUDGETS = {
                            "transport": "inproc"}),
     "medium": Budget(rounds=60, seeds=(0, 1, 2), eval_every=10, clients=20,
                      theta0=(0.1, 0.5, 2.0)),
-    "paper": Budget(rounds=500, seeds=(0, 1, 2, 3, 4), eval_every=10, clients=20,
+    "paper": Budget(rounds=500, seeds=(0, 1, 2), eval_every=10, clients=20,
                     theta0=(0.1, 0.5, 2.0)),
 }
 
@@ -75,7 +75,8 @@ def graphs(budget: Budget, out: Path) -> dict[str, str]:
 def recipes(budget_name: str, out: Path, data_root: str | None) -> dict[str, Recipe]:
     budget = BUDGETS[budget_name]
     spec = sweeps.load("dmflsq")
-    common: dict[str, Any] = {**spec.settings, "eval_split": "both", "rounds": budget.rounds,
+    common: dict[str, Any] = {**spec.settings, "eval_split": "both", "eval_at_start": True,
+                              "rounds": budget.rounds,
                               "eval_every": budget.eval_every, **(budget.small or {})}
     if data_root:
         common["data_root"] = data_root
