@@ -1,14 +1,15 @@
 """The papers' experiments as data (bench/reproduce/papers/*.yaml) and the judge of their claims
 (bench/reproduce/judge.py): every shipped file validates, and a claim's verdict follows the
-95% intervals of planted measurements."""
+paired differences of planted measurements."""
 
 from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
 
-from bench.reproduce.judge import Verdict, judge, trend
+from bench.reproduce.judge import Verdict, combine, compare, difference, trend
 from bench.reproduce.paperdata import PAPERS, Check, Claim, Experiment, load_paper
+from bench.seedstats import mean_ci
 
 SHIPPED = sorted(p.stem for p in PAPERS.glob("*.yaml"))
 
@@ -35,40 +36,79 @@ def test_a_claim_must_be_checkable_or_say_why_not() -> None:
                    reproducible=False)
 
 
-HIGHER = Check(kind="higher", metric="worst_accuracy", method="A", than=("B", "C"))
+def seeds(*values: float) -> dict[int, float]:
+    return dict(enumerate(values))
 
 
-@pytest.mark.parametrize(("measured", "verdict"), [
-    ({"A": [0.60, 0.61, 0.62], "B": [0.40, 0.41, 0.42], "C": [0.50, 0.50, 0.51]},
+@pytest.mark.parametrize(("mine", "others", "verdict"), [
+    (seeds(.60, .61, .62), {"B": seeds(.40, .41, .42), "C": seeds(.50, .50, .51)},
      Verdict.HOLDS),
-    ({"A": [0.40, 0.41, 0.42], "B": [0.60, 0.61, 0.62], "C": [0.30, 0.31, 0.30]},
+    (seeds(.40, .41, .42), {"B": seeds(.60, .61, .62), "C": seeds(.30, .31, .30)},
      Verdict.FAILS),  # one comparison the other way decides it
-    ({"A": [0.50, 0.60, 0.55], "B": [0.52, 0.58, 0.50], "C": [0.30, 0.31, 0.30]},
-     Verdict.UNRESOLVED),  # overlapping intervals
-    ({"A": [0.90], "B": [0.10], "C": [0.10]}, Verdict.UNRESOLVED),  # one seed, no interval
-    ({"A": [0.60, 0.61, 0.62], "B": [0.40, 0.41, 0.42]}, Verdict.UNRESOLVED),  # C not run
+    (seeds(.50, .60, .55), {"B": seeds(.52, .58, .50)}, Verdict.UNRESOLVED),  # 0 inside
+    (seeds(.90), {"B": seeds(.10)}, Verdict.UNRESOLVED),  # one seed, no interval
+    (seeds(.60, .61, .62), {"B": {}}, Verdict.NOT_MEASURED),  # B has no value
+    (seeds(.60, .61), {"B": {5: .1, 6: .1}}, Verdict.NOT_MEASURED),  # no seed in common
 ])
-def test_a_comparison_is_judged_on_the_intervals(measured: dict, verdict: Verdict) -> None:
-    assert judge(HIGHER, by_method=measured) == verdict
+def test_a_comparison_is_judged_on_paired_differences(mine: dict, others: dict,
+                                                      verdict: Verdict) -> None:
+    assert compare(mine, others, higher=True) == verdict
+
+
+def test_pairing_removes_the_variation_the_arms_share() -> None:
+    # each arm's spread over seeds is wide, but A is above B on every seed by about 0.05
+    a, b = seeds(.50, .70, .90), seeds(.46, .64, .86)
+    unpaired = [mean_ci(list(x.values())) for x in (a, b)]
+    assert abs(unpaired[0][0] - unpaired[1][0]) < unpaired[0][1] + unpaired[1][1]
+    found = difference(a, b)
+    assert found is not None and found.mean - found.half > 0
+    assert compare(a, {"B": b}, higher=True) == Verdict.HOLDS
+
+
+def test_a_deterministic_quantity_is_judged_without_an_interval() -> None:
+    bits = {"A": seeds(7.5e7, 7.5e7, 7.5e7), "B": seeds(8.1e9, 8.1e9, 8.1e9)}
+    assert compare(bits["A"], {"B": bits["B"]}, higher=False) == Verdict.HOLDS
+    assert compare(bits["B"], {"A": bits["A"]}, higher=False) == Verdict.FAILS
+    tie = seeds(13, 13, 13)
+    assert compare(tie, {"B": dict(tie)}, higher=True) == Verdict.FAILS  # a tie does not hold
+    # varying values whose differences are the same on every seed are deterministic too
+    found = difference(seeds(1, 2, 3), seeds(0, 1, 2))
+    assert found is not None and found.deterministic and found.verdict() == Verdict.HOLDS
+
+
+def test_a_deterministic_minimum_that_does_not_move_does_not_hold() -> None:
+    """SSD-FL Fig. 13 (fig13-minimum-moves-to-fewer-clusters): S* comes from a deterministic
+    pre-phase, 13 at both tau_a: the claim that it falls does not hold (on 7984ed7: not
+    resolved, for want of an interval)."""
+    s_star = {1.0: seeds(13, 13, 13), 5.0: seeds(13, 13, 13)}
+    assert trend(s_star, "falls") == Verdict.FAILS
 
 
 def test_lower_is_the_mirror_of_higher() -> None:
-    lower = Check(kind="lower", metric="cvar10_loss", method="A", than=("B",))
-    assert judge(lower, {"A": [1.0, 1.1, 1.0], "B": [2.0, 2.1, 2.0]}) == Verdict.HOLDS
-    assert judge(lower, {"A": [2.0, 2.1, 2.0], "B": [1.0, 1.1, 1.0]}) == Verdict.FAILS
+    a, b = seeds(1.0, 1.1, 1.0), seeds(2.0, 2.1, 2.05)
+    assert compare(a, {"B": b}, higher=False) == Verdict.HOLDS
+    assert compare(b, {"A": a}, higher=False) == Verdict.FAILS
 
 
 def test_trends_compare_the_ends_and_a_u_needs_a_low_middle() -> None:
-    rising = {1: [0.1, 0.11, 0.1], 5: [0.3, 0.31, 0.3], 15: [0.5, 0.5, 0.51]}
+    rising = {1: seeds(.1, .11, .1), 5: seeds(.3, .31, .3), 15: seeds(.5, .5, .51)}
     assert trend(rising, "rises") == Verdict.HOLDS
     assert trend(rising, "falls") == Verdict.FAILS
-    assert trend(rising, "u-shaped") == Verdict.FAILS  # monotone, ends apart
-    u = {1: [0.5, 0.51, 0.5], 5: [0.1, 0.11, 0.1], 15: [0.5, 0.5, 0.52]}
-    assert trend(u, "u-shaped") == Verdict.HOLDS and trend(u, "peaks") == Verdict.UNRESOLVED
-    peak = {x: [-v for v in values] for x, values in u.items()}
-    assert trend(peak, "peaks") == Verdict.HOLDS and trend(peak, "u-shaped") == Verdict.UNRESOLVED
+    assert trend(rising, "u-shaped") == Verdict.FAILS  # the middle is above the first end
+    u = {1: seeds(.5, .51, .5), 5: seeds(.1, .11, .1), 15: seeds(.5, .5, .52)}
+    assert trend(u, "u-shaped") == Verdict.HOLDS and trend(u, "peaks") == Verdict.FAILS
+    peak = {x: {s: -v for s, v in values.items()} for x, values in u.items()}
+    assert trend(peak, "peaks") == Verdict.HOLDS and trend(peak, "u-shaped") == Verdict.FAILS
     assert trend(rising, "peaks") == Verdict.FAILS
-    flat = {1: [0.5, 0.6, 0.4], 5: [0.5, 0.4, 0.6], 15: [0.55, 0.45, 0.5]}
+    flat = {1: seeds(.5, .6, .4), 5: seeds(.5, .4, .6), 15: seeds(.55, .45, .5)}
     assert trend(flat, "rises") == trend(flat, "u-shaped") == Verdict.UNRESOLVED
-    check = Check(kind="trend", metric="delta_all", method="DSC", along="J", direction="u-shaped")
-    assert judge(check, along=u) == Verdict.HOLDS and judge(check) == Verdict.UNRESOLVED
+    assert trend({1: seeds(.5)}, "rises") == Verdict.NOT_MEASURED  # one swept value
+
+
+def test_verdicts_combine_a_defect_first_then_a_failure() -> None:
+    assert combine([Verdict.HOLDS, Verdict.NOT_TRAINED]) == Verdict.NOT_TRAINED
+    assert combine([Verdict.NOT_TRAINED, Verdict.FAILS]) == Verdict.FAILS
+    assert combine([Verdict.FAILS, Verdict.NOT_MEASURED]) == Verdict.NOT_MEASURED
+    assert combine([Verdict.HOLDS, Verdict.UNRESOLVED]) == Verdict.UNRESOLVED
+    assert combine([Verdict.HOLDS, Verdict.HOLDS]) == Verdict.HOLDS
+    assert combine([]) == Verdict.NOT_MEASURED

@@ -15,9 +15,9 @@ import pytest
 from bench.reproduce.__main__ import DATA_ROOT, main
 from bench.reproduce.arms import Arm, drop_checkpoints
 from bench.reproduce.docs_page import command
-from bench.reproduce.experiment import judge_claim, parse_method, parse_point
+from bench.reproduce.experiment import curve_at, judge_claim, parse_method, parse_point
 from bench.reproduce.judge import Verdict
-from bench.reproduce.measures import Measured
+from bench.reproduce.measures import Measured, measure, portfolio_deltas
 from bench.reproduce.paperdata import Check, Claim, load_paper
 from bench.reproduce.recipes import RECIPES
 
@@ -130,18 +130,134 @@ def test_trends_run_along_the_arms_axis_or_a_series_of_each_run() -> None:
     assert judge_claim(every, runs).verdict == Verdict.HOLDS
 
 
-def test_accuracy_at_equal_bits_reads_each_curve_at_the_fewest_bits_any_run_ended_at() -> None:
+def test_accuracy_at_equal_bits_interpolates_each_curve_at_the_fewest_bits_any_ended_at(
+) -> None:
     claim = Claim(id="c", text="t", where="w", check=Check(
         kind="higher", metric="accuracy_at_equal_bits", method="A", than=("B",)))
     cheap = [Measured({"bits_per_client": 100.0}, {"round": {
         "accuracy": {1: 0.5 + d, 2: 0.6 + d}, "bits_per_client": {1: 50.0, 2: 100.0}}})
         for d in (0, .01, .02)]
-    # B is more accurate at its end, but at 100 bits it had made one evaluation, at 0.3
+    # B is more accurate at its end; at 100 bits its curve is a ninety-first of the way from
+    # 0.3 (at 90 bits) to 0.9 (at 1000)
     dear = [Measured({"bits_per_client": 1000.0}, {"round": {
         "accuracy": {1: 0.3 + d, 2: 0.9}, "bits_per_client": {1: 90.0, 2: 1000.0}}})
         for d in (0, .01, .02)]
     runs = {Arm("A", "a", "g", {}): cheap, Arm("B", "b", "g", {}): dear}
-    assert judge_claim(claim, runs).verdict == Verdict.HOLDS
+    judged = judge_claim(claim, runs)
+    assert judged.verdict == Verdict.HOLDS, judged.details
+    assert "at 100 bits per client" in judged.details[0]
+    assert curve_at([90.0, 1000.0], [0.3, 0.9], 100.0) == pytest.approx(0.3 + 0.6 / 91)
+    # without a common range (B's first evaluation after A's end) it says so
+    late = [Measured({}, {"round": {"accuracy": {1: 0.9}, "bits_per_client": {1: 500.0}}})
+            for _ in range(3)]
+    apart = judge_claim(claim, {Arm("A", "a", "g", {}): cheap, Arm("B", "b", "g", {}): late})
+    assert apart.verdict == Verdict.UNRESOLVED and "do not overlap" in apart.details[0]
+
+
+def planted_run(run_dir: Path, per_round_bits: float, accuracies: dict[int, float],
+                rounds: int) -> Path:
+    """A finished run's files as the launcher writes them: 2 clients, eval_at_start."""
+    run_dir.mkdir(parents=True)
+    rows = [{"round": r, "node": n, "accuracy": a, "loss": 1.0}
+            for r, a in accuracies.items() for n in (0, 1)]
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run_dir / "summary.json").write_text(json.dumps({
+        "nodes": [{"id": 0}, {"id": 1}], "bits_per_client": per_round_bits * rounds / 2,
+        "formula": {"per_round": {str(t): {"0": per_round_bits / 2, "1": per_round_bits / 2}
+                                  for t in range(rounds)}}}))
+    (run_dir / "plan.json").write_text(json.dumps({
+        "nodes": [{"id": 0}, {"id": 1}], "aggregator": None, "data": {"dataset": "none"}}))
+    return run_dir
+
+
+def test_a_dense_baseline_is_read_at_a_compressed_methods_bits_from_its_untrained_start(
+        tmp_path: Path) -> None:
+    """DMFL-SQ Fig. 2 (fig2-curve-above-dense): DMFL-SQ spends 7.5e7 bits per client in all,
+    D-PSGD 1.4e8 per round. With round 0 evaluated (eval_at_start, which every DMFL-SQ
+    recipe asks for) D-PSGD's curve starts at 0 bits and is read between its round 0 and
+    its first evaluation; on 7984ed7 round 0 was charged the run's total bits, so no D-PSGD
+    point fell under the budget and the claim could never be judged."""
+    claim = Claim(id="c", text="t", where="w", check=Check(
+        kind="higher", metric="accuracy_at_equal_bits", method="DMFL-SQ", than=("D-PSGD",)))
+    runs = {Arm("DMFL-SQ", "dmfl-sq", "g", {}): [], Arm("D-PSGD", "d-psgd", "g", {}): []}
+    for seed in (0, 1, 2):
+        ours = planted_run(tmp_path / f"dmfl-{seed}", 1.5e5 * 2, {0: 0.1, 10: 0.3 + seed / 100,
+                                                                   500: 0.5 + seed / 100}, 500)
+        dense = planted_run(tmp_path / f"dpsgd-{seed}", 1.4e8 * 2, {0: 0.1, 10: 0.45,
+                                                                    20: 0.6}, 20)
+        for arm, run in zip(runs, (ours, dense), strict=True):
+            runs[arm].append(measure(run, seed))
+    assert runs[next(iter(runs))][0].series["round"]["bits_per_client"][0] == 0.0
+    judged = judge_claim(claim, runs)
+    assert judged.verdict == Verdict.HOLDS, judged.details
+    for budget in ("quick", "medium", "paper"):
+        assert RECIPES["dmfl-sq"].recipes(budget, tmp_path, None)["fig2"].common[
+            "eval_at_start"] is True
+
+
+def test_a_negated_condition_keeps_the_compared_arms_on_the_same_graph() -> None:
+    """SSD-FL Figs. 6, 7, 12 ("graph != Comp"): each SSD-FL arm is compared with the baseline
+    on its own graph. On 7984ed7 the condition freed the graph axis, and the PrefA arm was
+    compared with the first baseline that matched, on RNG: here that made a claim that fails
+    on PrefA hold."""
+    claim = Claim(id="c", text="t", where="w", check=Check(
+        kind="higher", metric="avg_accuracy", method="SSD-FL", than=("sDFL",),
+        condition="graph != Comp"))
+    values = (("sDFL", "RNG", .40), ("SSD-FL", "RNG", .60), ("sDFL", "PrefA", .80),
+              ("SSD-FL", "PrefA", .70), ("sDFL", "Comp", .10), ("SSD-FL", "Comp", .20))
+    runs = {Arm(m, "p", "t", {"graph": g}): [measured({"avg_accuracy": v + d})
+                                             for d in (0, .01, .02)] for m, g, v in values}
+    judged = judge_claim(claim, runs)
+    assert judged.verdict == Verdict.FAILS, judged.details
+    assert len(judged.details) == 2
+    assert all(len(set(re.findall(r"graph=(\w+)", d))) == 1 for d in judged.details), \
+        judged.details
+
+
+def test_dsc_group_deltas_are_read_from_each_clients_per_task_deltas() -> None:
+    """DSC Fig. 6 (f6-u-*): the summary keeps Delta_{i,t} per task for each client; a group's
+    Delta is the mean of its clients' Delta_i. On 7984ed7 a per-task mapping was not a number,
+    so no delta_group was ever measured and the four claims could never be judged."""
+    summary = {"delta_clients": {"0": {"seg": 2.0, "dep": 4.0}, "1": {"seg": 0.0, "dep": 2.0},
+                                 "2": {"seg": 1.0, "sn": 3.0}},
+               "task_metrics": {"0": {"dep": {}, "seg": {}}, "1": {"seg": {}, "dep": {}},
+                                "2": {"sn": {}, "seg": {}}}}
+    assert portfolio_deltas(summary) == {"delta_group:seg+dep": 2.0, "delta_group:seg+sn": 2.0}
+
+
+def test_an_accuracy_claim_on_models_that_did_not_train_is_not_judged() -> None:
+    claim = Claim(id="c", text="t", where="w", check=Check(
+        kind="higher", metric="avg_accuracy", method="A", than=("B",)))
+    bar = {"majority:avg_accuracy": 0.62}
+    runs = {Arm("A", "a", "g", {}): [measured({"avg_accuracy": v, **bar})
+                                     for v in (.80, .81, .82)],
+            Arm("B", "b", "g", {}): [measured({"avg_accuracy": v, **bar})
+                                     for v in (.60, .64, .62)]}
+    judged = judge_claim(claim, runs)
+    assert judged.verdict == Verdict.NOT_TRAINED
+    assert "B's avg_accuracy" in judged.details[0] and "majority-class share" in judged.details[0]
+    trained = {arm: [measured({**m.scalars, "avg_accuracy": m.scalars["avg_accuracy"] + .1})
+                     for m in ms] for arm, ms in runs.items()}
+    assert judge_claim(claim, trained).verdict == Verdict.HOLDS
+    # a claim on another metric is judged whatever the accuracy
+    bits = Claim(id="c", text="t", where="w", check=Check(
+        kind="lower", metric="bits", method="B", than=("A",)))
+    for arm, ms in runs.items():
+        for i, m in enumerate(ms):
+            m.scalars["bits"] = 1.0 if arm.method == "B" else 2.0 + i / 10
+    assert judge_claim(bits, runs).verdict == Verdict.HOLDS
+
+
+def test_a_metric_that_was_not_computed_is_not_measured() -> None:
+    claim = Claim(id="c", text="t", where="w", check=Check(
+        kind="higher", metric="delta_group:seg+dep", method="A", than=("B",)))
+    runs = {Arm(m, "p", "g", {}): [measured({"delta_all": 1.0}) for _ in range(3)]
+            for m in "AB"}
+    judged = judge_claim(claim, runs)
+    assert judged.verdict == Verdict.NOT_MEASURED and "was not measured" in judged.details[0]
+    nobody = Claim(id="c", text="t", where="w", check=Check(
+        kind="higher", metric="delta_all", method="C", than=("B",)))
+    assert judge_claim(nobody, runs).verdict == Verdict.NOT_MEASURED
 
 
 def test_points_and_methods_are_parsed_as_the_data_files_write_them() -> None:
@@ -204,6 +320,9 @@ def test_every_experiment_runs_at_the_quick_budget_and_writes_its_outputs(
         assert [c["id"] for c in record["claims"]] == [c.id for c in experiment.claims]
         verdicts = {str(v) for v in Verdict} | {"not checked"}
         assert {c["verdict"] for c in record["claims"]} <= verdicts
+        # a claim whose metric no run computed is a defect of the recipe, at any budget
+        assert not [c["id"] for c in record["claims"] if c["verdict"] == "not measured"], \
+            [(c["id"], c["details"]) for c in record["claims"] if c["verdict"] == "not measured"]
         for arm in record["arms"]:
             for column in recipes[experiment_id].columns:
                 if column in arm["scalars"]:

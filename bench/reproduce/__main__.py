@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from bench.reproduce import deviations
 from bench.reproduce.arms import RunsFailed, run_arms
 from bench.reproduce.experiment import Recipe, judge_claim
 from bench.reproduce.measures import measure
@@ -116,12 +117,16 @@ def main(argv: list[str] | None = None) -> int:
         except RunsFailed as exc:
             print(exc, file=sys.stderr)
             return 1
-        results = {arm: [measure(d) for d in dirs] for arm, dirs in done.items()}
+        results = {arm: [measure(d, seed) for d, seed in zip(dirs, recipe.seeds, strict=True)]
+                   for arm, dirs in done.items()}
         if recipe.derive is not None:
             recipe.derive(results)
         judged = [judge_claim(c, results) for c in experiment.claims]
         findings = {k: f(results) for k, f in recipe.findings.items()}
-        record = to_json(paper, experiment, opts.budget, recipe, results, judged, findings)
+        table = deviations.rows(recipe.arms, recipe.common, recipe.seeds, recipe.stated,
+                                recipe.why, recipe.parameters)
+        record = to_json(paper, experiment, opts.budget, recipe, results, judged, findings,
+                         table)
         print(write(opts.out, record, recipe), flush=True)
     return 0
 

@@ -16,10 +16,12 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import product
 from typing import Any, Literal
 
 from bench.reproduce.arms import Arm
-from bench.reproduce.judge import Verdict, compare, trend
+from bench.reproduce.deviations import Resolved, Stated, classifier_parameters
+from bench.reproduce.judge import Verdict, combine, difference, trend
 from bench.reproduce.measures import Measured
 from bench.reproduce.paperdata import Check, Claim
 from bench.seedstats import mean_ci
@@ -56,14 +58,18 @@ class Recipe:
     derive: Callable[[Results], None] | None = None
     """Adds scalars that need several runs (DSC's Delta against the same seed's no-aggregation
     run), before the claims are judged."""
-
-
-@dataclass
-class Judged:
-    claim: Claim
-    verdict: Verdict | None
-    """None: no check (the report gives the claim's why_unchecked)."""
-    details: list[str]
+    stated: Mapping[str, Stated] = field(default_factory=dict)
+    """What the paper states for each setting of the deviation table (deviations.SETTINGS;
+    absent: not stated)."""
+    why: Mapping[str, str] = field(default_factory=dict)
+    """Why this budget's value of a setting differs from the paper's (every difference has
+    one: tests/test_reproduce.py)."""
+    proxy: str = ""
+    """What makes the runs a proxy of the paper's experiment (another dataset, model or
+    learning rate), said on the line of every claim judged on them; '' for the paper's own
+    setting."""
+    parameters: Callable[[Resolved], int | None] = classifier_parameters
+    """P of an arm's model, for the table (a protocol with a model of its own counts it)."""
 
 
 def parse_point(text: str) -> dict[str, str]:
@@ -99,17 +105,59 @@ def matches(arm: Arm, name: str, point: Mapping[str, str]) -> bool:
                          else same(arm.at[k], v)) for k, v in point.items())
 
 
-def scalar(results: Results, arm: Arm, metric: str) -> list[float]:
-    return [m.scalars[metric] for m in results[arm] if metric in m.scalars]
+ACCURACY_METRICS = frozenset({
+    "avg_accuracy", "worst_accuracy", "bottom10_accuracy", "std_accuracy", "jain_index",
+    "avg_model_accuracy", "accuracy", "global_accuracy", "accuracy_at_equal_bits"})
+"""Metrics read from classification accuracies: a claim on them is judged only on models that
+beat the majority-class share (`majority:` keys, bench/reproduce/measures.py)."""
 
 
-def at_bits(measured: Measured, bits: float) -> float:
-    """The accuracy of a run's last evaluation made within `bits` per client (NaN: none)."""
+def bar_metric(metric: str) -> str | None:
+    """The accuracy key whose majority-class bar decides whether `metric`'s models trained."""
+    if metric in ("accuracy_at_equal_bits", "accuracy"):
+        return "avg_accuracy"
+    if metric == "global_accuracy":
+        return "global_avg_accuracy"
+    if metric in ACCURACY_METRICS or (metric.startswith("global_") and
+                                      metric.removeprefix("global_") in ACCURACY_METRICS):
+        return metric
+    return None
+
+
+def seeded(results: Results, arm: Arm) -> list[tuple[int, Measured]]:
+    """An arm's runs with their seeds (a run's position when it does not know its seed)."""
+    return [(i if m.seed is None else m.seed, m) for i, m in enumerate(results[arm])]
+
+
+def scalar(results: Results, arm: Arm, metric: str) -> dict[int, float]:
+    return {s: m.scalars[metric] for s, m in seeded(results, arm) if metric in m.scalars}
+
+
+def curve_at(xs: Sequence[float], ys: Sequence[float], x: float) -> float:
+    """The piecewise-linear curve through (xs, ys), xs ascending, at x (NaN outside it)."""
+    if not xs or x < xs[0] * (1 - 1e-9) or x > xs[-1] * (1 + 1e-9):
+        return math.nan
+    for (x0, y0), (x1, y1) in zip(zip(xs, ys, strict=True), zip(xs[1:], ys[1:], strict=True),
+                                  strict=False):
+        if x0 <= x <= x1:
+            return y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    return ys[-1] if math.isclose(x, xs[-1]) else ys[0]
+
+
+def accuracy_bits_curve(measured: Measured) -> tuple[list[float], list[float]]:
+    """A run's evaluations as (bits per client so far, mean accuracy), by bits."""
     series = measured.series.get("round", {})
-    seen = [(series["bits_per_client"][r], acc) for r, acc in
-            sorted(series.get("accuracy", {}).items()) if r in series.get("bits_per_client", {})]
-    within = [acc for b, acc in seen if b <= bits * (1 + 1e-9)]
-    return within[-1] if within else math.nan
+    bits, accuracy = series.get("bits_per_client", {}), series.get("accuracy", {})
+    points = sorted((bits[r], accuracy[r]) for r in accuracy if r in bits)
+    return [p[0] for p in points], [p[1] for p in points]
+
+
+@dataclass
+class Judged:
+    claim: Claim
+    verdict: Verdict | None
+    """None: no check (the report gives the claim's why_unchecked)."""
+    details: list[str]
 
 
 def judge_claim(claim: Claim, results: Results) -> Judged:
@@ -120,46 +168,117 @@ def judge_claim(claim: Claim, results: Results) -> Judged:
     name, point = parse_method(check.method)
     mine = [a for a in results if matches(a, name, {**point, **condition})]
     if not mine:
-        return Judged(claim, Verdict.UNRESOLVED, [f"no run of {check.method} here"])
+        return Judged(claim, Verdict.NOT_MEASURED, [f"no run of {check.method} here"])
     if check.kind == "trend":
         return judge_trend(claim, check, mine, results)
     details, verdicts = [], []
     for arm in mine:
-        named = set(point) | set(condition)
-        others: dict[str, Arm] = {}
-        for spec in check.than:
-            o_name, o_point = parse_method(spec)
-            free = named | set(o_point)
-            found = [a for a in results if matches(a, o_name, {**o_point, **{
-                k: v for k, v in condition.items() if k in a.at}}) and all(
-                same(a.at[k], arm.at[k]) for k in set(a.at) & set(arm.at) - free)]
-            if found:
-                others[spec] = found[0]
-        if len(others) < len(check.than):
-            missing = sorted(set(check.than) - set(others))
+        others = counterparts(check, arm, condition, results)
+        missing = [spec for spec, found in others.items() if not found]
+        if missing:
             details.append(f"{arm.label()}: no run of {', '.join(missing)} at this point")
-            verdicts.append(Verdict.UNRESOLVED)
+            verdicts.append(Verdict.NOT_MEASURED)
             continue
-        values = per_metric(check, arm, others, results)
-        verdict = compare(values[arm.label()], {k: values[o.label()] for k, o in others.items()},
-                          higher=check.kind == "higher")
-        verdicts.append(verdict)
-        details.append(f"{arm.label()}: " + "; ".join(
-            f"{label} {fmt_ci(v)}" for label, v in values.items()) + f" -> {verdict}")
+        for against in product(*others.values()):
+            verdict, line = judge_pair(check, arm, against, results)
+            verdicts.append(verdict)
+            details.append(line)
     return Judged(claim, combine(verdicts), details)
 
 
-def per_metric(check: Check, arm: Arm, others: Mapping[str, Arm],
-               results: Results) -> dict[str, list[float]]:
+def counterparts(check: Check, arm: Arm, condition: Mapping[str, str],
+                 results: Results) -> dict[str, list[Arm]]:
+    """The arms each of `check.than` names at `arm`'s point: the same value on every axis both
+    have, except the axes the two method names set themselves ("Similarity (J=5)" against
+    "Similarity (J=1)"). A condition selects arms; it frees no axis, so that a claim made
+    "where graph != Comp" compares the PrefA arm with the PrefA baseline."""
+    _, point = parse_method(check.method)
+    found: dict[str, list[Arm]] = {}
+    for spec in check.than:
+        o_name, o_point = parse_method(spec)
+        free = set(point) | set(o_point)
+        found[spec] = [a for a in results if a is not arm and matches(a, o_name, {**o_point, **{
+            k: v for k, v in condition.items() if k in a.at}}) and all(
+            same(a.at[k], arm.at[k]) for k in set(a.at) & set(arm.at) - free)]
+    return found
+
+
+def judge_pair(check: Check, arm: Arm, others: Sequence[Arm],
+               results: Results) -> tuple[Verdict, str]:
+    """One arm against one arm of each compared method."""
+    values, apart, where = per_metric(check, arm, others, results)
+    shown = where + "; ".join(f"{a.label()} {fmt_ci(list(values[a].values()))}"
+                              for a in (arm, *others))
+    if apart:
+        return Verdict.UNRESOLVED, f"{arm.label()}: {apart} -> {Verdict.UNRESOLVED}"
+    lacking = [a.label() for a in (arm, *others) if not values[a]]
+    if lacking:
+        return Verdict.NOT_MEASURED, (f"{arm.label()}: {check.metric} was not measured for "
+                                      f"{', '.join(lacking)} -> {Verdict.NOT_MEASURED}")
+    untrained = [line for a in (arm, *others) if (line := not_trained(check.metric, a, results))]
+    if untrained:
+        return Verdict.NOT_TRAINED, (f"{arm.label()}: {shown}; not judged: "
+                                     + "; ".join(untrained) + f" -> {Verdict.NOT_TRAINED}")
+    higher = check.kind == "higher"
+    parts, verdicts = [], []
+    for other in others:
+        found = difference(values[arm], values[other]) if higher else \
+            difference(values[other], values[arm])
+        verdict = Verdict.NOT_MEASURED if found is None else found.verdict()
+        verdicts.append(verdict)
+        if found is not None:
+            parts.append(f"{arm.method} - {other.method}: {found.text()}" if higher
+                         else f"{other.method} - {arm.method}: {found.text()}")
+    verdict = combine(verdicts)
+    return verdict, f"{arm.label()}: {shown}; " + "; ".join(parts) + f" -> {verdict}"
+
+
+def not_trained(metric: str, arm: Arm, results: Results) -> str:
+    """Why `arm`'s models count as not trained for a claim on `metric` ('' if they trained, or
+    the metric is not an accuracy): they must beat the majority-class share of the test split
+    the accuracy is read on, by a paired interval above 0 (one seed: by its value)."""
+    key = bar_metric(metric)
+    if key is None:
+        return ""
+    accuracy, bar = scalar(results, arm, key), scalar(results, arm, f"majority:{key}")
+    found = difference(accuracy, bar)
+    if found is None:
+        return ""
+    beats = found.mean > 0 and (math.isnan(found.half) or found.deterministic
+                                or found.mean - found.half > 0)
+    if beats:
+        return ""
+    return (f"{arm.label()}'s {key} {fmt_ci(list(accuracy.values()))} does not beat the "
+            f"majority-class share {fmt_ci(list(bar.values()))}")
+
+
+def per_metric(check: Check, arm: Arm, others: Sequence[Arm],
+               results: Results) -> tuple[dict[Arm, dict[int, float]], str, str]:
     """Per-seed values of the check's metric for the arm and the arms it is compared with;
-    accuracy_at_equal_bits reads every run's accuracy at the fewest bits any of them ended at."""
-    arms = [arm, *others.values()]
+    why they cannot be compared ('' when they can); where they were read ('' for a scalar).
+
+    accuracy_at_equal_bits reads every run's accuracy-versus-bits curve (round 0 at 0 bits
+    under eval_at_start), linearly between evaluations, at the fewest bits any of them ended
+    at. Where a curve starts after that budget, the ranges do not overlap: said so, and not
+    resolved (a budget that evaluates at the start avoids it)."""
+    arms = [arm, *others]
     if check.metric != "accuracy_at_equal_bits":
-        return {a.label(): scalar(results, a, check.metric) for a in arms}
-    budget = min((m.scalars["bits_per_client"] for a in arms for m in results[a]
-                  if "bits_per_client" in m.scalars), default=math.nan)
-    return {a.label(): [v for m in results[a] if not math.isnan(v := at_bits(m, budget))]
-            for a in arms}
+        return {a: scalar(results, a, check.metric) for a in arms}, "", ""
+    curves = {a: {s: accuracy_bits_curve(m) for s, m in seeded(results, a)} for a in arms}
+    ends = [(xs[-1], xs[0], a) for a, by_seed in curves.items()
+            for xs, _ in by_seed.values() if xs]
+    if not ends:
+        return {a: {} for a in arms}, "", ""
+    budget, start = min(e[0] for e in ends), max(e[1] for e in ends)
+    if start > budget:
+        late = next(e[2] for e in ends if e[1] == start)
+        early = next(e[2] for e in ends if e[0] == budget)
+        return {a: {} for a in arms}, (
+            f"the accuracy-versus-bits curves do not overlap: {early.label()} ends at "
+            f"{budget:.3g} bits per client, {late.label()} is first evaluated at {start:.3g}"), ""
+    values = {a: {s: curve_at(xs, ys, budget) for s, (xs, ys) in by_seed.items() if xs}
+              for a, by_seed in curves.items()}
+    return values, "", f"at {budget:.3g} bits per client: "
 
 
 def judge_trend(claim: Claim, check: Check, mine: list[Arm], results: Results) -> Judged:
@@ -172,32 +291,30 @@ def judge_trend(claim: Claim, check: Check, mine: list[Arm], results: Results) -
                    *sorted((k, str(v)) for k, v in a.at.items() if k != along))
             groups.setdefault(key, []).append(a)
         for key, arms in groups.items():
-            points = {float(a.at[along]): scalar(results, a, check.metric) for a in arms}
-            verdict = trend(points, check.direction)
-            verdicts.append(verdict)
             where = ", ".join(f"{k}={v}" for k, v in key)
+            untrained = [line for a in arms if (line := not_trained(check.metric, a, results))]
+            points = {float(a.at[along]): scalar(results, a, check.metric) for a in arms}
+            verdict = Verdict.NOT_TRAINED if untrained else trend(points, check.direction)
+            verdicts.append(verdict)
             details.append(f"{where or 'all'}: " + "; ".join(
-                f"{along}={x:g} {fmt_ci(v)}" for x, v in sorted(points.items()))
+                f"{along}={x:g} {fmt_ci(list(v.values()))}" for x, v in sorted(points.items()))
+                + ("; not judged: " + "; ".join(untrained) if untrained else "")
                 + f" -> {verdict}")
     else:
         for a in mine:
-            runs = [m.series.get(along, {}).get(check.metric, {}) for m in results[a]]
-            xs = sorted(set.intersection(*(set(r) for r in runs))) if runs else []
-            points = {x: [r[x] for r in runs] for x in xs}
-            verdict = trend(points, check.direction)
+            runs = {s: m.series.get(along, {}).get(check.metric, {}) for s, m in seeded(results, a)}
+            xs = sorted(set.intersection(*(set(r) for r in runs.values()))) if runs else []
+            if along == "round":  # from the first evaluation of trained models (round 0: none)
+                xs = [x for x in xs if x > 0]
+            series_points = {x: {s: r[x] for s, r in runs.items()} for x in xs}
+            why = not_trained(check.metric, a, results)
+            verdict = Verdict.NOT_TRAINED if why else trend(series_points, check.direction)
             verdicts.append(verdict)
             shown = xs if len(xs) <= 6 else [xs[0], xs[len(xs) // 2], xs[-1]]
             details.append(f"{a.label()}: " + "; ".join(
-                f"{along}={x:g} {fmt_ci(points[x])}" for x in shown) + f" -> {verdict}")
+                f"{along}={x:g} {fmt_ci(list(series_points[x].values()))}" for x in shown)
+                + (f"; not judged: {why}" if why else "") + f" -> {verdict}")
     return Judged(claim, combine(verdicts), details)
-
-
-def combine(verdicts: Sequence[Verdict]) -> Verdict:
-    if Verdict.FAILS in verdicts:
-        return Verdict.FAILS
-    if verdicts and all(v == Verdict.HOLDS for v in verdicts):
-        return Verdict.HOLDS
-    return Verdict.UNRESOLVED
 
 
 def fmt_ci(values: Sequence[float]) -> str:

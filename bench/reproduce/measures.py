@@ -14,7 +14,12 @@ these derived ones:
 - `s_argmin_H`: the S at which Algorithm 1's H is smallest over every candidate;
 - `s_star`: SSD-FL's chosen number of clusters (prephase.json);
 - `cycles_to_0.65`, ...: SSD-FL's first cycle whose mean accuracy reaches the threshold
-  (summary `cycles_to_threshold`; absent when it never does).
+  (summary `cycles_to_threshold`; absent when it never does);
+- `majority:avg_accuracy`, `majority:worst_accuracy`, ... and `majority:global_avg_accuracy`,
+  ...: the same accuracy figures for the majority-class predictor, each client answering the
+  most frequent class of its own test split (of the global subset, for `global_*`): the bar a
+  trained model must clear (a client of a Dirichlet(0.1) split that always answers its main
+  class scores 0.6 here); `chance`: one over the number of classes. Classification runs only.
 Series are a metric along an axis within one run: along `round`, the per-evaluation means
 (accuracy, worst_accuracy, cvar10_loss, train_loss, trigger_rate, bits_per_client cumulative per
 client by eq. 20, global_accuracy); along `S`, SSD-FL's `objective_H` of Algorithm 1 for every
@@ -27,9 +32,15 @@ import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from dfl_node.learning.datacache import DataError
+from dfl_node.learning.datasets import load_arrays
+from dfl_node.learning.shards import global_split, split_indices
 from launcher.run.fairness import fairness
 
 SUMMARY_KEYS = ("avg_accuracy", "worst_accuracy", "bottom10_accuracy", "std_accuracy",
@@ -45,6 +56,9 @@ class Measured:
     summary: dict[str, Any] = field(default_factory=dict, repr=False)
     """The run's summary.json, for what an experiment derives across runs (DSC's Delta
     against the same seed's no-aggregation run)."""
+    seed: int | None = None
+    """The run's seed: arms are compared seed by seed (None: its position among its arm's)."""
+    run_dir: Path | None = None
 
 
 def number(value: Any) -> float | None:
@@ -52,9 +66,9 @@ def number(value: Any) -> float | None:
         and math.isfinite(value) else None
 
 
-def measure(run_dir: Path) -> Measured:
+def measure(run_dir: Path, seed: int | None = None) -> Measured:
     summary = json.loads((run_dir / "summary.json").read_text())
-    out = Measured(summary=summary)
+    out = Measured(summary=summary, seed=seed, run_dir=run_dir)
     for key in SUMMARY_KEYS:
         if (value := number(summary.get(key))) is not None:
             out.scalars[key] = value
@@ -86,6 +100,7 @@ def measure(run_dir: Path) -> Measured:
         out.series["S"] = {"objective_H": h}
         if h:
             out.scalars["s_argmin_H"] = min(h, key=lambda x: h[x])
+    out.scalars |= majority_bars(run_dir)
     out.series["round"] = round_series(run_dir, summary)
     for key in ("train_loss", "psi_bits"):
         if out.series["round"].get(key):
@@ -94,14 +109,73 @@ def measure(run_dir: Path) -> Measured:
     return out
 
 
+ACCURACY_FIGURES = ("avg_accuracy", "worst_accuracy", "bottom10_accuracy", "std_accuracy",
+                    "jain_index")
+
+
+def majority_bars(run_dir: Path) -> dict[str, float]:
+    """The `majority:` figures and `chance` of a classification run ({} for another kind of
+    run, whose data section names no class labels)."""
+    plan = json.loads((run_dir / "plan.json").read_text())
+    clients = [n["id"] for n in plan["nodes"] if n["id"] != plan.get("aggregator")]
+    split = plan["data"].get("eval_split", "global")
+    try:
+        own, shared, classes = majority_shares(json.dumps(plan["data"], sort_keys=True),
+                                               len(clients), split != "global")
+    except (DataError, KeyError, ValueError, TypeError):
+        return {}
+    out = {"chance": 1 / classes}
+    if split in ("local", "both"):
+        out |= {f"majority:{k}": v for k, v in figures(own).items()}
+    if split == "global":
+        out |= {f"majority:{k}": v for k, v in figures([shared] * len(clients)).items()}
+    if split == "both":
+        out |= {f"majority:global_{k}": v for k, v in figures([shared] * len(clients)).items()}
+    return out
+
+
+def figures(accuracies: list[float]) -> dict[str, float]:
+    fair = fairness(accuracies, [0.0] * len(accuracies))
+    return {"avg_accuracy": sum(accuracies) / len(accuracies),
+            "worst_accuracy": min(accuracies),
+            **{k: fair[k] for k in ACCURACY_FIGURES if k in fair}}
+
+
+@lru_cache(maxsize=32)
+def majority_shares(data_json: str, parts: int, own: bool) -> tuple[list[float], float, int]:
+    """Each client's majority-class share of its own test split (when `own`), the global
+    subset's, and the number of classes; the same partition the nodes made (a pure function of
+    the labels and the data section), cached per data section: an experiment's arms share it."""
+    data = json.loads(data_json)
+    arrays = load_arrays(data)
+    evals = split_indices({**data, "eval_split": "local"}, arrays.y_train, arrays.y_test,
+                          parts)[1] if own else []
+    return ([share(arrays.y_test[idx]) for idx in evals],
+            share(arrays.y_test[global_split(data, arrays.y_test)]), arrays.classes)
+
+
+def share(labels: np.ndarray) -> float:
+    return float(np.bincount(labels).max() / len(labels)) if len(labels) else 0.0
+
+
 def portfolio_deltas(summary: dict[str, Any]) -> dict[str, float]:
     clients = summary.get("delta_clients") or {}
     tasks = summary.get("task_metrics") or {}
     groups: dict[str, list[float]] = defaultdict(list)
     for node, delta in clients.items():
-        if node in tasks and (v := number(delta)) is not None:
+        if node in tasks and (v := client_delta(delta)) is not None:
             groups["+".join(portfolio_order(tasks[node]))].append(v)
     return {f"delta_group:{g}": sum(v) / len(v) for g, v in groups.items()}
+
+
+def client_delta(per_task: Any) -> float | None:
+    """Delta_i of one client: the mean of its Delta_{i,t} over its tasks (the summary keeps
+    one value per task, protocols/dsc/delta.py)."""
+    if isinstance(per_task, dict):
+        values = [number(v) for v in per_task.values()]
+        return sum(v for v in values if v is not None) / len(values) \
+            if values and None not in values else None
+    return number(per_task)
 
 
 TASK_ORDER = ("seg", "sn", "dep")
@@ -122,7 +196,7 @@ def round_series(run_dir: Path, summary: dict[str, Any]) -> dict[str, dict[float
             rows[row["round"]].append(row)
     clients = max(len(summary.get("nodes") or []), 1)
     per_round = (summary.get("formula") or {}).get("per_round") or {}
-    bits, cumulative = {}, 0.0
+    bits, cumulative = {0: 0.0}, 0.0  # round 0: the untrained models (eval_at_start)
     for t in range(max(rows, default=0)):
         cumulative += sum((per_round.get(str(t)) or {}).values())
         bits[t + 1] = cumulative / clients

@@ -9,15 +9,20 @@ from __future__ import annotations
 import json
 import math
 import re
+import subprocess
 from collections import defaultdict
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from matplotlib.figure import Figure as MplFigure
 
+from bench.reproduce.deviations import Row
 from bench.reproduce.experiment import Judged, Recipe, Results, fmt_ci, matches, parse_method
 from bench.reproduce.paperdata import Experiment, Paper, PaperNumber
 from bench.seedstats import mean_ci
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def stats(values: list[float]) -> dict[str, Any]:
@@ -79,11 +84,14 @@ def named(value: object, words: set[str]) -> bool:
 
 
 def to_json(paper: Paper, experiment: Experiment, budget: str, recipe: Recipe,
-            results: Results, judged: list[Judged], findings: dict[int, str]) -> dict[str, Any]:
+            results: Results, judged: list[Judged], findings: dict[int, str],
+            deviations: list[Row]) -> dict[str, Any]:
     return {
         "paper": paper.id, "experiment": experiment.id, "label": experiment.label,
         "budget": budget, "seeds": list(recipe.seeds), "settings": dict(recipe.common),
-        "notes": list(recipe.notes),
+        "notes": list(recipe.notes), "proxy": recipe.proxy, "commit": commit(),
+        "wall_seconds": wall_seconds(results),
+        "deviations": [asdict(r) for r in deviations],
         "arms": [{"method": a.method, "at": dict(a.at), "protocol": a.protocol,
                   "topology": a.topology, "settings": dict(a.settings),
                   "scalars": {k: stats([m.scalars[k] for m in ms if k in m.scalars])
@@ -99,7 +107,7 @@ def to_json(paper: Paper, experiment: Experiment, budget: str, recipe: Recipe,
         "paper_numbers": [{**n.model_dump(), "ours": ours_for(n, results)}
                           for n in experiment.numbers],
         "claims": [{"id": j.claim.id, "text": j.claim.text, "where": j.claim.where,
-                    "verdict": str(j.verdict) if j.verdict else "not checked",
+                    "verdict": str(j.verdict) if j.verdict else NOT_CHECKED,
                     "why_unchecked": j.claim.why_unchecked, "details": j.details}
                    for j in judged],
         "inconsistencies": [{"text": paper.inconsistencies[k].text, "measured": text}
@@ -107,16 +115,47 @@ def to_json(paper: Paper, experiment: Experiment, budget: str, recipe: Recipe,
     }
 
 
+NOT_CHECKED = "not checked"
+
+
+def commit() -> str:
+    """The checkout's commit the outputs were made with ('+' when it had changes)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+" if dirty else "")
+
+
+def wall_seconds(results: Results) -> float:
+    """What the experiment's runs took, each distinct run once (experiments share runs):
+    the cost of running it from nothing on the machine that ran it."""
+    seen: dict[str, float] = {}
+    for ms in results.values():
+        for m in ms:
+            if (s := m.summary.get("wall_seconds")) is not None:
+                seen[str(m.run_dir or id(m))] = float(s)
+    return sum(seen.values())
+
+
 def to_markdown(record: dict[str, Any], columns: tuple[str, ...]) -> str:
     lines = [f"## {record['label']} ({record['paper']}, {record['experiment']}), budget "
              f"{record['budget']}, seeds {record['seeds']}", ""]
     lines += [f"- {note}" for note in record["notes"]]
+    if record.get("proxy"):
+        lines.append(f"- a proxy: {record['proxy']}")
+    lines.append(f"- wall time of its runs here: {record['wall_seconds'] / 60:.1f} min; made "
+                 f"at commit {record['commit'][:12]}")
     lines += ["", "| method | point | " + " | ".join(columns) + " |",
               "|---" * (len(columns) + 2) + "|"]
     for arm in record["arms"]:
         point = ", ".join(f"{k}={v}" for k, v in arm["at"].items()) or "-"
         cells = [fmt_ci(arm["scalars"].get(c, {}).get("values", [])) for c in columns]
         lines.append(f"| {arm['method']} | {point} | " + " | ".join(cells) + " |")
+    lines += bar_rows(record, columns)
     if record["paper_numbers"]:
         lines += ["", "The paper's numbers:", "", "| method | metric | paper | condition | where "
                   "| ours |", "|---|---|---|---|---|---|"]
@@ -127,13 +166,36 @@ def to_markdown(record: dict[str, Any], columns: tuple[str, ...]) -> str:
     lines += ["", "Claims:", ""]
     for c in record["claims"]:
         lines.append(f"- **{c['verdict']}**: {c['text']} ({c['where']})")
-        if c["verdict"] == "not checked":
+        if c["verdict"] == NOT_CHECKED:
             lines.append(f"  - {c['why_unchecked']}")
+        elif record.get("proxy"):
+            lines.append(f"  - judged on a proxy: {record['proxy']}")
         lines += [f"  - {d}" for d in c["details"]]
     for inc in record["inconsistencies"]:
         lines += ["", f"Where the paper contradicts itself: {inc['text']}", "",
                   f"Measured here: {inc['measured']}"]
     return "\n".join(lines) + "\n"
+
+
+def bar_rows(record: dict[str, Any], columns: tuple[str, ...]) -> list[str]:
+    """The majority-class predictor's row under the table (one per distinct data split, when
+    arms differ in it) and chance: what a model that learned nothing but its clients' label
+    shares scores on each accuracy column."""
+    rows: dict[tuple[str, ...], list[str]] = {}
+    for arm in record["arms"]:
+        cells = tuple(fmt_ci(arm["scalars"].get(f"majority:{c}", {}).get("values", []))
+                      if f"majority:{c}" in arm["scalars"] else "" for c in columns)
+        if any(cells):
+            point = ", ".join(f"{k}={v}" for k, v in arm["at"].items()) or "-"
+            rows.setdefault(cells, []).append(point)
+    chance = {fmt_ci(a["scalars"]["chance"]["values"]) for a in record["arms"]
+              if "chance" in a["scalars"]}
+    out = []
+    for cells, points in rows.items():
+        where = "every arm" if len(rows) == 1 else ", ".join(sorted(set(points)))
+        out.append(f"| *majority class* (chance {', '.join(sorted(chance))}) | {where} | "
+                   + " | ".join(cells) + " |")
+    return out
 
 
 def draw(record: dict[str, Any], recipe: Recipe, path: Path) -> None:
