@@ -48,6 +48,7 @@ from protocols.toolkit.positions import (
     pack_uint,
     position_bytes,
     rice_parameter,
+    unpack_uint,
 )
 from tests.harness import ENV_ROOT, ROOT
 
@@ -666,3 +667,30 @@ def test_discovery_keeps_distinct_names_and_refuses_shared_ones() -> None:
     bad = FakeEntryPoint("broken", TopK, FakeDist("badpkg"))
     with pytest.raises(TypeError, match=r"'broken' of badpkg in dfl_mesh\.sparsifiers"):
         discover(SHIPPED, {SPARSIFIER_GROUP: [bad]})
+
+
+def test_top_k_support_is_the_sorted_union_of_the_larger_magnitudes_and_the_first_ties(
+) -> None:
+    """The support as np.union1d built it (whose sort of 212k positions was most of a CHOCO-SGD
+    round on the 2.1M-parameter CNN): the same positions, in order, ties to the lower ones."""
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        array = rng.integers(-4, 5, size=int(rng.integers(2, 3000))).astype(np.float32)
+        top = TopK(ratio=float(rng.uniform(0.01, 1.0)))
+        k, nonzero = top.max_k(array.size), np.flatnonzero(array)
+        if nonzero.size <= k:
+            expected = nonzero
+        else:
+            magnitudes = np.abs(array)
+            kth = np.partition(magnitudes, array.size - k)[array.size - k]
+            above = np.flatnonzero(magnitudes > kth)
+            expected = np.union1d(above, np.flatnonzero(magnitudes == kth)[: k - above.size])
+        got = top.support(array)
+        assert got.dtype == expected.dtype and np.array_equal(got, expected)
+
+
+@pytest.mark.parametrize("width", [1, 3, 7, 8, 9, 17, 31])
+def test_packed_uints_come_back_as_written(width: int) -> None:
+    values = np.random.default_rng(width).integers(0, 2**width, size=1001)
+    back = unpack_uint(pack_uint(values, width), values.size, width, "x")
+    assert back.dtype == np.int64 and np.array_equal(back, values)

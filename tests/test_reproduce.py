@@ -282,7 +282,7 @@ def test_a_condition_may_exclude_a_setting() -> None:
 
 @pytest.mark.parametrize(("args", "message"), [
     (["dmfl-sq", "fig99"], "dmfl-sq has no experiment 'fig99'"),
-    (["dmfl-sq", "fig8"], "dmfl-sq fig8 .Fig. 8. cannot be reproduced here: MUSMET"),
+    (["dmfl-sq", "fig10"], "dmfl-sq fig10 .Fig. 10. cannot be reproduced here: MUSMET"),
     (["dsc", "--budget", "huge"], "invalid choice: 'huge'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str, tmp_path: Path,

@@ -140,16 +140,22 @@ def rows(arms: Sequence[Arm], common: Mapping[str, Any], seeds: Sequence[int],
     configs = {arm: resolved(arm, common) for arm in arms}
     out = []
     for setting in SETTINGS:
-        by_method: dict[str, Any] = {}
-        for arm, config in configs.items():
-            by_method.setdefault(arm.method, used_value(setting, config, seeds, parameters))
-        values = list(by_method.values())
-        one = all(same_value(v, values[0]) for v in values)
-        used = show(values[0]) if one else "; ".join(
-            f"{m} {show(v)}" for m, v in by_method.items())
+        values = {arm: used_value(setting, config, seeds, parameters)
+                  for arm, config in configs.items()}
+        first = next(iter(values.values()))
+        if all(same_value(v, first) for v in values.values()):
+            used = show(first)
+        else:  # one entry per distinct (method, value): an axis's arms name their point
+            by_label: dict[str, Any] = {}
+            for arm, v in values.items():
+                shared = [a for a in values if a.method == arm.method]
+                label = arm.method if all(same_value(values[a], v) for a in shared) \
+                    else arm.label()
+                by_label.setdefault(label, v)
+            used = "; ".join(f"{label} {show(v)}" for label, v in by_label.items())
         paper = stated.get(setting, Stated("not stated"))
-        differs = any(not same_value(v, expected) for m, v in by_method.items()
-                      if (expected := paper_value(paper, m)) is not None)
+        differs = any(not same_value(v, expected) for arm, v in values.items()
+                      if (expected := paper_value(paper, arm.method)) is not None)
         out.append(Row(setting, paper.text, used, differs, why.get(setting, "")))
     return out
 

@@ -342,9 +342,10 @@ class TopK(_Budgeted):
             return nonzero
         magnitudes = np.abs(array)
         kth = np.partition(magnitudes, array.size - k)[array.size - k]  # > 0 as nnz > k
-        above = np.flatnonzero(magnitudes > kth)
-        ties = np.flatnonzero(magnitudes == kth)[: k - above.size]
-        return np.union1d(above, ties)
+        chosen = magnitudes > kth
+        ties = np.flatnonzero(magnitudes == kth)[: k - int(np.count_nonzero(chosen))]
+        chosen[ties] = True  # the positions in order, as a sorted union would give them
+        return np.flatnonzero(chosen)
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,8 @@ def unpack_uint(data: np.ndarray, count: int, width: int, name: str) -> np.ndarr
     if width == 8:
         return data.astype(np.int64)
     bits = _unpack_exact(data, count * width, name).reshape(count, width)
+    if width < 8:  # one byte a value: packbits pads each row's low end, shift it back
+        return (np.packbits(bits, axis=1)[:, 0] >> (8 - width)).astype(np.int64)
     nbytes = (width + 7) // 8
     padded = np.zeros((count, 8 * nbytes), np.uint8)
     padded[:, 8 * nbytes - width :] = bits
