@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.reproduce import deviations
 from bench.reproduce.__main__ import DATA_ROOT, main
 from bench.reproduce.arms import Arm, drop_checkpoints
 from bench.reproduce.docs_page import command
@@ -348,3 +349,17 @@ def test_a_finished_run_loses_its_checkpoints_and_an_unfinished_one_keeps_them(
     assert [p.name for p in sorted(tmp_path.glob("*/checkpoints"))] == ["checkpoints"] * 2
     assert not (tmp_path / "ok" / "checkpoints").exists()
     assert (tmp_path / "ok" / "summary.json").exists()
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+@pytest.mark.parametrize("budget", ["quick", "medium", "paper"])
+def test_every_setting_that_differs_from_the_paper_says_why(paper: str, budget: str,
+                                                           tmp_path: Path) -> None:
+    """The deviation table is made from the arms' resolved configs: a budget that changes a
+    setting the paper states (rounds, lr, model, ...) without a reason fails here."""
+    for name, recipe in recipes_of(paper, budget, tmp_path).items():
+        rows = deviations.rows(recipe.arms, recipe.common, recipe.seeds, recipe.stated,
+                               recipe.why, recipe.parameters)
+        assert [r.setting for r in rows] == list(deviations.SETTINGS)
+        unexplained = [(r.setting, r.paper, r.used) for r in rows if r.differs and not r.why]
+        assert not unexplained, (name, unexplained)

@@ -18,6 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 from bench.reproduce.arms import Arm
+from bench.reproduce.graphs import materialize
 from dfl_node.settings.data import SyntheticSettings
 from launcher.api.settings import parse, to_argv
 from launcher.config.inputs import resolve_inputs
@@ -45,6 +46,7 @@ class Row:
     used: str
     """The value of every arm, `method value` per method when they differ."""
     differs: bool
+    """From the paper's stated value, or said by the recipe (a reason for it)."""
     why: str
 
 
@@ -55,6 +57,7 @@ Resolved = dict[str, Any]
 def resolved(arm: Arm, common: Mapping[str, Any]) -> Resolved:
     """The config `arm` runs with, as the launcher resolves it (seed 0: seeds do not change
     settings)."""
+    materialize(arm.topology)  # a generated graph is written where its runs will read it
     variant = arm.variant(common)
     settings = {k: v for k, v in variant.settings.items() if k != "seed"}
     return dict(_resolve(arm.topology, arm.protocol,
@@ -156,7 +159,9 @@ def rows(arms: Sequence[Arm], common: Mapping[str, Any], seeds: Sequence[int],
         paper = stated.get(setting, Stated("not stated"))
         differs = any(not same_value(v, expected) for arm, v in values.items()
                       if (expected := paper_value(paper, arm.method)) is not None)
-        out.append(Row(setting, paper.text, used, differs, why.get(setting, "")))
+        # a reason given marks a difference the paper's words state but no value can show
+        out.append(Row(setting, paper.text, used, differs or setting in why,
+                       why.get(setting, "")))
     return out
 
 
