@@ -27,6 +27,7 @@ from bench.reproduce.paperdata import Check, Claim
 from bench.seedstats import mean_ci
 
 Results = dict[Arm, list[Measured]]
+TrainedCheck = Callable[[str, Arm, "Results"], str]
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,10 @@ class Recipe:
     setting."""
     parameters: Callable[[Resolved], int | None] = classifier_parameters
     """P of an arm's model, for the table (a protocol with a model of its own counts it)."""
+    trained: TrainedCheck | None = None
+    """Why an arm's models do not count as trained for a claim on a metric ('' if they do);
+    None: `not_trained` (classification accuracies against the majority-class share). A
+    recipe whose models are not classifiers (DSC's dense tasks) brings its own."""
 
 
 def parse_point(text: str) -> dict[str, str]:
@@ -160,7 +165,10 @@ class Judged:
     details: list[str]
 
 
-def judge_claim(claim: Claim, results: Results) -> Judged:
+def judge_claim(claim: Claim, results: Results, trained: TrainedCheck | None = None) -> Judged:
+    """`trained`: the recipe's own check of whether an arm's models trained (default:
+    `not_trained`)."""
+    untrained = trained or not_trained
     check = claim.check
     if check is None:
         return Judged(claim, None, [])
@@ -170,7 +178,7 @@ def judge_claim(claim: Claim, results: Results) -> Judged:
     if not mine:
         return Judged(claim, Verdict.NOT_MEASURED, [f"no run of {check.method} here"])
     if check.kind == "trend":
-        return judge_trend(claim, check, mine, results)
+        return judge_trend(claim, check, mine, results, untrained)
     details, verdicts = [], []
     for arm in mine:
         others = counterparts(check, arm, condition, results)
@@ -180,7 +188,7 @@ def judge_claim(claim: Claim, results: Results) -> Judged:
             verdicts.append(Verdict.NOT_MEASURED)
             continue
         for against in product(*others.values()):
-            verdict, line = judge_pair(check, arm, against, results)
+            verdict, line = judge_pair(check, arm, against, results, untrained)
             verdicts.append(verdict)
             details.append(line)
     return Judged(claim, combine(verdicts), details)
@@ -203,8 +211,8 @@ def counterparts(check: Check, arm: Arm, condition: Mapping[str, str],
     return found
 
 
-def judge_pair(check: Check, arm: Arm, others: Sequence[Arm],
-               results: Results) -> tuple[Verdict, str]:
+def judge_pair(check: Check, arm: Arm, others: Sequence[Arm], results: Results,
+               untrained: TrainedCheck) -> tuple[Verdict, str]:
     """One arm against one arm of each compared method."""
     values, apart, where = per_metric(check, arm, others, results)
     shown = where + "; ".join(f"{a.label()} {fmt_ci(list(values[a].values()))}"
@@ -215,10 +223,10 @@ def judge_pair(check: Check, arm: Arm, others: Sequence[Arm],
     if lacking:
         return Verdict.NOT_MEASURED, (f"{arm.label()}: {check.metric} was not measured for "
                                       f"{', '.join(lacking)} -> {Verdict.NOT_MEASURED}")
-    untrained = [line for a in (arm, *others) if (line := not_trained(check.metric, a, results))]
-    if untrained:
+    reasons = [line for a in (arm, *others) if (line := untrained(check.metric, a, results))]
+    if reasons:
         return Verdict.NOT_TRAINED, (f"{arm.label()}: {shown}; not judged: "
-                                     + "; ".join(untrained) + f" -> {Verdict.NOT_TRAINED}")
+                                     + "; ".join(reasons) + f" -> {Verdict.NOT_TRAINED}")
     higher = check.kind == "higher"
     parts, verdicts = [], []
     for other in others:
@@ -281,7 +289,8 @@ def per_metric(check: Check, arm: Arm, others: Sequence[Arm],
     return values, "", f"at {budget:.3g} bits per client: "
 
 
-def judge_trend(claim: Claim, check: Check, mine: list[Arm], results: Results) -> Judged:
+def judge_trend(claim: Claim, check: Check, mine: list[Arm], results: Results,
+                untrained: TrainedCheck) -> Judged:
     along = check.along
     details, verdicts = [], []
     if all(along in a.at for a in mine):
@@ -292,13 +301,13 @@ def judge_trend(claim: Claim, check: Check, mine: list[Arm], results: Results) -
             groups.setdefault(key, []).append(a)
         for key, arms in groups.items():
             where = ", ".join(f"{k}={v}" for k, v in key)
-            untrained = [line for a in arms if (line := not_trained(check.metric, a, results))]
+            reasons = [line for a in arms if (line := untrained(check.metric, a, results))]
             points = {float(a.at[along]): scalar(results, a, check.metric) for a in arms}
-            verdict = Verdict.NOT_TRAINED if untrained else trend(points, check.direction)
+            verdict = Verdict.NOT_TRAINED if reasons else trend(points, check.direction)
             verdicts.append(verdict)
             details.append(f"{where or 'all'}: " + "; ".join(
                 f"{along}={x:g} {fmt_ci(list(v.values()))}" for x, v in sorted(points.items()))
-                + ("; not judged: " + "; ".join(untrained) if untrained else "")
+                + ("; not judged: " + "; ".join(reasons) if reasons else "")
                 + f" -> {verdict}")
     else:
         for a in mine:
@@ -307,7 +316,7 @@ def judge_trend(claim: Claim, check: Check, mine: list[Arm], results: Results) -
             if along == "round":  # from the first evaluation of trained models (round 0: none)
                 xs = [x for x in xs if x > 0]
             series_points = {x: {s: r[x] for s, r in runs.items()} for x in xs}
-            why = not_trained(check.metric, a, results)
+            why = untrained(check.metric, a, results)
             verdict = Verdict.NOT_TRAINED if why else trend(series_points, check.direction)
             verdicts.append(verdict)
             shown = xs if len(xs) <= 6 else [xs[0], xs[len(xs) // 2], xs[-1]]
