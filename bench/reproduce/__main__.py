@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from types import ModuleType
 
 from bench.reproduce import deviations
 from bench.reproduce.arms import RunsFailed, run_arms
@@ -74,21 +73,19 @@ def usage(line: str) -> int:
     return 2
 
 
-def estimate_seconds(module: ModuleType, recipes: dict[str, Recipe], out: Path) -> float:
-    """Wall seconds for the runs not finished yet (each distinct run once), at the paper's
-    measured cost per mesh-round here."""
-    todo: set[str] = set()
-    rounds = 0
+def estimate_seconds(recipes: dict[str, Recipe], out: Path) -> float:
+    """Wall seconds for the runs not finished yet (each distinct run once), at each recipe's
+    measured costs here (Recipe.cost)."""
+    todo: dict[str, float] = {}
     for recipe in recipes.values():
         for arm in recipe.arms:
-            name = arm.variant(recipe.common).name
+            variant = arm.variant(recipe.common)
             for seed in recipe.seeds:
-                key = f"{name}/{arm.topology}/{seed}"
-                run_dir = out / name / Path(arm.topology).stem / "defaults" / f"seed-{seed}"
-                if key not in todo and not finished(run_dir):
-                    todo.add(key)
-                    rounds += int(recipe.common.get("rounds", 1))
-    return float(module.SECONDS_PER_ROUND) * rounds
+                run_dir = out / variant.name / Path(arm.topology).stem / "defaults" / \
+                    f"seed-{seed}"
+                if not finished(run_dir):
+                    todo[str(run_dir)] = recipe.cost.seconds(arm.protocol, variant.settings)
+    return sum(todo.values())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,10 +103,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     runs = opts.out / "runs"
     wanted = {n: recipes[n] for n in names}
-    hours = estimate_seconds(module, wanted, runs) / 3600
+    hours = estimate_seconds(wanted, runs) / 3600
     print(f"{paper.id}: {', '.join(names)} at budget {opts.budget}; about {hours:.1f} h of "
-          f"runs left here (at {module.SECONDS_PER_ROUND} s per mesh-round); outputs in "
-          f"{opts.out}", flush=True)
+          f"runs left here (at the costs measured on 2 cores); outputs in {opts.out}",
+          flush=True)
     for name in names:
         experiment, recipe = paper.experiment(name), wanted[name]
         try:

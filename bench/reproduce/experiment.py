@@ -42,6 +42,27 @@ class Figure:
 
 
 @dataclass(frozen=True)
+class Cost:
+    """What a run of a recipe's arms costs here, measured (wall seconds on this machine kind,
+    2 cores): what the estimate printed before a budget starts is made of, so that the paper
+    budget's estimate follows that budget's own model, rounds and evaluations."""
+
+    per_round: Mapping[str, float]
+    """A round of the whole mesh, by protocol ("*": any other)."""
+    per_eval: float = 0.0
+    """One evaluation of every client (eval_every rounds, the last, and round 0 when asked)."""
+    start: float = 5.0
+    """Start-up and the end of a run (data, processes, final files)."""
+
+    def seconds(self, protocol: str, settings: Mapping[str, Any]) -> float:
+        rounds = int(settings.get("rounds", 1))
+        every = int(settings.get("eval_every", 1))
+        evals = rounds // every + (rounds % every != 0) + bool(settings.get("eval_at_start"))
+        per_round = self.per_round.get(protocol, self.per_round.get("*", 0.0))
+        return self.start + rounds * per_round + evals * self.per_eval
+
+
+@dataclass(frozen=True)
 class Recipe:
     """An experiment at a budget: what to run and what to show."""
 
@@ -71,6 +92,8 @@ class Recipe:
     setting."""
     parameters: Callable[[Resolved], int | None] = classifier_parameters
     """P of an arm's model, for the table (a protocol with a model of its own counts it)."""
+    cost: Cost = Cost({"*": 1.0})
+    """Measured here; the estimate of the runs left."""
     trained: TrainedCheck | None = None
     """Why an arm's models do not count as trained for a claim on a metric ('' if they do);
     None: `not_trained` (classification accuracies against the majority-class share). A

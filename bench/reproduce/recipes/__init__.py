@@ -1,9 +1,10 @@
 """Each paper's experiments as recipes: the arms every reproducible figure and table needs at
-each budget (quick: CI's slow suite; medium: at most 30 minutes each on a 2-core machine,
-sharing runs; paper: the paper's own rounds, seeds and N).
+each budget (quick: CI's slow suite; medium: at most 60 minutes each on a 2-core machine,
+sharing runs, with the proposed method trained; paper: the paper's own rounds, seeds and N).
 
-A recipe module has PAPER, SECONDS_PER_ROUND (its measured cost here, for the paper budget's
-estimate) and `recipes(budget, out, data_root) -> {experiment id: Recipe}`.
+A recipe module has PAPER and `recipes(budget, out, data_root) -> {experiment id: Recipe}`;
+each Recipe carries its measured cost here (Recipe.cost), from which the estimate printed
+before a budget starts is made.
 """
 
 from __future__ import annotations

@@ -18,18 +18,26 @@ from typing import Any
 from bench import sweeps
 from bench.reproduce.arms import Arm
 from bench.reproduce.deviations import Stated, classifier_parameters
-from bench.reproduce.experiment import Figure, Recipe, Results
+from bench.reproduce.experiment import Cost, Figure, Recipe, Results
 from bench.reproduce.graphs import topology_file
 from bench.seedstats import mean_ci
+from dfl_node.learning.shards import DEFAULT_EVAL_SIZE
 from protocols.toolkit.accounting import MessageAccounting, message_bits
 from topologies import generators as gen
 
 PAPER = "dmfl-sq"
-# Wall seconds per mesh-round here (2 cores, 20 clients, the 2.1M-parameter CNN, dmfl-sq on
-# the ring with an evaluation every 10 rounds); the dense baselines are about as costly. The
-# MUSMET-sized MLP's rounds cost a small fraction of it.
-SECONDS_PER_ROUND = 1.7
-MUSMET_SECONDS_PER_ROUND = 0.15
+# Measured here (2 cores, 20 clients on the ring): a round of the 2.1M-parameter CNN per
+# protocol, and an evaluation of the 20 clients on their own splits (about 500 images each);
+# the global subset adds its images at the same rate. The MUSMET-sized MLP's rounds are
+# mostly DMFL-SQ's ten max-consensus steps.
+CIFAR_ROUND = {"dmfl-sq": 1.74, "d-psgd": 1.07, "dsgt": 1.21, "choco-sgd": 2.25, "qffl": 0.96}
+OWN_SPLIT_EVAL = 6.5
+MUSMET_COST = Cost({"*": 0.25}, per_eval=0.3, start=4.0)
+
+
+def cifar_cost(eval_split: str, eval_size: int) -> Cost:
+    images = 500 + (eval_size if eval_split == "both" else 0)
+    return Cost(CIFAR_ROUND, per_eval=OWN_SPLIT_EVAL * images / 500, start=6.0)
 # The paper's method names for the sweep's variants (bench/sweeps/dmflsq.yaml).
 METHODS = {"dsgt": "DSGT", "q-ffl": "q-FFL", "d-psgd": "D-PSGD", "choco-sgd": "CHOCO-SGD",
            "dmfl-sq": "DMFL-SQ", "no-fairness-rho-0": "DMFL-SQ rho=0",
@@ -189,7 +197,9 @@ def recipes(budget_name: str, out: Path, data_root: str | None) -> dict[str, Rec
                **findings: Any) -> Recipe:
         return Recipe(arms, budget.seeds, common, columns, figure, notes,
                       {int(k.removeprefix("k")): v for k, v in findings.items()},
-                      stated=stated(musmet=False), why={**why, "split": split_why})
+                      stated=stated(musmet=False), why={**why, "split": split_why},
+                      cost=cifar_cost(budget.eval_split,
+                                      int(common.get("eval_size", DEFAULT_EVAL_SIZE))))
 
     def on_musmet(recipe_: Recipe) -> Recipe:
         """The same arms on the MUSMET-sized task, judged as a proxy."""
@@ -198,6 +208,7 @@ def recipes(budget_name: str, out: Path, data_root: str | None) -> dict[str, Rec
             musmet_why["rounds"] = why["rounds"]
         return replace(
             recipe_, common=musmet_common, columns=MUSMET_TABLE, stated=stated(musmet=True),
+            cost=MUSMET_COST,
             why={**musmet_why, "seeds": "3 seeds, as every experiment here (the paper: 5)",
                  "split": "generated class blobs shared out evenly: a musician's own "
                           "recordings cannot be generated faithfully",
