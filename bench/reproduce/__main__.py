@@ -124,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
                                 recipe.why, recipe.parameters)
         record = to_json(paper, experiment, opts.budget, recipe, results, judged, findings,
                          table)
-        print(write(opts.out, record, recipe), flush=True)
+        marked = paper.experiment(recipe.figure.marks_from or name).numbers
+        print(write(opts.out, record, [n.model_dump() for n in marked]), flush=True)
     return 0
 
 

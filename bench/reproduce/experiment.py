@@ -39,6 +39,9 @@ class Figure:
     metric: str
     x: str = ""
     axis: str = "round"
+    marks_from: str = ""
+    """The experiment whose reported numbers are marked on this figure ('': its own), e.g.
+    MUSMET's Fig. 8 (accuracy against bits) marked with Table II's accuracy and bits."""
 
 
 @dataclass(frozen=True)

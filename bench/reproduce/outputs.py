@@ -11,7 +11,8 @@ import math
 import re
 import subprocess
 from collections import defaultdict
-from dataclasses import asdict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,7 @@ def to_json(paper: Paper, experiment: Experiment, budget: str, recipe: Recipe,
         "paper": paper.id, "experiment": experiment.id, "label": experiment.label,
         "budget": budget, "seeds": list(recipe.seeds), "settings": dict(recipe.common),
         "notes": list(recipe.notes), "proxy": recipe.proxy, "commit": commit(),
+        "columns": list(recipe.columns), "figure": asdict(recipe.figure),
         "wall_seconds": wall_seconds(results),
         "deviations": [asdict(r) for r in deviations],
         "arms": [{"method": a.method, "at": dict(a.at), "protocol": a.protocol,
@@ -141,7 +143,8 @@ def wall_seconds(results: Results) -> float:
     return sum(seen.values())
 
 
-def to_markdown(record: dict[str, Any], columns: tuple[str, ...]) -> str:
+def to_markdown(record: dict[str, Any]) -> str:
+    columns = tuple(record["columns"])
     lines = [f"## {record['label']} ({record['paper']}, {record['experiment']}), budget "
              f"{record['budget']}, seeds {record['seeds']}", ""]
     lines += [f"- {note}" for note in record["notes"]]
@@ -198,46 +201,60 @@ def bar_rows(record: dict[str, Any], columns: tuple[str, ...]) -> list[str]:
     return out
 
 
-def draw(record: dict[str, Any], recipe: Recipe, path: Path) -> None:
-    """The experiment's figure, mean over seeds (bars and along: with 95% intervals)."""
+def draw(record: dict[str, Any], path: Path, marks: Sequence[PaperPoint] = ()) -> None:
+    """The experiment's figure as the paper draws it: the same kind of plot and axes, a line
+    or bar per method, means over seeds (bars and along: with 95% intervals), and the
+    paper's own numbers marked where it gives them (`paper_points`)."""
     fig = MplFigure(figsize=(7.5, 4.5), dpi=110)
     ax = fig.subplots()
-    spec = recipe.figure
+    spec = record["figure"]
+    kind, metric, x_key, axis = spec["kind"], spec["metric"], spec["x"], spec["axis"]
     arms = record["arms"]
-    if spec.kind == "bars":
+    if kind == "bars":
         labels = [a["method"] + "".join(f"\n{k}={v}" for k, v in a["at"].items()) for a in arms]
-        means = [a["scalars"].get(spec.metric, {}).get("mean") or 0.0 for a in arms]
-        errs = [a["scalars"].get(spec.metric, {}).get("ci95") or 0.0 for a in arms]
-        ax.bar(range(len(arms)), means, yerr=errs, capsize=3)
+        means = [a["scalars"].get(metric, {}).get("mean") or 0.0 for a in arms]
+        errs = [a["scalars"].get(metric, {}).get("ci95") or 0.0 for a in arms]
+        ax.bar(range(len(arms)), means, yerr=errs, capsize=3, label="here")
         ax.set_xticks(range(len(arms)), labels, rotation=45, ha="right", fontsize=7)
-    elif spec.kind == "along":
+        marked = [(i, p.y) for p in marks for i, a in enumerate(arms)
+                  if a["method"] == p.method]
+        if marked:
+            ax.scatter([m[0] for m in marked], [m[1] for m in marked], marker="D",
+                       color="black", zorder=3, label="paper")
+    elif kind == "along":
         lines: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
         for a in arms:
-            if spec.x in a["at"]:
-                rest = ", ".join(f"{k}={v}" for k, v in a["at"].items() if k != spec.x)
-                s = a["scalars"].get(spec.metric, {})
+            if x_key in a["at"]:
+                rest = ", ".join(f"{k}={v}" for k, v in a["at"].items() if k != x_key)
+                s = a["scalars"].get(metric, {})
                 if s.get("mean") is not None:
                     lines[a["method"] + (f" ({rest})" if rest else "")].append(
-                        (float(a["at"][spec.x]), s["mean"], s.get("ci95") or 0.0))
+                        (float(a["at"][x_key]), s["mean"], s.get("ci95") or 0.0))
         for label, pts in lines.items():
             pts.sort()
             ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts],
                         marker="o", capsize=3, label=label)
-        ax.set_xlabel(spec.x)
+        ax.set_xlabel(x_key)
     else:
         for a in arms:
-            series = a["series"].get(spec.axis, {})
-            ys = series.get(spec.metric, {})
-            xs: dict[str, list[float | None]] = series.get(spec.x, {}) if spec.x else {
+            series = a["series"].get(axis, {})
+            ys = series.get(metric, {})
+            xs: dict[str, list[float | None]] = series.get(x_key, {}) if x_key else {
                 r: [float(r)] for r in ys}
             curve = sorted((mean(xs[r]), mean(v)) for r, v in ys.items() if r in xs)
+            if x_key == "bits_per_client":  # a log axis has no 0: the untrained start goes
+                curve = [c for c in curve if c[0] > 0]
             point = ", ".join(f"{k}={v}" for k, v in a["at"].items())
             ax.plot([p[0] for p in curve], [p[1] for p in curve], marker=".",
                     label=a["method"] + (f" ({point})" if point else ""))
-        ax.set_xlabel(spec.x or spec.axis)
-        if spec.x == "bits_per_client":
+        for p in marks:
+            ax.scatter([p.x], [p.y], marker="D", color="black", zorder=3)
+            ax.annotate(f"paper: {p.method}", (p.x, p.y), fontsize=6,
+                        xytext=(3, 3), textcoords="offset points")
+        ax.set_xlabel(x_key or axis)
+        if x_key == "bits_per_client":
             ax.set_xscale("log")
-    ax.set_ylabel(spec.metric)
+    ax.set_ylabel(metric)
     ax.set_title(f"{record['label']} ({record['paper']}), budget {record['budget']}",
                  fontsize=9)
     if ax.get_legend_handles_labels()[0]:
@@ -246,16 +263,49 @@ def draw(record: dict[str, Any], recipe: Recipe, path: Path) -> None:
     fig.savefig(path)
 
 
+@dataclass(frozen=True)
+class PaperPoint:
+    """One of the paper's reported values placed on our figure: (x, y) in the figure's units,
+    e.g. Table II's accuracy at its bits per client on the accuracy-versus-bits curve."""
+
+    method: str
+    x: float
+    y: float
+
+
+def paper_points(record: dict[str, Any], numbers: list[dict[str, Any]]) -> list[PaperPoint]:
+    """The paper's numbers that belong on this record's figure: for bars, the figure's metric
+    per method; for accuracy against bits, each method's final accuracy at its bits."""
+    spec = record["figure"]
+    by_method: dict[str, dict[str, float]] = defaultdict(dict)
+    for n in numbers:
+        key, factor = OURS.get(n["metric"], ("", 1.0))
+        if key:
+            by_method[n["method"]][key] = float(n["value"]) / factor
+    methods = {a["method"] for a in record["arms"]}
+    if spec["kind"] == "bars":
+        return [PaperPoint(m, 0.0, v[spec["metric"]]) for m, v in by_method.items()
+                if m in methods and spec["metric"] in v]
+    if spec["kind"] == "curves" and spec["x"] == "bits_per_client" and \
+            spec["metric"] == "accuracy":
+        return [PaperPoint(m, v["bits_per_client"], v["avg_accuracy"])
+                for m, v in by_method.items()
+                if m in methods and {"bits_per_client", "avg_accuracy"} <= set(v)]
+    return []
+
+
 def mean(values: list[float | None]) -> float:
     got = [v for v in values if v is not None]
     return sum(got) / len(got) if got else math.nan
 
 
-def write(out: Path, record: dict[str, Any], recipe: Recipe) -> str:
+def write(out: Path, record: dict[str, Any], marks_numbers: list[dict[str, Any]]) -> str:
+    """OUT/<experiment>.json, .md and .png; `marks_numbers`: the paper's numbers that its
+    figure marks (its own experiment's, or Figure.marks_from's)."""
     out.mkdir(parents=True, exist_ok=True)
     stem = out / record["experiment"]
     stem.with_suffix(".json").write_text(json.dumps(record, indent=1, default=str) + "\n")
-    text = to_markdown(record, recipe.columns)
+    text = to_markdown(record)
     stem.with_suffix(".md").write_text(text)
-    draw(record, recipe, stem.with_suffix(".png"))
+    draw(record, stem.with_suffix(".png"), paper_points(record, marks_numbers))
     return text
