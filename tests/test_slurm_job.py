@@ -326,3 +326,13 @@ def test_dfl_node_without_the_variable_is_one_line_exit_2(
     assert done.code == 2
     assert done.err.strip() == ("dfl-node: --node-id-from-env SLURM_PROCID: expected an index "
                                 "0..5 of the plan's nodes, got None")
+
+
+def test_a_transport_the_hosts_do_not_speak_is_refused_before_anything_is_queued(
+        tmp_path: Path) -> None:
+    """The tasks run zmq nodes: `--transport inproc` (as a quick reproduction's recipe says
+    for a local run) would be refused by the plan, after sbatch; early_shape refuses it before."""
+    with pytest.raises(LaunchError, match=r"^--transport: dfl-node runs over zmq$"):
+        early_shape(Request(topology(tmp_path), "d-psgd", None, {"transport": "inproc"}),
+                    tmp_path)
+    early_shape(Request(topology(tmp_path), "d-psgd", None, {"transport": "zmq"}), tmp_path)

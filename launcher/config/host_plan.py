@@ -19,7 +19,7 @@ from typing import Any
 
 from dfl_node.learning.datacache import DataError, cache_root, locate_entry
 from dfl_node.plan import RunPlan
-from launcher.config.backend_catalog import HOSTS, local_spec
+from launcher.config.backend_catalog import check_hosts_transport
 from launcher.config.endpoints import fixed_endpoint
 from launcher.config.inputs import resolve_inputs
 from launcher.config.keys import secure_plan
@@ -72,9 +72,7 @@ def resolve_host_plan(req: Request, place: Placement | None = None) -> RunPlan:
     from the topology and config it returns)."""
     if req.seeds:
         raise LaunchError("--seeds: one node runs one seed; start one mesh per seed")
-    asked = req.options.get("transport")
-    if asked is not None and local_spec(asked).transport != HOSTS.transport:
-        raise LaunchError(f"--transport: dfl-node runs over {HOSTS.transport}")
+    check_hosts_transport(req.options.get("transport"))
     topology, config = resolve_inputs(req)
     if place is not None:
         topology, config = place(topology, config)
