@@ -336,3 +336,22 @@ def test_a_transport_the_hosts_do_not_speak_is_refused_before_anything_is_queued
         early_shape(Request(topology(tmp_path), "d-psgd", None, {"transport": "inproc"}),
                     tmp_path)
     early_shape(Request(topology(tmp_path), "d-psgd", None, {"transport": "zmq"}), tmp_path)
+
+
+def test_the_plan_comes_with_the_config_a_run_directory_keeps(tmp_path: Path) -> None:
+    """`dfl-report` and RunResult.config read RUN_DIR/config.yaml, which `--submit` writes from
+    the config its plan was resolved from (launcher/slurm_submit.py): a local run's, addresses
+    aside (tests/test_reproduce_slurm.py reads a report of submitted runs)."""
+    from launcher.backends.slurm import SlurmBackend
+    from launcher.config.inputs import resolve_inputs
+
+    req = Request(topology(tmp_path), "d-psgd", None, {"dataset": "synthetic", "rounds": 2})
+    backend = SlurmBackend(Resources(), "10.9.8.7")
+    try:
+        config, plan = backend.resolve_run(req)
+    finally:
+        backend.close()
+    assert plan.protocol == config["protocol"] == "d-psgd" and config["rounds"] == 2
+    assert config["hyper"] == plan.hyper
+    assert {k: v for k, v in config.items() if k != "endpoints"} == {
+        k: v for k, v in resolve_inputs(req)[1].items() if k != "endpoints"}

@@ -70,6 +70,14 @@ Placement = Callable[[Topology, dict[str, Any]], tuple[Topology, dict[str, Any]]
 def resolve_host_plan(req: Request, place: Placement | None = None) -> RunPlan:
     """The plan every host resolves alike from the same topology and options (with `place`,
     from the topology and config it returns)."""
+    return resolve_host_run(req, place)[1]
+
+
+def resolve_host_run(req: Request, place: Placement | None = None,
+                     ) -> tuple[dict[str, Any], RunPlan]:
+    """The resolved config and the plan of `resolve_host_plan`: a launcher that collects the
+    run (`dfl-launch slurm --submit`) keeps the config in the run directory, as a local launch
+    does, for `dfl-report` and `RunResult.config` to read."""
     if req.seeds:
         raise LaunchError("--seeds: one node runs one seed; start one mesh per seed")
     check_hosts_transport(req.options.get("transport"))
@@ -79,7 +87,7 @@ def resolve_host_plan(req: Request, place: Placement | None = None) -> RunPlan:
     check_fixed(topology, config)
     plan = build_plan(topology, config, NoClaims(),
                       aggregator=PROTOCOLS[config["protocol"]].server_based)
-    return secure_plan(plan, config, None)
+    return config, secure_plan(plan, config, None)
 
 
 def ensure_host_data(plan: RunPlan, data_root: str | None) -> None:
