@@ -48,9 +48,12 @@ def resumable(run_dir: Path) -> bool:
 
 
 def check_owned(point: Point) -> None:
-    """The directory is this run's (or empty): never overwrite a run of another experiment."""
+    """The directory is this run's (or empty): never overwrite a run of another experiment.
+    Only what the run was asked is compared: a run on Slurm records beside it what its job
+    asked Slurm for (launcher/slurm_submit.py), which changes nothing it computes."""
     recorded = recorded_inputs(point.run_dir)
-    if recorded is not None and recorded != json.loads(json.dumps(inputs_body(point.request))):
+    asked = json.loads(json.dumps(inputs_body(point.request)))
+    if recorded is not None and {key: recorded.get(key) for key in asked} != asked:
         raise LaunchError(f"{point.run_dir}: holds a run with other inputs than the sweep "
                           "gives it now (the sweep file changed?); move it away or give the "
                           "sweep another `out`")
@@ -194,11 +197,16 @@ def run_sweep(spec: SweepSpec, progress: bool = True, plots: bool = True,
         result.interrupted = True
     finally:
         bar.close()
-    if any(finished(p.run_dir) for p in grid):
-        result.report = to_markdown(build_report([spec.out]))
-        (spec.out / REPORT_FILE).write_text(result.report)
-        on_report(result.report.rstrip("\n"))
+    report_sweep(result, on_report)
     return result
+
+
+def report_sweep(result: SweepResult, on_report: Callable[[str], None]) -> None:
+    """OUT/report.md over the sweep's finished runs, once any has finished."""
+    if any(finished(p.run_dir) for p in result.points):
+        result.report = to_markdown(build_report([result.out]))
+        (result.out / REPORT_FILE).write_text(result.report)
+        on_report(result.report.rstrip("\n"))
 
 
 def run_parallel(todo: list[Point], at_once: int, plots: bool, bar: SweepBar,
