@@ -3,7 +3,9 @@
 A run whose directory holds an ok summary is done and skipped; one with a plan and recorded
 inputs was interrupted (or failed) and is resumed from its checkpoints; any other starts fresh.
 A directory that was launched with other inputs than the sweep now asks for is not touched:
-that is bad input, since rerunning it would lose a finished run.
+that is bad input, since rerunning it would lose a finished run. The same decisions send a
+sweep's runs to Slurm instead (launcher/slurm_sweep.py); a run resumes where it started, on this
+machine or as a Slurm job.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from launcher.results.report_text import to_markdown
 from launcher.run.finish import EXIT_INTERRUPTED, EXIT_OK
 from launcher.run.progress import Display, RoundTable, emit
 from launcher.run.resume import inputs_body, recorded_inputs
+from launcher.slurm_submit import slurm_inputs
 from launcher.sweep.grid import Point, check, points
 from launcher.sweep.spec import SweepSpec
 
@@ -57,6 +60,15 @@ def check_owned(point: Point) -> None:
         raise LaunchError(f"{point.run_dir}: holds a run with other inputs than the sweep "
                           "gives it now (the sweep file changed?); move it away or give the "
                           "sweep another `out`")
+
+
+def check_resumable_here(point: Point) -> None:
+    """A run interrupted as a Slurm job goes on as one (launcher/slurm_sweep.py): its plan
+    discovers its hosts where a local plan names them, and a node refuses a checkpoint of
+    another plan, so resuming it here would only be refused as changed inputs."""
+    if resumable(point.run_dir) and slurm_inputs(point.run_dir) is not None:
+        raise LaunchError(f"{point.run_dir}: a run interrupted on Slurm; finish it there (a run "
+                          "resumes where it started), or move it away")
 
 
 def meshes_at_once(spec: SweepSpec, largest_mesh: int) -> int:
@@ -180,6 +192,8 @@ def run_sweep(spec: SweepSpec, progress: bool = True, plots: bool = True,
     for point in grid:
         check_owned(point)
     todo = [p for p in grid if not finished(p.run_dir)]
+    for point in todo:
+        check_resumable_here(point)
     result = SweepResult(spec.out, grid, skipped=len(grid) - len(todo))
     at_once = meshes_at_once(spec, largest)
     bar = SweepBar(len(grid), result.skipped, progress and interactive())
