@@ -47,13 +47,15 @@ class Budget:
     theta0: tuple[float, ...]
     small: dict[str, Any] | None = None
     """quick only: the settings that make it a smoke run (a small model, a small global
-    subset, nodes as threads); None: the paper's CNN (P = 2,122,186) as processes."""
+    subset, nodes as threads, a checkpoint every round so that its 2 rounds have one to resume
+    from: the slow suite interrupts one, tests/test_reproduce_slurm.py); None: the paper's CNN
+    (P = 2,122,186) as processes."""
 
 
 BUDGETS = {
     "quick": Budget(rounds=2, seeds=(0,), eval_every=1, clients=6, theta0=(0.5, 5.0),
                     small={"model": {"name": "auto"}, "eval_size": 200,
-                           "transport": "inproc"}),
+                           "transport": "inproc", "checkpoint_every": 1}),
     "medium": Budget(rounds=60, seeds=(0, 1, 2), eval_every=10, clients=20,
                      theta0=(0.1, 0.5, 2.0)),
     "paper": Budget(rounds=500, seeds=(0, 1, 2), eval_every=10, clients=20,
