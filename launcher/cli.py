@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import click
 
 from launcher.config.compose_options import DEFAULT_IMAGE, DEFAULT_SUBNET, ComposeOptions
 from launcher.config.options import ViewOptions, request, run_options
-from launcher.config.slurm_job import DEFAULT_CPUS_PER_TASK, DEFAULT_TIME, Resources
+from launcher.config.slurm_options import COLLECTOR_HOST, RESOURCE_OPTIONS, resources_of
 from launcher.errors import LaunchError, run_cli
 
 DEFAULT_COLLECT_TIMEOUT_S = 3600.0
@@ -130,6 +131,19 @@ def compose_cmd(image: str, subnet: str, output: Path, **kwargs: Any) -> None:
     print(f"docker-compose -f {path} up")
 
 
+def slurm_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """What the job asks Slurm for (launcher/config/slurm_options.py), then --collector-host."""
+    for option in reversed((*RESOURCE_OPTIONS, COLLECTOR_HOST)):
+        if option.is_flag:
+            func = click.option(option.flag, is_flag=True, default=option.default,
+                                help=option.help)(func)
+        else:
+            func = click.option(option.flag, type=option.kind, default=option.default,
+                                show_default=option.default is not None,
+                                metavar=option.metavar, help=option.help)(func)
+    return func
+
+
 @cli.command("slurm")
 @run_options
 @click.option("-o", "output", type=click.Path(path_type=Path), required=True, metavar="DIR",
@@ -138,39 +152,15 @@ def compose_cmd(image: str, subnet: str, output: Path, **kwargs: Any) -> None:
 @click.option("--submit", is_flag=True,
               help="Submit the job with sbatch and collect the run here to the end (Ctrl-C "
                    "cancels the job); without it, only write DIR.")
-@click.option("--cpus-per-task", type=int, default=DEFAULT_CPUS_PER_TASK, show_default=True,
-              help="CPUs of each task (one task per node).")
-@click.option("--mem-per-cpu", default=None, metavar="SIZE",
-              help="Memory per CPU, as sbatch takes it (4096, 4G); a task gets "
-                   "--cpus-per-task times this (default: the cluster's).")
-@click.option("--gpus-per-task", type=int, default=0, show_default=True,
-              help="GPUs Slurm binds to each task; every node then runs on cuda:0 as its task "
-                   "sees it (0: CPU).")
-@click.option("--time", "time_limit", default=DEFAULT_TIME, show_default=True,
-              metavar="LIMIT", help="The job's time limit (minutes, HH:MM:SS, D-HH:MM:SS).")
-@click.option("--slurm-partition", default=None, metavar="NAME",
-              help="Slurm partition (default: the cluster's default partition; --partition "
-                   "is the training data's).")
-@click.option("--account", default=None, metavar="NAME",
-              help="Slurm account to charge (default: your default account).")
-@click.option("--step-per-node", is_flag=True,
-              help="Run each node as its own job step, so that `scancel JOB.STEP` stops one "
-                   "node and sacct lists each; by default one step runs every node, which "
-                   "spares Slurm a step (an srun and a slurmstepd) per node.")
-@click.option("--collector-host", default=None, metavar="HOST",
-              help="Where the tasks reach this host's collector (default: the address of the "
-                   "interface that routes to the Slurm controller, else the host name).")
+@slurm_options
 @click.option("--quiet", is_flag=True, help="With --submit: only the last line on stdout.")
 @click.option("--no-plots", is_flag=True, help="With --submit: no RUN_DIR/plots/*.png.")
-def slurm_cmd(output: Path, submit: bool, cpus_per_task: int, mem_per_cpu: str | None,
-              gpus_per_task: int, time_limit: str, slurm_partition: str | None, account: str | None,
-              step_per_node: bool, collector_host: str | None, quiet: bool, no_plots: bool,
-              **kwargs: Any) -> None:
+def slurm_cmd(output: Path, submit: bool, collector_host: str | None, quiet: bool,
+              no_plots: bool, **kwargs: Any) -> None:
     """Run the mesh as a Slurm job: one task per node, on whatever hosts Slurm gives."""
     from launcher.backends.slurm_cluster import submit_host
 
-    resources = Resources(cpus_per_task, mem_per_cpu, time_limit, slurm_partition, account,
-                          gpus_per_task, step_per_node)
+    resources = resources_of(kwargs)
     host = collector_host or submit_host()
     req = request(kwargs)
     if submit:

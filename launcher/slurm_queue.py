@@ -10,7 +10,8 @@ torch, nor numpy and networkx (a third of a second: the topology loader reads a 
 them), so that sbatch runs a quarter of a second after the command starts.
 
 Whatever can refuse a run without its plan is checked before the job is queued: the resource
-options, the topology file, the protocol's name, the partition's size, the run directory.
+options, the topology file, the protocol's name, the transport, the partition's size, the run
+directory.
 What only the plan can refuse (a config value, the data) comes after: the job is cancelled
 then, before any node started, and the refusal is the same one line and exit 2
 (launcher/slurm_submit.py).
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from dfl_config.plugins import PROTOCOLS_GROUP, registered
 from launcher.backends import slurm_cluster
+from launcher.config.backend_catalog import check_hosts_transport
 from launcher.config.options import Request
 from launcher.config.slurm_job import (
     PLAN,
@@ -61,6 +63,7 @@ def early_shape(req: Request, run_dir: Path) -> JobShape:
     if req.protocol not in known:
         raise LaunchError(f"--protocol: unknown protocol {req.protocol!r} (known: "
                           f"{', '.join(sorted(known))})")
+    check_hosts_transport(req.options.get("transport"))
     try:
         topology = load_topology(resolve_topology_path(req.topology))
     except TopologyError as exc:

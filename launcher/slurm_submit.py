@@ -33,6 +33,7 @@ from launcher.config.slurm_job import (
     task_ids,
 )
 from launcher.errors import LaunchError
+from launcher.run import rundir
 from launcher.run.collector import Collector
 from launcher.run.directory import Directory
 from launcher.run.finish import report, write_results
@@ -163,7 +164,7 @@ def submit(req: Request, backend: SlurmBackend, queued: Queued, view: ViewOption
     the run here cancels the job, whose hosts are still waiting for the plan."""
     run_dir = queued.run_dir
     try:
-        plan = backend.resolve(req)
+        config, plan = backend.resolve_run(req)
         shape = JobShape.of(plan, run_dir / PLAN, run_dir)
         if (shape.name, shape.tasks) != (queued.shape.name, queued.shape.tasks):
             raise LaunchError(f"the plan's tasks ({shape.name}: {len(shape.tasks)}) are not "
@@ -173,6 +174,7 @@ def submit(req: Request, backend: SlurmBackend, queued: Queued, view: ViewOption
         if not resuming:
             start_fresh(run_dir, req)
             record_slurm(run_dir, backend)
+        rundir.prepare(run_dir, config)
     except BaseException:
         backend.close()
         slurm_cluster.cancel(queued.job)
@@ -186,8 +188,8 @@ def submit(req: Request, backend: SlurmBackend, queued: Queued, view: ViewOption
             backend.close()
             slurm_cluster.cancel(queued.job)
             raise
-        summary = write_results(plan, {"hyper": plan.hyper}, collector, outcome, seconds,
-                                run_dir, view, display)
+        summary = write_results(plan, config, collector, outcome, seconds, run_dir, view,
+                                display)
         return report(outcome, run_dir, summary, display)
 
 

@@ -83,12 +83,14 @@ SLOW_TIMEOUT_S = 1800
 
 
 # The test files that take longest, longest first (worker-seconds of the slow suite on 2 cores:
-# 482, 425, 378, 260, 216, 88, 87, 73, 69, 60). pytest-xdist hands whole files to its
-# workers (--dist loadfile) in collection order, so these start first and the many short files
-# fill in behind them, instead of a long file starting last and running alone at the end.
+# 482, 425, 378, 260, 216, 102 (measured alone), 88, 87, 73, 69, 60). pytest-xdist hands whole
+# files to its workers (--dist loadfile) in collection order, so these start first and the many
+# short files fill in behind them, instead of a long file starting last and running alone at
+# the end.
 LONGEST_FIRST = ("test_resume.py", "test_reproduce.py", "test_compose_engine.py",
-                 "test_dpsgd.py", "test_slurm_submit.py", "test_multihost_netns.py",
-                 "test_secure.py", "test_dmflsq.py", "test_on_failure.py", "test_hostile_run.py")
+                 "test_dpsgd.py", "test_slurm_submit.py", "test_reproduce_slurm.py",
+                 "test_multihost_netns.py", "test_secure.py", "test_dmflsq.py",
+                 "test_on_failure.py", "test_hostile_run.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

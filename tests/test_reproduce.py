@@ -10,11 +10,13 @@ import re
 import sys
 from pathlib import Path
 
+import click
 import pytest
 
 from bench.reproduce import deviations
-from bench.reproduce.__main__ import DATA_ROOT, main
+from bench.reproduce.__main__ import DATA_ROOT, main, parse
 from bench.reproduce.arms import Arm, drop_checkpoints
+from bench.reproduce.backend import for_backend
 from bench.reproduce.docs_page import command
 from bench.reproduce.experiment import curve_at, judge_claim, parse_method, parse_point
 from bench.reproduce.judge import Verdict
@@ -285,6 +287,13 @@ def test_a_condition_may_exclude_a_setting() -> None:
     (["dmfl-sq", "fig99"], "dmfl-sq has no experiment 'fig99'"),
     (["dmfl-sq", "fig10"], "dmfl-sq fig10 .Fig. 10. cannot be reproduced here: MUSMET"),
     (["dsc", "--budget", "huge"], "invalid choice: 'huge'"),
+    (["dsc", "--backend", "kubernetes"], "--backend: invalid choice: 'kubernetes' .choose from "
+                                         "'local', 'slurm'.$"),
+    (["dsc", "--time", "02:00:00"], "^python -m bench.reproduce: --time: only with --backend "
+                                    "slurm$"),
+    (["dsc", "--backend", "slurm", "--time", "2h"], "--time: expected minutes, HH:MM:SS or "
+                                                     "D-HH:MM:SS, got '2h'$"),
+    (["dsc", "--backend", "slurm", "--jobs", "0"], "--jobs: must be at least 1, got 0$"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str, tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
@@ -292,8 +301,59 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str, tmp_pat
         main([*args, "--out", str(tmp_path / "o")])
     out, err = capsys.readouterr()
     assert exc.value.code == 2 and not out
-    assert re.search(message, err.strip().splitlines()[-1]), err
+    (line,) = err.strip().splitlines()
+    assert re.search(message, line), err
     assert not (tmp_path / "o").exists()
+
+
+def test_slurm_without_its_client_commands_here_is_one_line_and_exit_2(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before anything is written or submitted: a reproduction queues dozens of jobs, and
+    follows each with squeue and scancel."""
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    with pytest.raises(SystemExit) as exc:
+        main(["dmfl-sq", "fig4", "--backend", "slurm", "--out", str(tmp_path / "o")])
+    out, err = capsys.readouterr()
+    assert exc.value.code == 2 and not out
+    assert err.strip().splitlines() == [
+        "python -m bench.reproduce: Slurm's client commands sbatch, squeue, scancel, sinfo: not "
+        "found on this host (PATH); submitting runs to Slurm needs them here"]
+    assert not (tmp_path / "o").exists()
+
+
+def test_slurm_takes_dfl_launch_slurms_options_with_their_defaults() -> None:
+    """One table of options (launcher/config/slurm_options.py) for both command lines, whose
+    defaults are the Resources model's: given nothing, a job asks for what `dfl-launch slurm`
+    asks for."""
+    from launcher.cli import cli
+    from launcher.config.slurm_job import Resources
+    from launcher.config.slurm_options import RESOURCE_OPTIONS, resources_of
+
+    slurm = cli.get_command(click.Context(cli), "slurm")
+    assert slurm is not None
+    launch = {p.opts[0]: p.default for p in slurm.params if isinstance(p, click.Option)}
+    ours = parse(["dsc", "--backend", "slurm"])
+    for option in RESOURCE_OPTIONS:
+        assert launch[option.flag] == option.default, option.flag
+        assert getattr(ours, option.dest) is None  # not given: the model's default
+    assert resources_of(vars(ours)) == Resources()
+    given = parse(["dsc", "--backend", "slurm", "--time", "2-00:00:00", "--slurm-partition",
+                   "big", "--cpus-per-task", "4", "--step-per-node"])
+    assert resources_of(vars(given)) == Resources(cpus_per_task=4, time="2-00:00:00",
+                                                  partition="big", step_per_node=True)
+
+
+def test_a_quick_recipe_on_slurm_drops_only_the_threads_transport(tmp_path: Path) -> None:
+    """A Slurm job's nodes are tasks over zmq; the medium and paper budgets name no transport,
+    so their runs are one directory under either backend."""
+    quick = recipes_of("dmfl-sq", "quick", tmp_path)["fig4"]
+    slurm = for_backend(quick, "slurm")
+    assert quick.common["transport"] == "inproc" and "transport" not in slurm.common
+    assert {k: v for k, v in quick.common.items() if k != "transport"} == dict(slurm.common)
+    assert for_backend(quick, "local") is quick
+    paper = recipes_of("dmfl-sq", "paper", tmp_path)["fig4"]
+    assert for_backend(paper, "slurm") is paper
 
 
 def cifar_root() -> Path:

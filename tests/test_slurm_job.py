@@ -326,3 +326,32 @@ def test_dfl_node_without_the_variable_is_one_line_exit_2(
     assert done.code == 2
     assert done.err.strip() == ("dfl-node: --node-id-from-env SLURM_PROCID: expected an index "
                                 "0..5 of the plan's nodes, got None")
+
+
+def test_a_transport_the_hosts_do_not_speak_is_refused_before_anything_is_queued(
+        tmp_path: Path) -> None:
+    """The tasks run zmq nodes: `--transport inproc` (as a quick reproduction's recipe says
+    for a local run) would be refused by the plan, after sbatch; early_shape refuses it before."""
+    with pytest.raises(LaunchError, match=r"^--transport: dfl-node runs over zmq$"):
+        early_shape(Request(topology(tmp_path), "d-psgd", None, {"transport": "inproc"}),
+                    tmp_path)
+    early_shape(Request(topology(tmp_path), "d-psgd", None, {"transport": "zmq"}), tmp_path)
+
+
+def test_the_plan_comes_with_the_config_a_run_directory_keeps(tmp_path: Path) -> None:
+    """`dfl-report` and RunResult.config read RUN_DIR/config.yaml, which `--submit` writes from
+    the config its plan was resolved from (launcher/slurm_submit.py): a local run's, addresses
+    aside (tests/test_reproduce_slurm.py reads a report of submitted runs)."""
+    from launcher.backends.slurm import SlurmBackend
+    from launcher.config.inputs import resolve_inputs
+
+    req = Request(topology(tmp_path), "d-psgd", None, {"dataset": "synthetic", "rounds": 2})
+    backend = SlurmBackend(Resources(), "10.9.8.7")
+    try:
+        config, plan = backend.resolve_run(req)
+    finally:
+        backend.close()
+    assert plan.protocol == config["protocol"] == "d-psgd" and config["rounds"] == 2
+    assert config["hyper"] == plan.hyper
+    assert {k: v for k, v in config.items() if k != "endpoints"} == {
+        k: v for k, v in resolve_inputs(req)[1].items() if k != "endpoints"}

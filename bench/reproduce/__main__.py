@@ -2,6 +2,7 @@
 
     python -m bench.reproduce PAPER [EXPERIMENT ...] [--budget quick|medium|paper]
                               [--out DIR] [--data-root DIR] [--list]
+                              [--backend local|slurm] [--jobs N] [SLURM OPTIONS]
 
 PAPER is dmfl-sq, ssd-fl or dsc; without EXPERIMENT, every experiment of the paper that can be
 reproduced here. Each runs its arms as real meshes (sweeps: a finished run is kept, an
@@ -13,6 +14,10 @@ Budgets: quick (a few rounds on small meshes: CI's slow suite), medium (at most 
 experiment on a 2-core machine, runs shared between experiments), paper (the paper's own
 rounds, seeds and N; its estimated time is printed first). OUT defaults to
 runs/reproduce/PAPER/BUDGET.
+--backend slurm makes each run a Slurm job, submitted and followed from this host as
+`dfl-launch slurm --submit` does, every run of the experiments queued at once (up to --jobs N),
+the outputs written once all have finished; `dfl-launch slurm`'s options (--time,
+--cpus-per-task, --slurm-partition, ...) say what each job asks for (docs/slurm.md).
 """
 
 from __future__ import annotations
@@ -20,14 +25,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import NoReturn
 
-from bench.reproduce import deviations
-from bench.reproduce.arms import RunsFailed, run_arms
+from bench.reproduce import backend, deviations
+from bench.reproduce.arms import RunsFailed, run_arms, run_sweeps, sweeps
 from bench.reproduce.experiment import Recipe, judge_claim
 from bench.reproduce.measures import measure
 from bench.reproduce.outputs import to_json, write
 from bench.reproduce.paperdata import Paper, load_paper
 from bench.reproduce.recipes import RECIPES
+from launcher.errors import LaunchError
 from launcher.sweep.runner import finished
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,9 +42,16 @@ BUDGETS = ("quick", "medium", "paper")
 DATA_ROOT = ROOT.parent / "shared" / "data"
 
 
+class Parser(argparse.ArgumentParser):
+    """Bad input is one line on stderr and exit 2, as everywhere in the project; argparse's
+    own would print the whole usage first."""
+
+    def error(self, message: str) -> NoReturn:
+        raise SystemExit(usage(message))
+
+
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m bench.reproduce",
-                                 description=(__doc__ or "").split("\n\n")[0])
+    ap = Parser(prog="python -m bench.reproduce", description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("paper", choices=sorted(RECIPES))
     ap.add_argument("experiments", nargs="*", metavar="EXPERIMENT")
     ap.add_argument("--budget", choices=BUDGETS, default="quick")
@@ -46,6 +60,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                     help="where CIFAR-10 is (default: shared/data beside the checkout, if there)")
     ap.add_argument("--list", action="store_true",
                     help="list the paper's experiments and what each needs, run nothing")
+    backend.add_arguments(ap)
     opts = ap.parse_args(argv)
     opts.out = opts.out or ROOT / "runs" / "reproduce" / opts.paper / opts.budget
     if opts.data_root is None and DATA_ROOT.is_dir():
@@ -90,10 +105,15 @@ def estimate_seconds(recipes: dict[str, Recipe], out: Path) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     opts = parse(argv)
+    try:
+        runner = backend.runner(opts)
+    except LaunchError as exc:
+        raise SystemExit(usage(str(exc))) from None
     paper = load_paper(opts.paper)
     module = RECIPES[opts.paper]
     data_root = str(opts.data_root) if opts.data_root else None
-    recipes = module.recipes(opts.budget, opts.out, data_root)
+    recipes = {name: backend.for_backend(recipe, opts.backend)
+               for name, recipe in module.recipes(opts.budget, opts.out, data_root).items()}
     names = chosen(paper, opts.experiments, recipes)
     if opts.list:
         for e in paper.experiments:
@@ -105,27 +125,32 @@ def main(argv: list[str] | None = None) -> int:
     wanted = {n: recipes[n] for n in names}
     hours = estimate_seconds(wanted, runs) / 3600
     print(f"{paper.id}: {', '.join(names)} at budget {opts.budget}; about {hours:.1f} h of "
-          f"runs left here (at the costs measured on 2 cores); outputs in {opts.out}",
-          flush=True)
-    for name in names:
-        experiment, recipe = paper.experiment(name), wanted[name]
-        try:
-            done = run_arms(recipe.arms, recipe.seeds, runs, recipe.common)
-        except RunsFailed as exc:
-            print(exc, file=sys.stderr)
-            return 1
-        results = {arm: [measure(d, seed) for d, seed in zip(dirs, recipe.seeds, strict=True)]
-                   for arm, dirs in done.items()}
-        if recipe.derive is not None:
-            recipe.derive(results)
-        judged = [judge_claim(c, results, recipe.trained) for c in experiment.claims]
-        findings = {k: f(results) for k, f in recipe.findings.items()}
-        table = deviations.rows(recipe.arms, recipe.common, recipe.seeds, recipe.stated,
-                                recipe.why, recipe.parameters)
-        record = to_json(paper, experiment, opts.budget, recipe, results, judged, findings,
-                         table)
-        marked = paper.experiment(recipe.figure.marks_from or name).numbers
-        print(write(opts.out, record, [n.model_dump() for n in marked]), flush=True)
+          f"runs left at this machine's pace (its measured costs"
+          f"{'' if opts.backend == 'local' else ', here one after another'}); outputs in "
+          f"{opts.out}", flush=True)
+    try:
+        if opts.backend == "slurm":  # every run queued at once; below, each is found finished
+            run_sweeps([spec for r in wanted.values()
+                        for spec, _ in sweeps(r.arms, r.seeds, runs, r.common)], runner)
+        for name in names:
+            experiment, recipe = paper.experiment(name), wanted[name]
+            done = run_arms(recipe.arms, recipe.seeds, runs, recipe.common, runner)
+            results = {arm: [measure(d, seed) for d, seed in zip(dirs, recipe.seeds,
+                                                                    strict=True)]
+                       for arm, dirs in done.items()}
+            if recipe.derive is not None:
+                recipe.derive(results)
+            judged = [judge_claim(c, results, recipe.trained) for c in experiment.claims]
+            findings = {k: f(results) for k, f in recipe.findings.items()}
+            table = deviations.rows(recipe.arms, recipe.common, recipe.seeds, recipe.stated,
+                                    recipe.why, recipe.parameters)
+            record = to_json(paper, experiment, opts.budget, recipe, results, judged,
+                             findings, table)
+            marked = paper.experiment(recipe.figure.marks_from or name).numbers
+            print(write(opts.out, record, [n.model_dump() for n in marked]), flush=True)
+    except RunsFailed as exc:
+        print(exc, file=sys.stderr)
+        return 1
     return 0
 
 

@@ -13,7 +13,7 @@ import hashlib
 import json
 import shutil
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,8 @@ from bench.sweeps import why
 from dfl_node.state.checkpoint_layout import checkpoints_dir
 from launcher.errors import LaunchError
 from launcher.run.finish import EXIT_INTERRUPTED
-from launcher.sweep.runner import finished, run_sweep
+from launcher.sweep.grid import points
+from launcher.sweep.runner import SweepResult, finished, run_sweep
 from launcher.sweep.spec import SweepSpec, Variant
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,39 +77,68 @@ class RunsFailed(SystemExit):
     """A run of the experiment did not finish; the message names it."""
 
 
-def run_arms(arms: Sequence[Arm], seeds: Sequence[int], out: Path,
-             common: Mapping[str, Any]) -> dict[Arm, list[Path]]:
-    """Each arm's finished run directories, in seed order; run what is not finished yet.
+# Runs the sweeps it is given, each run whose directory is not finished yet; a result per
+# sweep it ran (this machine's: launcher/sweep/runner.py; Slurm's: bench/reproduce/backend.py).
+Runner = Callable[[list[SweepSpec]], list[SweepResult]]
 
-    One sweep per topology (a sweep is variants x topologies), plots off: the experiment draws
-    its own figure. Exits like the reproduction scripts: 2 on bad input, 130 when interrupted
-    (the same command resumes), 1 naming the first run that failed."""
-    done: dict[Arm, list[Path]] = {}
+
+def run_here(specs: list[SweepSpec]) -> list[SweepResult]:
+    """On this machine, one sweep after another, plots off (the experiment draws its own
+    figure); an interrupted or failed sweep is the last (the command then exits)."""
+    results: list[SweepResult] = []
+    for spec in specs:
+        results.append(run_sweep(spec, progress=False, plots=False, on_report=lambda _: None))
+        if results[-1].exit_code != 0:
+            break
+    return results
+
+
+def sweeps(arms: Sequence[Arm], seeds: Sequence[int], out: Path,
+           common: Mapping[str, Any]) -> list[tuple[SweepSpec, dict[Arm, Variant]]]:
+    """One sweep per topology (a sweep is variants x topologies), with the variant each of its
+    arms runs; the generated topologies written."""
     by_topology: dict[str, list[Arm]] = {}
     for arm in arms:
         by_topology.setdefault(arm.topology, []).append(arm)
+    planned = []
     for topology, group in by_topology.items():
         materialize(topology)
         variants = {arm: arm.variant(common) for arm in group}
         unique = list({v.name: v for v in variants.values()}.values())
-        spec = SweepSpec(out=out, variants=unique, topologies=[topology], seeds=list(seeds))
-        try:
-            result = run_sweep(spec, progress=False, plots=False, on_report=lambda _: None)
-        except LaunchError as exc:
-            print(f"bench.reproduce: {exc}", file=sys.stderr)
-            raise SystemExit(2) from None
-        if result.interrupted:
-            print("bench.reproduce: interrupted; the same command again resumes",
-                  file=sys.stderr)
-            raise SystemExit(EXIT_INTERRUPTED)
-        for point in result.points:
-            drop_checkpoints(point.run_dir)
-        failed = [p for p in result.points if not finished(p.run_dir)]
-        if failed:
-            raise RunsFailed(f"bench.reproduce: {len(failed)} of {len(result.points)} runs "
-                             f"failed, the first {failed[0].label}: {why(failed[0])} "
-                             f"(see {failed[0].run_dir})")
-        dirs = {(p.variant.name, p.seed): p.run_dir for p in result.points}
+        planned.append((SweepSpec(out=out, variants=unique, topologies=[topology],
+                                  seeds=list(seeds)), variants))
+    return planned
+
+
+def run_sweeps(specs: list[SweepSpec], runner: Runner) -> None:
+    """Run what is not finished yet; return once all of it is finished. Exits like the
+    reproduction scripts: 2 on bad input, 130 when interrupted (the same command resumes), 1
+    naming the first run that failed."""
+    try:
+        results = runner(specs)
+    except LaunchError as exc:
+        print(f"bench.reproduce: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    if any(result.interrupted for result in results):
+        print("bench.reproduce: interrupted; the same command again resumes", file=sys.stderr)
+        raise SystemExit(EXIT_INTERRUPTED)
+    ran = [p for result in results for p in result.points]
+    for point in ran:
+        drop_checkpoints(point.run_dir)
+    failed = [p for p in ran if not finished(p.run_dir)]
+    if failed:
+        raise RunsFailed(f"bench.reproduce: {len(failed)} of {len(ran)} runs failed, the "
+                         f"first {failed[0].label}: {why(failed[0])} (see {failed[0].run_dir})")
+
+
+def run_arms(arms: Sequence[Arm], seeds: Sequence[int], out: Path, common: Mapping[str, Any],
+             runner: Runner = run_here) -> dict[Arm, list[Path]]:
+    """Each arm's finished run directories, in seed order; run what is not finished yet."""
+    planned = sweeps(arms, seeds, out, common)
+    run_sweeps([spec for spec, _ in planned], runner)
+    done: dict[Arm, list[Path]] = {}
+    for spec, variants in planned:
+        dirs = {(p.variant.name, p.seed): p.run_dir for p in points(spec)}
         for arm, variant in variants.items():
             done[arm] = [dirs[(variant.name, seed)] for seed in seeds]
     return done

@@ -28,7 +28,7 @@ from typing import Any
 from dfl_node.plan import RunPlan
 from launcher.backends.base import HandOffBackend
 from launcher.config.backend_catalog import SLURM
-from launcher.config.host_plan import resolve_host_plan, services
+from launcher.config.host_plan import resolve_host_run, services
 from launcher.config.options import Request
 from launcher.config.ports import PortClaims
 from launcher.config.slurm_job import (
@@ -64,13 +64,17 @@ class SlurmBackend(HandOffBackend):
         return topology, {**config, "endpoints": endpoints}
 
     def resolve(self, req: Request) -> RunPlan:
-        """The discover plan; with GPUs per task, every node on `cuda:0`: Slurm binds each
-        task its own GPUs and the task sees the first as device 0, whichever it is on the host
-        (the submit host's GPUs, if any, do not matter)."""
-        plan = resolve_host_plan(req, self.place)
+        return self.resolve_run(req)[1]
+
+    def resolve_run(self, req: Request) -> tuple[dict[str, Any], RunPlan]:
+        """The resolved config and the discover plan; with GPUs per task, every node on
+        `cuda:0`: Slurm binds each task its own GPUs and the task sees the first as device 0,
+        whichever it is on the host (the submit host's GPUs, if any, do not matter)."""
+        config, plan = resolve_host_run(req, self.place)
         if not self.resources.gpus_per_task:
-            return plan
-        return replace(plan, nodes=tuple(replace(n, device="cuda:0") for n in plan.nodes))
+            return config, plan
+        return config, replace(plan, nodes=tuple(replace(n, device="cuda:0")
+                                                 for n in plan.nodes))
 
     def hand_off(self, plan: RunPlan, out: Path, resuming: bool = False) -> Path:
         """Script and plan in `out` (launcher/config/slurm_job.py's prepare_run_dir)."""

@@ -8,6 +8,7 @@ submit host cannot reach is one line of bad input before anything is submitted.
 from __future__ import annotations
 
 import re
+import shutil
 import socket
 import subprocess
 from collections.abc import Sequence
@@ -21,6 +22,8 @@ CONTROLLER_PORT = 6817  # only picks the route to the controller; nothing is sen
 ACTIVE = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED",
                     "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING",
                     "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD"})
+# What submitting and following a job calls (scontrol only helps find the submit host's address).
+CLIENTS = ("sbatch", "squeue", "scancel", "sinfo")
 CONTROLLER = re.compile(r"^SlurmctldHost\[0\]\s*=\s*([^\s(]+)(?:\(([^)]+)\))?", re.M)
 
 
@@ -38,6 +41,15 @@ def slurm(argv: Sequence[str], check: bool = True) -> subprocess.CompletedProces
         lines = done.stderr.strip().splitlines() or [f"exit {done.returncode}"]
         raise LaunchError(f"{argv[0]}: {lines[-1]}")
     return done
+
+
+def require_clients() -> None:
+    """A LaunchError naming every client command missing here: a command line that will submit
+    many jobs says so before the first, not when a later one needs scancel."""
+    missing = [name for name in CLIENTS if shutil.which(name) is None]
+    if missing:
+        raise LaunchError(f"Slurm's client commands {', '.join(missing)}: not found on this "
+                          "host (PATH); submitting runs to Slurm needs them here")
 
 
 def controller() -> str | None:

@@ -58,6 +58,14 @@ def local_spec(name: object) -> BackendSpec:
     return spec
 
 
+def check_hosts_transport(asked: object) -> None:
+    """Nodes started elsewhere (one dfl-node per host, a Slurm job's tasks) speak the hosts'
+    transport: a run that asks for another (`--transport inproc`) is refused, before a job is
+    queued for it (launcher/slurm_queue.py) as when a host resolves its plan."""
+    if asked is not None and local_spec(asked).transport != HOSTS.transport:
+        raise LaunchError(f"--transport: dfl-node runs over {HOSTS.transport}")
+
+
 def transport_help() -> str:
     """`--transport`'s help: every local backend and what it is."""
     return "How the launcher runs the nodes: " + "; ".join(

@@ -19,7 +19,7 @@ from typing import Any
 
 from dfl_node.learning.datacache import DataError, cache_root, locate_entry
 from dfl_node.plan import RunPlan
-from launcher.config.backend_catalog import HOSTS, local_spec
+from launcher.config.backend_catalog import check_hosts_transport
 from launcher.config.endpoints import fixed_endpoint
 from launcher.config.inputs import resolve_inputs
 from launcher.config.keys import secure_plan
@@ -70,18 +70,24 @@ Placement = Callable[[Topology, dict[str, Any]], tuple[Topology, dict[str, Any]]
 def resolve_host_plan(req: Request, place: Placement | None = None) -> RunPlan:
     """The plan every host resolves alike from the same topology and options (with `place`,
     from the topology and config it returns)."""
+    return resolve_host_run(req, place)[1]
+
+
+def resolve_host_run(req: Request, place: Placement | None = None,
+                     ) -> tuple[dict[str, Any], RunPlan]:
+    """The resolved config and the plan of `resolve_host_plan`: a launcher that collects the
+    run (`dfl-launch slurm --submit`) keeps the config in the run directory, as a local launch
+    does, for `dfl-report` and `RunResult.config` to read."""
     if req.seeds:
         raise LaunchError("--seeds: one node runs one seed; start one mesh per seed")
-    asked = req.options.get("transport")
-    if asked is not None and local_spec(asked).transport != HOSTS.transport:
-        raise LaunchError(f"--transport: dfl-node runs over {HOSTS.transport}")
+    check_hosts_transport(req.options.get("transport"))
     topology, config = resolve_inputs(req)
     if place is not None:
         topology, config = place(topology, config)
     check_fixed(topology, config)
     plan = build_plan(topology, config, NoClaims(),
                       aggregator=PROTOCOLS[config["protocol"]].server_based)
-    return secure_plan(plan, config, None)
+    return config, secure_plan(plan, config, None)
 
 
 def ensure_host_data(plan: RunPlan, data_root: str | None) -> None:

@@ -3,7 +3,9 @@
 A run whose directory holds an ok summary is done and skipped; one with a plan and recorded
 inputs was interrupted (or failed) and is resumed from its checkpoints; any other starts fresh.
 A directory that was launched with other inputs than the sweep now asks for is not touched:
-that is bad input, since rerunning it would lose a finished run.
+that is bad input, since rerunning it would lose a finished run. The same decisions send a
+sweep's runs to Slurm instead (launcher/slurm_sweep.py); a run resumes where it started, on this
+machine or as a Slurm job.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from launcher.results.report_text import to_markdown
 from launcher.run.finish import EXIT_INTERRUPTED, EXIT_OK
 from launcher.run.progress import Display, RoundTable, emit
 from launcher.run.resume import inputs_body, recorded_inputs
+from launcher.slurm_submit import slurm_inputs
 from launcher.sweep.grid import Point, check, points
 from launcher.sweep.spec import SweepSpec
 
@@ -48,12 +51,24 @@ def resumable(run_dir: Path) -> bool:
 
 
 def check_owned(point: Point) -> None:
-    """The directory is this run's (or empty): never overwrite a run of another experiment."""
+    """The directory is this run's (or empty): never overwrite a run of another experiment.
+    Only what the run was asked is compared: a run on Slurm records beside it what its job
+    asked Slurm for (launcher/slurm_submit.py), which changes nothing it computes."""
     recorded = recorded_inputs(point.run_dir)
-    if recorded is not None and recorded != json.loads(json.dumps(inputs_body(point.request))):
+    asked = json.loads(json.dumps(inputs_body(point.request)))
+    if recorded is not None and {key: recorded.get(key) for key in asked} != asked:
         raise LaunchError(f"{point.run_dir}: holds a run with other inputs than the sweep "
                           "gives it now (the sweep file changed?); move it away or give the "
                           "sweep another `out`")
+
+
+def check_resumable_here(point: Point) -> None:
+    """A run interrupted as a Slurm job goes on as one (launcher/slurm_sweep.py): its plan
+    discovers its hosts where a local plan names them, and a node refuses a checkpoint of
+    another plan, so resuming it here would only be refused as changed inputs."""
+    if resumable(point.run_dir) and slurm_inputs(point.run_dir) is not None:
+        raise LaunchError(f"{point.run_dir}: a run interrupted on Slurm; finish it there (a run "
+                          "resumes where it started), or move it away")
 
 
 def meshes_at_once(spec: SweepSpec, largest_mesh: int) -> int:
@@ -177,6 +192,8 @@ def run_sweep(spec: SweepSpec, progress: bool = True, plots: bool = True,
     for point in grid:
         check_owned(point)
     todo = [p for p in grid if not finished(p.run_dir)]
+    for point in todo:
+        check_resumable_here(point)
     result = SweepResult(spec.out, grid, skipped=len(grid) - len(todo))
     at_once = meshes_at_once(spec, largest)
     bar = SweepBar(len(grid), result.skipped, progress and interactive())
@@ -194,11 +211,16 @@ def run_sweep(spec: SweepSpec, progress: bool = True, plots: bool = True,
         result.interrupted = True
     finally:
         bar.close()
-    if any(finished(p.run_dir) for p in grid):
-        result.report = to_markdown(build_report([spec.out]))
-        (spec.out / REPORT_FILE).write_text(result.report)
-        on_report(result.report.rstrip("\n"))
+    report_sweep(result, on_report)
     return result
+
+
+def report_sweep(result: SweepResult, on_report: Callable[[str], None]) -> None:
+    """OUT/report.md over the sweep's finished runs, once any has finished."""
+    if any(finished(p.run_dir) for p in result.points):
+        result.report = to_markdown(build_report([result.out]))
+        (result.out / REPORT_FILE).write_text(result.report)
+        on_report(result.report.rstrip("\n"))
 
 
 def run_parallel(todo: list[Point], at_once: int, plots: bool, bar: SweepBar,

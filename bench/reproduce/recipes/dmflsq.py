@@ -81,7 +81,9 @@ class Budget:
     own split or on the global test set, so `both` reports the two from the same models."""
     small: dict[str, Any] | None = None
     """quick only: the settings that make it a smoke run (a small model, a small global
-    subset, nodes as threads); None: the paper's CNN (P = 2,122,186) as processes."""
+    subset, nodes as threads, a checkpoint every round so that its 2 rounds have one to resume
+    from: the slow suite interrupts one, tests/test_reproduce_slurm.py); None: the paper's CNN
+    (P = 2,122,186) as processes."""
     why: tuple[tuple[str, str], ...] = ()
     """Why this budget's settings differ from the paper's (deviations.SETTINGS)."""
 
@@ -90,7 +92,7 @@ SMOKE = "a smoke run of the code path, not a measurement"
 BUDGETS = {
     "quick": Budget(rounds=2, seeds=(0,), eval_every=1, clients=6, theta0=(0.5, 5.0),
                     musmet_rounds=2, small={"model": {"name": "auto"}, "eval_size": 200,
-                                            "transport": "inproc"},
+                                            "transport": "inproc", "checkpoint_every": 1},
                     why=(("rounds", SMOKE), ("model", SMOKE), ("P", SMOKE), ("N", SMOKE),
                          ("graph", SMOKE))),
     # At most 60 minutes per experiment here: the CIFAR-10 experiments share their runs, and
@@ -170,7 +172,7 @@ def recipes(budget_name: str, out: Path, data_root: str | None) -> dict[str, Rec
     musmet_common: dict[str, Any] = {
         **spec.settings, **MUSMET, "eval_at_start": True, "rounds": budget.musmet_rounds,
         "eval_every": budget.eval_every, **{k: v for k, v in (budget.small or {}).items()
-                                            if k == "transport"}}
+                                            if k in ("transport", "checkpoint_every")}}
     g = graphs(budget, out)
     why = dict(budget.why)
     split_why = ("at least 64 samples per client (two batches of 32, as DMFL-SQ draws), "
