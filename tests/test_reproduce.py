@@ -17,7 +17,7 @@ from bench.reproduce import deviations
 from bench.reproduce.__main__ import DATA_ROOT, main, parse
 from bench.reproduce.arms import Arm, drop_checkpoints
 from bench.reproduce.backend import for_backend
-from bench.reproduce.docs_page import command
+from bench.reproduce.docs_page import command, render
 from bench.reproduce.experiment import curve_at, judge_claim, parse_method, parse_point
 from bench.reproduce.judge import Verdict
 from bench.reproduce.measures import Measured, measure, portfolio_deltas
@@ -73,6 +73,8 @@ def test_medium_and_paper_budgets_sweep_what_the_claims_run_along(tmp_path: Path
 def test_the_manual_lists_every_experiment_with_its_command_or_why_not(paper: str) -> None:
     page = (Path(__file__).resolve().parents[1] / "docs" / "reproduce" / f"{paper}.md")
     text = page.read_text()
+    # made, not written: the recipes, the data file and the committed results give it
+    assert text == render(paper), f"python -m bench.reproduce.docs_page {paper} --write"
     for experiment in load_paper(paper).experiments:
         assert f"(`{experiment.id}`)" in text, experiment.id
         assert command(paper, experiment.id) in text or experiment.why_not in text, \

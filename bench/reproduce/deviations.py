@@ -174,15 +174,19 @@ def paper_value(stated: Stated, method: str) -> Any:
 def to_markdown(tables: Mapping[str, list[Row]]) -> list[str]:
     """One table, a column of used values per budget: `tables` is {budget: rows}."""
     budgets = list(tables)
-    lines = ["| setting | paper | " + " | ".join(budgets) + " | why it differs |",
-             "|---" * (len(budgets) + 3) + "|"]
+    lines = ["| setting | the paper | " + " | ".join(
+        f"{b} budget" if b == "paper" else b for b in budgets) + " | why it differs |",
+        "|---" * (len(budgets) + 3) + "|"]
     for i, setting in enumerate(SETTINGS):
         cells = [tables[b][i] for b in budgets]
-        reasons = "; ".join(f"{b}: {c.why}" for b, c in zip(budgets, cells, strict=True)
-                            if c.differs and c.why) or ""
+        reasons: dict[str, list[str]] = {}
+        for budget, cell in zip(budgets, cells, strict=True):
+            if cell.differs and cell.why:
+                reasons.setdefault(cell.why, []).append(budget)
+        why = "; ".join(f"{'every budget' if len(bs) == len(budgets) else ', '.join(bs)}: {w}"
+                        for w, bs in reasons.items())
         used = [("**" + c.used + "**") if c.differs else c.used for c in cells]
-        lines.append(f"| {setting} | {cells[0].paper} | " + " | ".join(used)
-                     + f" | {reasons} |")
+        lines.append(f"| {setting} | {cells[0].paper} | " + " | ".join(used) + f" | {why} |")
     return lines
 
 

@@ -1,35 +1,83 @@
 """The manual's page for one paper's reproduction (docs/reproduce/PAPER.md), made from its data
-file and its recipes, with the measured results of a budget's output directory when given:
+file, its recipes and the results committed beside it:
 
-    python -m bench.reproduce.docs_page PAPER [--results runs/reproduce/PAPER/medium]
+    python -m bench.reproduce.docs_page PAPER [--publish BUDGET=OUT ...] [--write]
 
-Every figure and table of the paper's experimental section is listed with its command, or with
-the one-line reason it cannot be reproduced here; so the page cannot fall behind the data file
-(tests/test_reproduce.py checks it).
+`--publish medium=runs/reproduce/PAPER/medium` copies a budget's outputs (each experiment's JSON,
+every number of it, and its figure drawn again from the JSON) into
+docs/reproduce/results/PAPER/BUDGET/, where the page reads them; `--write` writes the page
+instead of printing it. Every figure and table of the paper's experimental section is listed
+with its command, or with the one-line reason it cannot be reproduced here, so the page cannot
+fall behind the data file (tests/test_reproduce.py checks it); every setting that differs from
+the paper's is in the experiment's deviation table, made from the arms' resolved configs.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from collections import Counter
 from pathlib import Path
 from tempfile import TemporaryDirectory
+from typing import Any
 
-from bench.reproduce.paperdata import load_paper
+from bench.reproduce import deviations
+from bench.reproduce.__main__ import estimate_seconds
+from bench.reproduce.experiment import Recipe
+from bench.reproduce.judge import Verdict
+from bench.reproduce.outputs import NOT_CHECKED, draw, paper_points, to_markdown
+from bench.reproduce.paperdata import Paper, load_paper
 from bench.reproduce.recipes import RECIPES
 
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs" / "reproduce"
+RESULTS = DOCS / "results"
 NAMES = {"dmfl-sq": "DMFL-SQ", "ssd-fl": "SSD-FL", "dsc": "DSC"}
+BUDGETS = ("quick", "medium", "paper")
+VERDICTS = (*(str(v) for v in Verdict), NOT_CHECKED)
 
 
-def command(paper: str, experiment: str) -> str:
-    return f"python -m bench.reproduce {paper} {experiment} --budget medium"
+def command(paper: str, experiment: str, budget: str = "medium") -> str:
+    return f"python -m bench.reproduce {paper} {experiment} --budget {budget}"
 
 
-def render(paper_id: str, results: Path | None = None) -> str:
+def results_of(paper: str, budget: str) -> dict[str, dict[str, Any]]:
+    """The committed records of a budget, by experiment."""
+    folder = RESULTS / paper / budget
+    return {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))}
+
+
+def publish(paper_id: str, budget: str, out: Path) -> list[str]:
+    """Copy a budget's records into the docs and draw their figures again there."""
+    paper = load_paper(paper_id)
+    folder = RESULTS / paper_id / budget
+    folder.mkdir(parents=True, exist_ok=True)
+    done = []
+    for source in sorted(out.glob("*.json")):
+        record = json.loads(source.read_text())
+        if record.get("paper") != paper_id or record.get("budget") != budget:
+            continue
+        (folder / source.name).write_text(json.dumps(record, indent=1) + "\n")
+        marks = paper.experiment(record["figure"].get("marks_from") or record["experiment"])
+        draw(record, folder / f"{source.stem}.png",
+             paper_points(record, [n.model_dump() for n in marks.numbers]))
+        done.append(source.stem)
+    return done
+
+
+def verdict_counts(records: dict[str, dict[str, Any]]) -> Counter[str]:
+    return Counter(c["verdict"] for r in records.values() for c in r["claims"])
+
+
+def render(paper_id: str) -> str:
     paper = load_paper(paper_id)
     module = RECIPES[paper_id]
     with TemporaryDirectory() as tmp:
-        recipes = {b: module.recipes(b, Path(tmp), None) for b in ("quick", "medium", "paper")}
+        recipes = {b: module.recipes(b, Path(tmp), None) for b in BUDGETS}
+        tables = {e.id: {b: deviation_rows(recipes[b][e.id]) for b in BUDGETS}
+                  for e in paper.experiments if e.id in recipes["medium"]}
+    measured = {b: results_of(paper_id, b) for b in ("medium", "paper")}
     name = NAMES[paper_id]
     lines = [
         f"# Reproducing {name}", "",
@@ -38,53 +86,124 @@ def render(paper_id: str, results: Path | None = None) -> str:
         f"claims) is data, `bench/reproduce/papers/{paper_id}.yaml`; the runs of each "
         f"experiment are its recipe, `{module.__name__.replace('.', '/')}.py`.", "",
         f"    python -m bench.reproduce {paper_id} [EXPERIMENT ...] "
-        "[--budget quick|medium|paper] [--out DIR]", "",
-        "Every experiment writes `OUT/<experiment>.json` (every number), `.md` (our table, the "
-        "paper's numbers beside ours, each claim the paper makes for that experiment judged "
-        "*holds*, *does not hold* or *not resolved at this budget* on means over seeds with "
-        "95 % t-intervals, and, where the paper contradicts itself, the measurement that shows "
-        "it) and `.png`. Runs are shared between experiments and kept: the same command again "
-        "skips what is finished and resumes what was interrupted "
-        "([benchmarks](../benchmarks.md#paper-reproductions) says how claims are judged).", "",
-        "| budget | what it runs |", "|---|---|",
+        "[--budget quick|medium|paper] [--out DIR] [--backend local|slurm]", "",
+        "Every experiment writes `OUT/<experiment>.json` (every number), `.md` and `.png`. "
+        "Runs are shared between experiments and kept: the same command again skips what is "
+        "finished and resumes what was interrupted "
+        "([benchmarks](../benchmarks.md#paper-reproductions)).", "",
+        *judging(), "",
+        "| budget | what it runs | estimated here |", "|---|---|---|",
     ]
     for budget, text in (("quick", "a smoke run of every experiment (CI's slow suite)"),
-                         ("medium", "at most 30 minutes per experiment on 2 cores"),
-                         ("paper", "the paper's own rounds, seeds and N; the estimated time "
-                                   "here is printed before it starts")):
-        sample = next(iter(recipes[budget].values()))
-        lines.append(f"| `{budget}` | {text}; seeds {list(sample.seeds)}; "
-                     f"{sample.notes[0] if sample.notes else ''} |")
-    lines += ["", "## The experiments", "", "| | what it shows | here |", "|---|---|---|"]
+                         ("medium", "at most 60 minutes per experiment on this machine "
+                                    "(2 cores), the proposed method trained"),
+                         ("paper", "the paper's own rounds, epochs, seeds and N")):
+        hours = estimated_hours(recipes[budget])
+        lines.append(f"| `{budget}` | {text} | {hours:.1f} h of runs, one after another |")
+    lines += ["", "## The experiments", "",
+              "| | what it shows | here | medium: wall time, verdicts |", "|---|---|---|---|"]
     for e in paper.experiments:
+        record = measured["medium"].get(e.id)
         if e.id in recipes["medium"]:
             proxy = "" if e.reproducible else f" (a proxy: {e.why_not})"
             here = f"`{command(paper_id, e.id)}`{proxy}"
+            got = "not measured yet" if record is None else (
+                f"{record['wall_seconds'] / 60:.0f} min; " + summary(verdict_counts({
+                    e.id: record})))
         else:
-            here = f"cannot be reproduced here: {e.why_not}"
-        lines.append(f"| {e.label} (`{e.id}`) | {e.shows} | {here} |")
+            here, got = f"cannot be reproduced here: {e.why_not}", "-"
+        label = f"[{e.label}](#{e.id})" if e.id in recipes["medium"] else e.label
+        lines.append(f"| {label} (`{e.id}`) | {e.shows} | {here} | {got} |")
+    lines += ["", "## Verdicts at a glance", "", "| budget | " + " | ".join(VERDICTS) + " |",
+              "|---" * (len(VERDICTS) + 1) + "|"]
+    for budget, records in measured.items():
+        if records:
+            counts = verdict_counts(records)
+            lines.append(f"| {budget} ({len(records)} experiments) | "
+                         + " | ".join(str(counts.get(v, 0)) for v in VERDICTS) + " |")
     if paper.inconsistencies:
         lines += ["", "## Where the paper contradicts itself", ""]
         lines += [f"{k + 1}. {i.text} *Shown by*: {i.shown_by}." for k, i in
                   enumerate(paper.inconsistencies)]
-    lines += ["", "## Results at the medium budget", ""]
+    lines += ["", "## Each experiment", ""]
     for e in paper.experiments:
-        found = results / f"{e.id}.md" if results else None
-        if found is not None and found.is_file():
-            text = found.read_text().replace("\n## ", "\n### ", 1)
-            lines += [text.replace("## ", "### ", 1).rstrip(), ""]
-        elif e.id in recipes["medium"]:
-            lines += [f"### {e.label}", "", "Not measured at the medium budget yet: "
-                      f"`{command(paper_id, e.id)}`.", ""]
+        if e.id not in tables:
+            continue
+        lines += experiment_section(paper_id, paper, e.id, tables[e.id], measured)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def judging() -> list[str]:
+    return [
+        "Each claim the paper makes for an experiment is judged on paired differences over the "
+        "seeds every arm shares: *holds* when the 95 % t-interval of the differences lies on "
+        "the claimed side of 0, *does not hold* when it lies on the other side, *not "
+        "resolved* when it contains 0 (or one seed gives none); a quantity equal on every "
+        "seed (bits of a fixed schedule, a deterministic pre-phase) is judged without an "
+        "interval, and a tie does not hold. *Not trained*: a model the claim's accuracy is "
+        "read from does not beat the majority-class share of its own test split (chance on a "
+        "global test set), shown as the *majority class* row under each table, so the claim "
+        "is not judged on it. *Not measured*: a metric the claim needs was not computed, a "
+        "defect the quick test fails on. *Not checked*: no measurement here can decide the "
+        "claim, which says why. A claim judged on a proxy (other data or another model than "
+        "the paper's) says so on its own line."]
+
+
+def estimated_hours(recipes: dict[str, Recipe]) -> float:
+    with TemporaryDirectory() as tmp:
+        return estimate_seconds(recipes, Path(tmp)) / 3600
+
+
+def summary(counts: Counter[str]) -> str:
+    return ", ".join(f"{n} {v}" for v, n in counts.most_common()) or "no claim"
+
+
+def deviation_rows(recipe: Recipe) -> list[deviations.Row]:
+    return deviations.rows(recipe.arms, recipe.common, recipe.seeds, recipe.stated, recipe.why,
+                           recipe.parameters)
+
+
+def experiment_section(paper_id: str, paper: Paper, experiment_id: str,
+                       tables: dict[str, list[deviations.Row]],
+                       measured: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    e = paper.experiment(experiment_id)
+    lines = [f"### {e.label} {{#{e.id}}}", "", e.shows, ""]
+    for budget in ("medium", "paper"):
+        if e.id in measured[budget]:
+            lines += [f"![{e.label} at the {budget} budget](results/{paper_id}/{budget}/"
+                      f"{e.id}.png)", ""]
+    lines += ["Settings: the paper's, and what each budget runs (**bold**: differs, with why).",
+              "", *deviations.to_markdown(tables), ""]
+    for budget in ("medium", "paper"):
+        record = measured[budget].get(e.id)
+        if record is not None:
+            text = to_markdown(record).replace("## ", "#### ", 1)
+            lines += [text.rstrip(), ""]
+        elif budget == "medium":
+            lines += [f"Not measured at the medium budget yet: `{command(paper_id, e.id)}`.",
+                      ""]
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.reproduce.docs_page")
     ap.add_argument("paper", choices=sorted(RECIPES))
-    ap.add_argument("--results", type=Path, default=None)
+    ap.add_argument("--publish", action="append", default=[], metavar="BUDGET=OUT",
+                    help="copy a budget's outputs into docs/reproduce/results first")
+    ap.add_argument("--write", action="store_true", help="write docs/reproduce/PAPER.md")
     opts = ap.parse_args(argv)
-    sys.stdout.write(render(opts.paper, opts.results))
+    for item in opts.publish:
+        budget, sep, out = item.partition("=")
+        if not sep or budget not in BUDGETS or not Path(out).is_dir():
+            ap.error(f"--publish {item!r}: expected BUDGET=OUT with BUDGET one of "
+                     f"{', '.join(BUDGETS)} and OUT a directory")
+        done = publish(opts.paper, budget, Path(out))
+        print(f"published {budget}: {', '.join(done) or 'nothing'}", file=sys.stderr)
+    page = render(opts.paper)
+    if opts.write:
+        (DOCS / f"{opts.paper}.md").write_text(page)
+    else:
+        sys.stdout.write(page)
     return 0
 
 
