@@ -7,13 +7,14 @@
 PAPER is dmfl-sq, ssd-fl or dsc; without EXPERIMENT, every experiment of the paper that can be
 reproduced here. Each runs its arms as real meshes (sweeps: a finished run is kept, an
 interrupted one resumed by the same command), then writes OUT/<experiment>.json (every number),
-.md (our table, the paper's numbers, each of the paper's claims for that experiment judged
-holds / does not hold / not resolved at this budget on means with 95% intervals, and where the
-paper contradicts itself the measurement that shows it) and .png, and prints the .md.
-Budgets: quick (a few rounds on small meshes: CI's slow suite), medium (at most 30 minutes per
-experiment on a 2-core machine, runs shared between experiments), paper (the paper's own
-rounds, seeds and N; its estimated time is printed first). OUT defaults to
-runs/reproduce/PAPER/BUDGET.
+.md (our table with the majority-class share under it, the paper's numbers, each of the
+paper's claims for that experiment judged holds / does not hold / not resolved / not measured /
+not trained on paired differences over the shared seeds (bench/reproduce/judge.py), and where
+the paper contradicts itself the measurement that shows it) and .png, and prints the .md.
+Budgets: quick (a few rounds on small meshes: CI's slow suite), medium (at most 60 minutes per
+experiment on a 2-core machine, the proposed method trained, runs shared between experiments),
+paper (the paper's own rounds, epochs, seeds and N; the time left, from each recipe's measured
+costs, is printed first). OUT defaults to runs/reproduce/PAPER/BUDGET.
 --backend slurm makes each run a Slurm job, submitted and followed from this host as
 `dfl-launch slurm --submit` does, every run of the experiments queued at once (up to --jobs N),
 the outputs written once all have finished; `dfl-launch slurm`'s options (--time,
