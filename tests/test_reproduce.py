@@ -42,13 +42,19 @@ def test_every_reproducible_experiment_has_arms_for_every_method_its_claims_name
     for experiment in data.experiments:
         if experiment.id not in recipes:
             continue
-        methods = {a.method for a in recipes[experiment.id].arms}
+        recipe = recipes[experiment.id]
+        methods = {a.method for a in recipe.arms}
+        # only medium cuts methods (to keep its hour with the proposed method trained), and
+        # never the one a claim is about
+        assert not recipe.cut or budget == "medium", experiment.id
         for claim in experiment.claims:
             if claim.check is None:
                 continue
+            assert parse_method(claim.check.method)[0] not in recipe.cut, claim.id
             for spec in (claim.check.method, *claim.check.than):
                 name, _ = parse_method(spec)
-                assert name == "*" or name in methods, (experiment.id, claim.id, spec)
+                assert name == "*" or name in methods or name in recipe.cut, \
+                    (experiment.id, claim.id, spec)
 
 
 def test_medium_and_paper_budgets_sweep_what_the_claims_run_along(tmp_path: Path) -> None:
@@ -251,6 +257,21 @@ def test_an_accuracy_claim_on_models_that_did_not_train_is_not_judged() -> None:
         for i, m in enumerate(ms):
             m.scalars["bits"] = 1.0 if arm.method == "B" else 2.0 + i / 10
     assert judge_claim(bits, runs).verdict == Verdict.HOLDS
+
+
+def test_a_method_a_budget_cuts_leaves_a_claim_unresolved_unless_another_comparison_fails(
+) -> None:
+    claim = Claim(id="c", text="t", where="w", check=Check(
+        kind="higher", metric="bits", method="A", than=("B", "C")))
+    runs = {Arm(m, "p", "g", {}): [measured({"bits": v + d}) for d in (0, .01, .03)]
+            for m, v in (("A", 2.0), ("B", 1.0))}
+    judged = judge_claim(claim, runs, cut={"C": "an hour's budget"})
+    assert judged.verdict == Verdict.UNRESOLVED
+    assert any("C: not run at this budget (an hour's budget)" in d for d in judged.details)
+    lower = {arm: [measured({"bits": 3.0 - m.scalars["bits"]}) for m in ms]
+             for arm, ms in runs.items()}
+    assert judge_claim(claim, lower, cut={"C": "x"}).verdict == Verdict.FAILS
+    assert judge_claim(claim, runs).verdict == Verdict.NOT_MEASURED  # C not cut: a defect
 
 
 def test_a_metric_that_was_not_computed_is_not_measured() -> None:

@@ -141,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
                        for arm, dirs in done.items()}
             if recipe.derive is not None:
                 recipe.derive(results)
-            judged = [judge_claim(c, results, recipe.trained) for c in experiment.claims]
+            judged = [judge_claim(c, results, recipe.trained, recipe.cut)
+                      for c in experiment.claims]
             findings = {k: f(results) for k, f in recipe.findings.items()}
             table = deviations.rows(recipe.arms, recipe.common, recipe.seeds, recipe.stated,
                                     recipe.why, recipe.parameters)

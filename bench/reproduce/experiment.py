@@ -95,6 +95,10 @@ class Recipe:
     setting."""
     parameters: Callable[[Resolved], int | None] = classifier_parameters
     """P of an arm's model, for the table (a protocol with a model of its own counts it)."""
+    cut: Mapping[str, str] = field(default_factory=dict)
+    """Methods a claim names that this budget does not run, each with why (medium: to keep
+    an experiment within its hour with the proposed method trained). A comparison with one is
+    not resolved and says so; a claim may still fail on the comparisons that were made."""
     cost: Cost = Cost({"*": 1.0})
     """Measured here; the estimate of the runs left."""
     trained: TrainedCheck | None = None
@@ -191,10 +195,12 @@ class Judged:
     details: list[str]
 
 
-def judge_claim(claim: Claim, results: Results, trained: TrainedCheck | None = None) -> Judged:
+def judge_claim(claim: Claim, results: Results, trained: TrainedCheck | None = None,
+                cut: Mapping[str, str] | None = None) -> Judged:
     """`trained`: the recipe's own check of whether an arm's models trained (default:
-    `not_trained`)."""
+    `not_trained`); `cut`: the methods this budget does not run, with why."""
     untrained = trained or not_trained
+    cut = cut or {}
     check = claim.check
     if check is None:
         return Judged(claim, None, [])
@@ -208,10 +214,19 @@ def judge_claim(claim: Claim, results: Results, trained: TrainedCheck | None = N
     details, verdicts = [], []
     for arm in mine:
         others = counterparts(check, arm, condition, results)
+        skipped = [spec for spec, found in others.items()
+                   if not found and parse_method(spec)[0] in cut]
+        for spec in skipped:
+            details.append(f"{arm.label()} against {spec}: not run at this budget "
+                           f"({cut[parse_method(spec)[0]]}) -> {Verdict.UNRESOLVED}")
+            verdicts.append(Verdict.UNRESOLVED)
+            del others[spec]
         missing = [spec for spec, found in others.items() if not found]
         if missing:
             details.append(f"{arm.label()}: no run of {', '.join(missing)} at this point")
             verdicts.append(Verdict.NOT_MEASURED)
+            continue
+        if not others:
             continue
         for against in product(*others.values()):
             verdict, line = judge_pair(check, arm, against, results, untrained)
@@ -269,21 +284,23 @@ def judge_pair(check: Check, arm: Arm, others: Sequence[Arm], results: Results,
 
 def not_trained(metric: str, arm: Arm, results: Results) -> str:
     """Why `arm`'s models count as not trained for a claim on `metric` ('' if they trained, or
-    the metric is not an accuracy): they must beat the majority-class share of the test split
-    the accuracy is read on, by a paired interval above 0 (one seed: by its value)."""
+    the metric is not an accuracy): on every seed, the run's accuracy must beat the
+    majority-class share of the test split it is read on. Per run, not on an interval over
+    seeds: a run whose clients score no better than always answering their most frequent
+    class has learned nothing the claim could compare, whatever the other seeds did."""
     key = bar_metric(metric)
     if key is None:
         return ""
     accuracy, bar = scalar(results, arm, key), scalar(results, arm, f"majority:{key}")
-    found = difference(accuracy, bar)
-    if found is None:
+    seeds = sorted(set(accuracy) & set(bar))
+    if not seeds:
         return ""
-    beats = found.mean > 0 and (math.isnan(found.half) or found.deterministic
-                                or found.mean - found.half > 0)
-    if beats:
+    margins = {s: accuracy[s] - bar[s] for s in seeds}
+    if all(m > 0 for m in margins.values()):
         return ""
-    return (f"{arm.label()}'s {key} {fmt_ci(list(accuracy.values()))} does not beat the "
-            f"majority-class share {fmt_ci(list(bar.values()))}")
+    behind = [s for s, m in margins.items() if m <= 0]
+    return (f"{arm.label()}'s {key} does not beat its clients' majority-class share on seed "
+            + ", ".join(f"{s} ({accuracy[s]:.4g} against {bar[s]:.4g})" for s in behind))
 
 
 def per_metric(check: Check, arm: Arm, others: Sequence[Arm],
