@@ -101,15 +101,17 @@ def render(paper_id: str) -> str:
         hours = estimated_hours(recipes[budget])
         lines.append(f"| `{budget}` | {text} | {hours:.1f} h of runs, one after another |")
     lines += ["", "## The experiments", "",
-              "| | what it shows | here | medium: wall time, verdicts |", "|---|---|---|---|"]
+              "| | what it shows | here | medium: wall time (estimated on an idle machine), "
+              "verdicts |", "|---|---|---|---|"]
     for e in paper.experiments:
         record = measured["medium"].get(e.id)
         if e.id in recipes["medium"]:
             proxy = "" if e.reproducible else f" (a proxy: {e.why_not})"
             here = f"`{command(paper_id, e.id)}`{proxy}"
             got = "not measured yet" if record is None else (
-                f"{record['wall_seconds'] / 60:.0f} min; " + summary(verdict_counts({
-                    e.id: record})))
+                f"{record['wall_seconds'] / 60:.0f} min here "
+                f"({record.get('estimated_seconds', 0) / 60:.0f} min idle); "
+                + summary(verdict_counts({e.id: record})))
         else:
             here, got = f"cannot be reproduced here: {e.why_not}", "-"
         label = f"[{e.label}](#{e.id})" if e.id in recipes["medium"] else e.label

@@ -93,6 +93,9 @@ def to_json(paper: Paper, experiment: Experiment, budget: str, recipe: Recipe,
         "notes": list(recipe.notes), "proxy": recipe.proxy, "commit": commit(),
         "columns": list(recipe.columns), "figure": asdict(recipe.figure),
         "wall_seconds": wall_seconds(results),
+        "rounds_cpu_seconds": rounds_cpu_seconds(results),
+        "estimated_seconds": sum(recipe.cost.seconds(a.protocol, a.variant(recipe.common).settings)
+                                 for a in recipe.arms) * len(recipe.seeds),
         "deviations": [asdict(r) for r in deviations],
         "arms": [{"method": a.method, "at": dict(a.at), "protocol": a.protocol,
                   "topology": a.topology, "settings": dict(a.settings),
@@ -143,6 +146,18 @@ def wall_seconds(results: Results) -> float:
     return sum(seen.values())
 
 
+def rounds_cpu_seconds(results: Results) -> float:
+    """The CPU seconds every node of the experiment's runs spent in its rounds (evaluation
+    and start-up aside): unlike wall time, what a run costs whatever else the machine ran."""
+    seen: dict[str, float] = {}
+    for ms in results.values():
+        for m in ms:
+            per_round = m.summary.get("round_cpu_seconds") or {}
+            nodes = len(m.summary.get("nodes") or []) + len(m.summary.get("aggregators") or [])
+            seen[str(m.run_dir or id(m))] = sum(per_round.values()) * nodes
+    return sum(seen.values())
+
+
 def to_markdown(record: dict[str, Any]) -> str:
     columns = tuple(record["columns"])
     lines = [f"## {record['label']} ({record['paper']}, {record['experiment']}), budget "
@@ -150,8 +165,11 @@ def to_markdown(record: dict[str, Any]) -> str:
     lines += [f"- {note}" for note in record["notes"]]
     if record.get("proxy"):
         lines.append(f"- a proxy: {record['proxy']}")
-    lines.append(f"- wall time of its runs here: {record['wall_seconds'] / 60:.1f} min; made "
-                 f"at commit {record['commit'][:12]}")
+    lines.append(f"- wall time of its runs here: {record['wall_seconds'] / 60:.1f} min "
+                 f"(estimated on an idle 2-core machine from the costs measured there: "
+                 f"{record.get('estimated_seconds', 0) / 60:.1f} min; its nodes' CPU in rounds: "
+                 f"{record.get('rounds_cpu_seconds', 0) / 60:.1f} min); made at commit "
+                 f"{record['commit'][:12]}")
     lines += ["", "| method | point | " + " | ".join(columns) + " |",
               "|---" * (len(columns) + 2) + "|"]
     for arm in record["arms"]:
