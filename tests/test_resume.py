@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 
+import dfl_mesh
 from dfl_node.learning.training import BatchSampler
 from dfl_node.state import checkpoint_file as checkpoint
 from dfl_node.state import checkpoint_layout as layout
@@ -25,7 +26,7 @@ from dfl_node.state import codec as statecodec
 from dfl_node.transports.liveness import STALL_ENV
 from launcher.run.resume import keep_rounds_through
 from protocols.registry import PROTOCOLS
-from tests.checkpoint_damage import DAMAGES, damage
+from tests.checkpoint_damage import DAMAGES, damage, flip_bit
 from tests.harness import ENV_ROOT, ROOT, Exited, final_files, launch_ok
 from tests.proc_util import wait_for, wait_gone
 
@@ -324,6 +325,20 @@ def test_resume_refuses_a_damaged_checkpoint_before_any_node_starts(
     assert lines[0].endswith("refusing to resume (on_corrupt: stop; --on-corrupt fallback "
                              "resumes from round 1, the newest round every node holds intact)")
     assert snapshot(run) == before
+
+
+def test_final_models_carry_digests_their_reader_checks(tmp_path: Path,
+                                                         finished_run: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    result = dfl_mesh.load(run)
+    assert sorted(result.verify()) == [f"node-{i}.safetensors" for i in range(6)]
+    flip_bit(run / "final" / "node-3.safetensors")
+    with pytest.raises(dfl_mesh.InputError) as caught:
+        result.verify()
+    assert str(caught.value) == (f"{run / 'final' / 'node-3.safetensors'}: its bytes do not "
+                                 "match its digest (a tensor or metadata value changed since "
+                                 "it was written)")
 
 
 @pytest.mark.slow
