@@ -1,6 +1,8 @@
 """Checkpoints and `dfl-launch --resume`: a run killed mid-way (SIGKILL to the launcher's whole
 process group) and resumed ends exactly as a run that never stopped: the same final/ files, the
-same ledgers, formula bits and virtual time, and every metrics row once."""
+same ledgers, formula bits and virtual time, and every metrics row once. A damaged checkpoint
+(tests/checkpoint_damage.py) is refused before any node starts, and the fall-back from it ends
+exactly too."""
 
 from __future__ import annotations
 
