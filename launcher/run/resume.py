@@ -93,7 +93,7 @@ def prepare_resume(run_dir: Path, plan: RunPlan, req: Request, on_corrupt: OnCor
                           "refusing to resume")
     checked = check_rounds(run_dir, plan.ids, checkpoint.content_hashes(plan))
     if checked.refused:
-        fall_back(run_dir, checked, on_corrupt)
+        apply_on_corrupt(run_dir, checked, on_corrupt)
     round_ = checked.point.round
     for name in REPORTED_FILES:
         keep_rounds_through(run_dir / name, round_)
@@ -102,7 +102,7 @@ def prepare_resume(run_dir: Path, plan: RunPlan, req: Request, on_corrupt: OnCor
     return round_
 
 
-def fall_back(run_dir: Path, checked: Checked, on_corrupt: OnCorrupt) -> None:
+def apply_on_corrupt(run_dir: Path, checked: Checked, on_corrupt: OnCorrupt) -> None:
     """Refused checkpoint files: under `stop` one line and exit 2, the directory untouched;
     under `fallback` one line per file, each set aside, and one for the round resumed from."""
     round_ = checked.point.round
@@ -110,7 +110,8 @@ def fall_back(run_dir: Path, checked: Checked, on_corrupt: OnCorrupt) -> None:
               else "round 0: no round is held intact by every node, the run starts over")
     if on_corrupt == "stop":
         first, *more = checked.refused
-        others = f" (and {len(more)} more refused files)" if more else ""
+        plural = "s" if len(more) > 1 else ""
+        others = f" (and {len(more)} more refused file{plural})" if more else ""
         raise LaunchError(f"--resume {run_dir}: {first}{others}; refusing to resume "
                           f"(on_corrupt: stop; --on-corrupt fallback resumes from {target})")
     for refused in checked.refused:
