@@ -213,7 +213,8 @@ def test_resume_refuses_a_changed_topology_file(tmp_path: Path,
 
 def test_resume_without_a_run_or_with_run_options_is_exit_2(
         tmp_path: Path, entry: Callable[..., Exited]) -> None:
-    for args, reason in [((), "not a run directory"), (("--rounds", "3"), "drop --rounds")]:
+    for args, reason in [((), "not a run directory"), (("--rounds", "3"), "drop --rounds"),
+                         (("--on-corrupt", "maybe"), "'maybe' is not one of 'fallback', 'stop'")]:
         done = entry("dfl-launch", "--resume", str(tmp_path), *args)
         assert done.code == 2 and done.out == ""
         lines = done.err.strip().splitlines()
