@@ -81,9 +81,11 @@ def cli(ctx: click.Context, **kwargs: Any) -> None:
         from launcher import slurm_submit
         from launcher.launch import resume
 
+        # the one run option a resume may change: it decides only what --resume does itself
+        on_corrupt = kwargs["on_corrupt"]
         if slurm_submit.slurm_inputs(kwargs["resume_dir"]) is not None:
-            sys.exit(slurm_submit.resume(kwargs["resume_dir"], view))
-        sys.exit(resume(kwargs["resume_dir"], view))
+            sys.exit(slurm_submit.resume(kwargs["resume_dir"], view, on_corrupt))
+        sys.exit(resume(kwargs["resume_dir"], view, on_corrupt))
     from launcher.launch import launch
 
     sys.exit(launch(request(kwargs), kwargs["out_dir"], view))

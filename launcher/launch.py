@@ -49,10 +49,11 @@ def launch(req: Request, out_dir: Path | None, view: ViewOptions) -> int:
     return max(codes, key=lambda c: (c != EXIT_OK, c))
 
 
-def resume(run_dir: Path, view: ViewOptions) -> int:
+def resume(run_dir: Path, view: ViewOptions, on_corrupt: str | None = None) -> int:
     """`--resume RUN_DIR`: the run's own inputs again, into the same directory, from the last
-    round all its nodes completed (launcher/run/resume.py)."""
-    return launch_one(resume_request(run_dir), run_dir, view, resuming=True)
+    round all its nodes hold intact (launcher/run/resume.py); `on_corrupt` replaces the run's
+    policy for a refused checkpoint."""
+    return launch_one(resume_request(run_dir, on_corrupt), run_dir, view, resuming=True)
 
 
 def launch_one(req: Request, out_dir: Path | None, view: ViewOptions,
@@ -85,7 +86,7 @@ def run_one(req: Request, out_dir: Path | None, view: ViewOptions, resuming: boo
             backend.preflight(plan, str(req.topology))
             run_dir = out_dir or rundir.default_run_dir(plan.protocol, plan.topology_name)
             plan = secure_plan(plan, config, run_dir / "keys")
-            resumed_at = (prepare_resume(run_dir, plan, req) if resuming
+            resumed_at = (prepare_resume(run_dir, plan, req, config["on_corrupt"]) if resuming
                           else start_fresh(run_dir, req))
             rundir.prepare(run_dir, config)
             plan_path = run_dir / "plan.json"

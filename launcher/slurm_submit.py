@@ -170,7 +170,8 @@ def submit(req: Request, backend: SlurmBackend, queued: Queued, view: ViewOption
             raise LaunchError(f"the plan's tasks ({shape.name}: {len(shape.tasks)}) are not "
                               f"the queued job's ({queued.shape.name}: "
                               f"{len(queued.shape.tasks)})")
-        resumed_at = prepare_resume(run_dir, plan, req) if resuming else 0
+        resumed_at = (prepare_resume(run_dir, plan, req, config["on_corrupt"]) if resuming
+                      else 0)
         if not resuming:
             start_fresh(run_dir, req)
             record_slurm(run_dir, backend)
@@ -208,15 +209,15 @@ def slurm_inputs(run_dir: Path) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
-def resume(run_dir: Path, view: ViewOptions) -> int:
+def resume(run_dir: Path, view: ViewOptions, on_corrupt: str | None = None) -> int:
     """`dfl-launch --resume RUN_DIR` of a run submitted to Slurm: the same job again, asking
-    for the same resources, collected here."""
+    for the same resources, collected here (`on_corrupt`: as launch.resume)."""
     asked = dict(slurm_inputs(run_dir) or {})
     host = asked.pop("collector_host")
     try:
         resources = Resources(**asked)
     except TypeError as exc:
         raise LaunchError(f"{run_dir / INPUTS_FILE}: unreadable: {exc}") from None
-    req = resume_request(run_dir)
+    req = resume_request(run_dir, on_corrupt)
     queued = queue(req, resources, run_dir, resuming=True)
     return submit(req, SlurmBackend(resources, host), queued, view, resuming=True)

@@ -1,11 +1,14 @@
 """Checkpoints and `dfl-launch --resume`: a run killed mid-way (SIGKILL to the launcher's whole
 process group) and resumed ends exactly as a run that never stopped: the same final/ files, the
-same ledgers, formula bits and virtual time, and every metrics row once."""
+same ledgers, formula bits and virtual time, and every metrics row once. A damaged checkpoint
+(tests/checkpoint_damage.py) is refused before any node starts, and the fall-back from it ends
+exactly too."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +20,7 @@ import numpy as np
 import pytest
 import torch
 
+import dfl_mesh
 from dfl_node.learning.training import BatchSampler
 from dfl_node.state import checkpoint_file as checkpoint
 from dfl_node.state import checkpoint_layout as layout
@@ -24,6 +28,7 @@ from dfl_node.state import codec as statecodec
 from dfl_node.transports.liveness import STALL_ENV
 from launcher.run.resume import keep_rounds_through
 from protocols.registry import PROTOCOLS
+from tests.checkpoint_damage import DAMAGES, damage, flip_bit
 from tests.harness import ENV_ROOT, ROOT, Exited, final_files, launch_ok
 from tests.proc_util import wait_for, wait_gone
 
@@ -79,10 +84,16 @@ def wait_until_gone(run_dir: Path, timeout_s: float = 30) -> None:
     assert wait_gone(pids, timeout_s) == [], "nodes outlived their launcher"
 
 
-def resume_ok(run_dir: Path, python: str = sys.executable) -> dict[str, Any]:
-    proc = subprocess.run([python, "-m", "launcher.cli", "--resume", str(run_dir),
+def resume(run_dir: Path, *args: str,
+           python: str = sys.executable) -> subprocess.CompletedProcess[str]:
+    """`dfl-launch --resume RUN_DIR` as a shell would run it."""
+    return subprocess.run([python, "-m", "launcher.cli", "--resume", str(run_dir), *args,
                            "--quiet", "--no-plots"], cwd=ROOT, env=ENV_ROOT,
                           capture_output=True, text=True, timeout=600)
+
+
+def resume_ok(run_dir: Path, python: str = sys.executable) -> dict[str, Any]:
+    proc = resume(run_dir, python=python)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads((run_dir / "summary.json").read_text())
 
@@ -121,16 +132,20 @@ def assert_resumed_equals_uninterrupted(tmp_path: Path, topology: str, protocol:
     assert resumed_from >= kill_round
     if after_kill is not None:
         after_kill(cut)
-    summary = resume_ok(cut, python)
+    assert_ends_as(cut, full, resume_ok(cut, python))
+    return resumed_from
+
+
+def assert_ends_as(resumed: Path, full: Path, summary: dict[str, Any]) -> None:
+    """The resumed run's results are the uninterrupted run's, byte for byte."""
     assert summary["status"] == "ok"
-    assert final_files(cut) == final_files(full)
+    assert final_files(resumed) == final_files(full)
     assert ledger_view(summary) == ledger_view(json.loads((full / "summary.json").read_text()))
-    rows, reference = metrics_rows(cut), metrics_rows(full)
+    rows, reference = metrics_rows(resumed), metrics_rows(full)
     key = lambda row: (row["round"], row["node"])  # noqa: E731
     assert len({key(r) for r in rows}) == len(rows), "a metrics row is duplicated"
     assert sorted(rows, key=key) == sorted(reference, key=key)
-    assert node_ledgers(cut) == node_ledgers(full)
-    return resumed_from
+    assert node_ledgers(resumed) == node_ledgers(full)
 
 
 def test_dpsgd_killed_and_resumed_equals_an_uninterrupted_run(tmp_path: Path) -> None:
@@ -198,7 +213,8 @@ def test_resume_refuses_a_changed_topology_file(tmp_path: Path,
 
 def test_resume_without_a_run_or_with_run_options_is_exit_2(
         tmp_path: Path, entry: Callable[..., Exited]) -> None:
-    for args, reason in [((), "not a run directory"), (("--rounds", "3"), "drop --rounds")]:
+    for args, reason in [((), "not a run directory"), (("--rounds", "3"), "drop --rounds"),
+                         (("--on-corrupt", "maybe"), "'maybe' is not one of 'fallback', 'stop'")]:
         done = entry("dfl-launch", "--resume", str(tmp_path), *args)
         assert done.code == 2 and done.out == ""
         lines = done.err.strip().splitlines()
@@ -245,7 +261,9 @@ def test_checkpoint_files_round_trip_generators_optimizers_and_counters(tmp_path
     assert not list(tmp_path.glob(".*.tmp"))
 
 
-def test_the_last_complete_round_is_kept_and_older_ones_pruned(tmp_path: Path) -> None:
+def test_the_last_two_complete_rounds_are_kept_and_older_ones_pruned(tmp_path: Path) -> None:
+    """The newest complete round is where a resume starts; the one before is its fall-back
+    when a file of the newest is refused."""
     def save(node: int, round_: int) -> None:
         checkpoint.write(layout.checkpoint_path(tmp_path, node, round_),
                          checkpoint.State({"w": torch.full((2,), float(round_))}, {"r": round_}))
@@ -257,8 +275,12 @@ def test_the_last_complete_round_is_kept_and_older_ones_pruned(tmp_path: Path) -
     layout.prune(tmp_path, 0, [0, 1])
     assert layout.saved_rounds(tmp_path, 0) == [2, 4]
     save(1, 4)
+    save(0, 6)
     layout.prune(tmp_path, 0, [0, 1])
-    assert layout.saved_rounds(tmp_path, 0) == [4]
+    assert layout.saved_rounds(tmp_path, 0) == [2, 4, 6]  # complete: 2 and 4
+    save(1, 6)
+    layout.prune(tmp_path, 0, [0, 1])
+    assert layout.saved_rounds(tmp_path, 0) == [4, 6]
     back = checkpoint.read(layout.checkpoint_path(tmp_path, 0, 4))
     assert back.meta == {"r": 4} and back.tensors["w"].tolist() == [4.0, 4.0]
 
@@ -269,3 +291,97 @@ def test_rows_after_the_resume_round_are_cut(tmp_path: Path) -> None:
     path.write_text("".join(json.dumps(row) + "\n" for row in rows) + '{"round": 8, "no')
     keep_rounds_through(path, 4)
     assert [json.loads(line) for line in path.read_text().splitlines()] == rows[:4]
+
+
+def snapshot(run_dir: Path) -> dict[str, bytes]:
+    """Every file of a run directory with its bytes: what a node that started would change (its
+    log with its pid, metrics rows, checkpoints)."""
+    return {str(p.relative_to(run_dir)): p.read_bytes()
+            for p in sorted(run_dir.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 6-node d-psgd run of two rounds that checkpointed both (rounds 1 and 2 kept)."""
+    where = tmp_path_factory.mktemp("finished")
+    launch_ok(where / "run", ring_file(where), "d-psgd", *SYNTH, "--rounds", "2",
+              "--checkpoint-every", "1", "--transport", "inproc", "--quiet", "--no-plots")
+    return where / "run"
+
+
+@pytest.mark.parametrize("kind", DAMAGES)
+def test_resume_refuses_a_damaged_checkpoint_before_any_node_starts(
+        tmp_path: Path, finished_run: Path, entry: Callable[..., Exited], kind: str) -> None:
+    """A flipped bit, a changed generator state, an older round's file under a newer name, a
+    cut file: `--on-corrupt stop` names the node, round, file and reason in one line and exits 2
+    with the run directory as it was."""
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    reason = damage(kind, run, 2, 2, older=1)
+    before = snapshot(run)
+    done = entry("dfl-launch", "--resume", str(run), "--on-corrupt", "stop")
+    assert done.code == 2 and done.out == ""
+    lines = done.err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert (f"node 2's checkpoint of round 2 ({layout.checkpoint_path(run, 2, 2)}) is refused: "
+            f"{reason}") in lines[0]
+    assert lines[0].endswith("refusing to resume (on_corrupt: stop; --on-corrupt fallback "
+                             "resumes from round 1, the newest round every node holds intact)")
+    assert snapshot(run) == before
+
+
+def test_final_models_carry_digests_their_reader_checks(tmp_path: Path,
+                                                         finished_run: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    result = dfl_mesh.load(run)
+    assert sorted(result.verify()) == [f"node-{i}.safetensors" for i in range(6)]
+    flip_bit(run / "final" / "node-3.safetensors")
+    with pytest.raises(dfl_mesh.InputError) as caught:
+        result.verify()
+    assert str(caught.value) == (f"{run / 'final' / 'node-3.safetensors'}: its bytes do not "
+                                 "match its digest (a tensor or metadata value changed since "
+                                 "it was written)")
+
+
+@pytest.mark.slow
+def test_refused_checkpoints_fall_back_to_the_newest_intact_round_and_end_exactly(
+        tmp_path: Path) -> None:
+    """A run killed after round 4, then node 1's file of round 4 given a flipped bit, node 2's
+    a changed generator state, node 3's replaced by its round-2 file, node 4's cut short.
+    `--on-corrupt stop` refuses before any node starts; the default policy (fallback) sets the
+    four aside, resumes from round 2 and ends as the run that never stopped, byte for byte."""
+    ring = ring_file(tmp_path)
+    args = (*SYNTH, "--rounds", "8", "--eval-every", "2", "--checkpoint-every", "2")
+    full = tmp_path / "full"
+    launch_ok(full, ring, "d-psgd", "--quiet", *args, "--transport", "inproc")
+    cut = tmp_path / "cut"
+    kill_after_checkpoint(cut, 4, ["--topology", ring, "--protocol", "d-psgd", *args])
+    assert layout.complete_rounds(cut, node_ids(cut)) == [2, 4]
+    reasons = {node: damage(kind, cut, node, 4, older=2)
+               for node, kind in enumerate(DAMAGES, start=1)}
+    before = snapshot(cut)
+
+    stopped = resume(cut, "--on-corrupt", "stop")
+    assert stopped.returncode == 2 and stopped.stdout == ""
+    assert stopped.stderr.strip().splitlines() == [
+        f"dfl-launch: --resume {cut}: node 1's checkpoint of round 4 "
+        f"({layout.checkpoint_path(cut, 1, 4)}) is refused: {reasons[1]} (a tensor or metadata "
+        "value changed since it was written) (and 3 more refused files); refusing to resume "
+        "(on_corrupt: stop; --on-corrupt fallback resumes from round 2, the newest round every "
+        "node holds intact)"]
+    assert snapshot(cut) == before  # no node started: no log, no pid, no row, no file moved
+
+    resumed = resume(cut)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    lines = resumed.stderr.strip().splitlines()
+    for node, reason in reasons.items():
+        path = layout.checkpoint_path(cut, node, 4)
+        said = [line for line in lines
+                if f"node {node}'s checkpoint of round 4 ({path}) is refused: " in line]
+        assert len(said) == 1 and reason in said[0], lines
+        assert said[0].endswith(f"; set aside as {path.name}.refused")
+        assert path.with_name(f"{path.name}.refused").is_file()
+    assert (f"dfl-launch: --resume {cut}: resuming from round 2, the newest round every node "
+            "holds intact (on_corrupt: fallback)") in lines
+    assert_ends_as(cut, full, json.loads((cut / "summary.json").read_text()))

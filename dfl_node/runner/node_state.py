@@ -21,6 +21,7 @@ from dfl_node.state import checkpoint_file as checkpoint
 from dfl_node.state import checkpoint_layout as layout
 from dfl_node.state.checkpoint_file import State
 from dfl_node.state.checkpoint_layout import content_hashes
+from dfl_node.state.sealed_file import CorruptFile
 
 
 class Checkpointable(Protocol):
@@ -44,7 +45,8 @@ def save(out_dir: Path, ctx: NodeContext, proto: Checkpointable, progress: Resum
     """Checkpoint after `progress.round` rounds, then drop this node's outdated ones."""
     state = proto.checkpoint_state()
     state.meta["runtime"] = {
-        "round": progress.round, "plan": content_hashes(ctx.plan),
+        # which node and round the file holds: --resume refuses it under another name
+        "node": ctx.node_id, "round": progress.round, "plan": content_hashes(ctx.plan),
         # the last metrics record sent; if it is this round's, a kill may have kept it from
         # the launcher, and `--resume` writes it from here (launcher/run/resume.py)
         "last": progress.last,
@@ -60,14 +62,19 @@ def save(out_dir: Path, ctx: NodeContext, proto: Checkpointable, progress: Resum
 
 def load(out_dir: Path, plan: RunPlan, node_id: int) -> State | None:
     """This node's checkpoint to resume from (None: a fresh start); PlanError if it is
-    missing or was made under another plan."""
-    round_ = layout.resume_round(out_dir)
+    missing, fails its digest or the one `--resume` checked it against, or was made under
+    another plan."""
+    point = layout.resume_point(out_dir)
+    round_ = point.round
     if round_ == 0:
         return None
     path = layout.checkpoint_path(out_dir, node_id, round_)
     if not path.is_file():
         raise PlanError(f"node {node_id}: no checkpoint of round {round_} ({path})")
-    state = checkpoint.read(path)
+    try:
+        state = checkpoint.read(path, point.digests.get(node_id))
+    except CorruptFile as exc:
+        raise PlanError(f"node {node_id}: checkpoint of round {round_}: {exc}") from None
     saved = state.meta["runtime"]["plan"]
     differ = sorted(k for k, v in content_hashes(plan).items() if saved.get(k) != v)
     if differ:

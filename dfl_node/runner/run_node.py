@@ -14,9 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.ctypeslib  # imported eagerly: see save_tensors
 import torch
-from safetensors.torch import save_file
 
 from dfl_node.comm.channel import HELLO_PHASE, Comm
 from dfl_node.comm.rendezvous import deadline_after, patience
@@ -35,6 +33,7 @@ from dfl_node.runner.profiling import profiled
 from dfl_node.runner.reporter import Reporter, params_due, params_record
 from dfl_node.settings.wire import rendezvous_seconds
 from dfl_node.state import checkpoint_layout as checkpoint
+from dfl_node.state.checkpoint_file import write_tensors
 from dfl_node.transports.base import Transport
 from dfl_node.transports.liveness import stall_for_test
 from dfl_node.wire.codec import WireLimits
@@ -129,10 +128,11 @@ def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: 
     comm.close()
     survival = failures.report()
     final = out_dir / "final"
-    save_tensors(proto.eval_model().state_dict(), final / f"node-{node_id}.safetensors")
+    # sealed like a checkpoint: a reader checks a final model (dfl_mesh.load(...).verify())
+    write_tensors(final / f"node-{node_id}.safetensors", proto.eval_model().state_dict())
     extra = proto.extra_state()
     if extra:
-        save_tensors(extra, final / f"node-{node_id}-copies.safetensors")
+        write_tensors(final / f"node-{node_id}-copies.safetensors", extra)
     reporter.emit({"type": "done", "node": node_id, "pid": os.getpid(),
                    "host": socket.gethostname(), "device": entry.device,
                    "accuracy": last.get("accuracy"), "loss": last.get("loss"),
@@ -188,14 +188,6 @@ def meet_mesh(comm: Comm, plan: RunPlan, resumed_at: int | None = None) -> None:
                 comm.barrier()
     finally:
         comm.ledger.quiet_phases = frozenset()
-
-
-def save_tensors(tensors: dict[str, torch.Tensor], path: Path) -> None:
-    """Safetensors: a pickle-free format any peer tool can read. It reaches `np.ctypeslib`
-    lazily, and numpy's lazy submodule import is not thread-safe: in-process nodes saving at
-    the same moment could recurse in it, so the module imports it once at load time."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(path))
 
 
 def graph_change(proto: NodeAlgorithm) -> Callable[[SurvivingGraph], None]:

@@ -3,9 +3,12 @@ no tensors (checkpoint_file.py reads and writes those), so the launcher finds th
 resume from without importing torch.
 
 A node's checkpoints are `RUN_DIR/checkpoints/node-<id>/round-<k>.safetensors` (k = rounds
-completed). A round is resumable when every node of the plan has its file; a node prunes its
-own files older than that round (it reads its siblings' directories, so on hosts that do not
-share the run directory nothing is pruned).
+completed). A round is complete when every node of the plan has its file; a node prunes its
+own files older than the last two complete rounds: the newest is where a resume starts, the one
+before is where it falls back to when a file of the newest is refused (checkpoint_check.py). It
+reads its siblings' directories for that, so on hosts that do not share the run directory
+nothing is pruned. `checkpoints/resume.json` tells the nodes started next where they resume:
+the round, and each node's file with the digest `--resume` checked it against.
 
 `content_hashes` are the plan's section hashes with the run's addresses blanked: a resumed run
 claims fresh ports, yet must be the same run in everything else. (The mixing weights are left
@@ -18,24 +21,39 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from safetensors import safe_open
-
 from dfl_node.plan import SECTIONS, RunPlan
+from dfl_node.state import sealed_file
 
 META_KEY = "dfl_mesh_state"  # the safetensors metadata key of a checkpoint's JSON part
 RESUME_FILE = "resume.json"
+KEPT_ROUNDS = 2  # complete rounds a node keeps: where a resume starts, and its fall-back
 _ROUND_FILE = re.compile(r"round-(\d+)\.safetensors")
 _ADDRESS_KEYS = ("bind", "address")
 
 
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where the nodes started next in a run directory begin."""
+
+    round: int = 0  # rounds done; 0: a fresh start
+    digests: dict[int, str] = field(default_factory=dict)  # node -> its checked file's digest
+
+
 def runtime_of(path: Path) -> dict[str, Any]:
-    """The runtime part of a checkpoint's JSON (its round, the plan's hashes, the last record
-    the node sent: node_state.py), read without its tensors and without torch."""
-    with safe_open(str(path), framework="numpy") as handle:
-        meta = json.loads((handle.metadata() or {})[META_KEY])
+    """The runtime part of a checkpoint's JSON (its node and round, the plan's hashes, the last
+    record the node sent: node_state.py), from the checked file, without torch."""
+    return runtime_in(sealed_file.verify(path).metadata)
+
+
+def runtime_in(metadata: Mapping[str, str]) -> dict[str, Any]:
+    """The runtime part of a checkpoint's JSON from its file's metadata ({} if it has none);
+    ValueError if the JSON is not JSON."""
+    meta = json.loads(metadata.get(META_KEY, "{}"))
     runtime = meta.get("runtime") if isinstance(meta, dict) else None
     return runtime if isinstance(runtime, dict) else {}
 
@@ -61,20 +79,26 @@ def saved_rounds(run_dir: Path, node_id: int) -> list[int]:
                   if (m := _ROUND_FILE.fullmatch(p.name)))
 
 
-def last_complete_round(run_dir: Path, ids: list[int]) -> int:
-    """The latest round every node of `ids` has a checkpoint of; 0 if there is none."""
+def complete_rounds(run_dir: Path, ids: list[int]) -> list[int]:
+    """The rounds every node of `ids` has a checkpoint file of, oldest first."""
     common: set[int] | None = None
     for node_id in ids:
         rounds = set(saved_rounds(run_dir, node_id))
         common = rounds if common is None else common & rounds
-    return max(common or {0})
+    return sorted(common or ())
+
+
+def last_complete_round(run_dir: Path, ids: list[int]) -> int:
+    """The latest round every node of `ids` has a checkpoint of; 0 if there is none."""
+    return max(complete_rounds(run_dir, ids), default=0)
 
 
 def prune(run_dir: Path, node_id: int, ids: list[int]) -> None:
-    """Delete this node's checkpoints older than the last round all nodes completed."""
-    keep_from = last_complete_round(run_dir, ids)
+    """Delete this node's checkpoints older than the last KEPT_ROUNDS rounds all nodes
+    completed."""
+    kept = complete_rounds(run_dir, ids)[-KEPT_ROUNDS:]
     for round_ in saved_rounds(run_dir, node_id):
-        if round_ < keep_from:
+        if kept and round_ < kept[0]:
             checkpoint_path(run_dir, node_id, round_).unlink(missing_ok=True)
 
 
@@ -83,20 +107,26 @@ def clear(run_dir: Path) -> None:
     shutil.rmtree(checkpoints_dir(run_dir), ignore_errors=True)
 
 
-def set_resume_round(run_dir: Path, round_: int) -> None:
-    """Tell the nodes started next in `run_dir` to start after round `round_` (0: fresh)."""
+def set_resume_point(run_dir: Path, point: ResumePoint) -> None:
+    """Tell the nodes started next in `run_dir` where they start (round 0: fresh)."""
     path = checkpoints_dir(run_dir) / RESUME_FILE
-    if round_ == 0:
+    if point.round == 0:
         path.unlink(missing_ok=True)
         return
+    files = {str(node): {"file": str(checkpoint_path(Path(), node, point.round)),
+                         "sha256": digest} for node, digest in sorted(point.digests.items())}
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"round": round_}) + "\n")
+    path.write_text(json.dumps({"round": point.round, "files": files}, indent=1) + "\n")
 
 
-def resume_round(run_dir: Path) -> int:
-    """The round a node started in `run_dir` resumes after (0: a fresh start)."""
+def resume_point(run_dir: Path) -> ResumePoint:
+    """Where a node started in `run_dir` begins (round 0: a fresh start)."""
     path = checkpoints_dir(run_dir) / RESUME_FILE
-    return int(json.loads(path.read_text())["round"]) if path.is_file() else 0
+    if not path.is_file():
+        return ResumePoint()
+    body = json.loads(path.read_text())
+    return ResumePoint(int(body["round"]), {int(node): str(entry["sha256"])
+                                            for node, entry in body.get("files", {}).items()})
 
 
 def content_hashes(plan: RunPlan) -> dict[str, str]:

@@ -15,6 +15,8 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from dfl_node.state import sealed_file
+from dfl_node.state.sealed_file import CorruptFile
 from launcher.errors import LaunchError
 
 EXIT_CODES = {"ok": 0, "failed": 1, "interrupted": 130}
@@ -136,6 +138,18 @@ class RunResult:
         """The run directory's files by their path inside it (docs/run-directory.md)."""
         return {str(p.relative_to(self.run_dir)): p
                 for p in sorted(self.run_dir.rglob("*")) if p.is_file()}
+
+    def verify(self) -> dict[str, str]:
+        """Check every final model (final/*.safetensors) against the digest it carries, before
+        a script trusts it: each file's name -> its SHA-256; InputError naming the first file
+        that fails (a changed byte, a cut file, a file without a digest)."""
+        digests = {}
+        for path in sorted((self.run_dir / "final").glob("*.safetensors")):
+            try:
+                digests[path.name] = sealed_file.verify(path).digest
+            except CorruptFile as exc:
+                raise LaunchError(str(exc)) from None
+        return digests
 
     @property
     def plots(self) -> dict[str, Path]:

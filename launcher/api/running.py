@@ -56,12 +56,14 @@ def run(topology: str | Path, protocol: str, *, config: str | Path | None = None
     return finish(launch_one(req, run_dir, view(progress, plots)), run_dir)
 
 
-def resume(run_dir: str | Path, *, progress: bool = True, plots: bool = True) -> RunResult:
-    """Continue a stopped or killed run from its checkpoints (`dfl-launch --resume`)."""
+def resume(run_dir: str | Path, *, progress: bool = True, plots: bool = True,
+           on_corrupt: str | None = None) -> RunResult:
+    """Continue a stopped or killed run from its checkpoints (`dfl-launch --resume`);
+    `on_corrupt` ("fallback" or "stop") replaces the run's policy for a refused checkpoint."""
     from launcher.run.resume import resume_request
 
     where = Path(run_dir)
-    return finish(launch_one(resume_request(where), where, view(progress, plots),
+    return finish(launch_one(resume_request(where, on_corrupt), where, view(progress, plots),
                              resuming=True), where)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from dfl_node.state.checkpoint_check import ON_CORRUPT
 from launcher.config.backend_catalog import LOCAL, transport_help
 from launcher.errors import LaunchError
 
@@ -59,6 +60,10 @@ RUN_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
                  help="Evaluate every node every K rounds (and after the last)."),
     click.option("--checkpoint-every", type=int, default=None,
                  help="Save every node's state every K rounds (0: never; default 10)."),
+    click.option("--on-corrupt", type=click.Choice(ON_CORRUPT), default=None,
+                 help="When --resume refuses a checkpoint file (a digest mismatch, a cut file, "
+                      "another round's file): resume from the newest round every node holds "
+                      "intact (fallback), or stop (exit 2). Also with --resume."),
     click.option("--transport", type=click.Choice(list(LOCAL)), default=None,
                  help=transport_help()),
     click.option("--secure", is_flag=True, default=None,
@@ -98,7 +103,7 @@ def parse_seeds(text: str | None) -> tuple[int, ...]:
 
 def request(kwargs: dict[str, Any]) -> Request:
     keys = ("rounds", "seed", "dataset", "data_root", "partition", "eval_every", "transport",
-            "checkpoint_every", "secure", "keys")
+            "checkpoint_every", "on_corrupt", "secure", "keys")
     if kwargs["seed"] is not None and kwargs["seeds"] is not None:
         raise LaunchError("--seed and --seeds exclude each other")
     options = {k: kwargs[k] for k in keys}

@@ -22,6 +22,7 @@ from dfl_node.settings.model import MODEL_SPECS
 from dfl_node.settings.node import NodeRuntimeAttributes
 from dfl_node.settings.tdma import TdmaSettings
 from dfl_node.settings.wire import WireSettings
+from dfl_node.state.checkpoint_check import OnCorrupt
 from launcher.config.backend_catalog import DEFAULT_LOCAL
 from protocols.hyper import ProtocolHyper
 from protocols.registry import PROTOCOLS, protocol_class
@@ -74,6 +75,11 @@ class RunSettings(Section):
     compares methods whose first round costs differ by orders of magnitude)."""
     checkpoint_every: NonNegativeInt = 10
     """Every node saves its full state every k rounds (0: never)."""
+    on_corrupt: OnCorrupt = "fallback"
+    """What `--resume` does when it refuses a checkpoint file (its bytes do not match its digest,
+    it is cut or unreadable, or it holds another round): fallback resumes from the newest round
+    every node holds intact, saying so; stop refuses to resume (exit 2). Not part of the plan:
+    `--resume RUN_DIR --on-corrupt ...` may change it."""
     dataset: str = "synthetic"
     data_root: str | None = None
     partition: str = "iid"

@@ -4,12 +4,22 @@ A launch records what the user asked for (`inputs.json`: topology, protocol, con
 options, `--set`s). Resuming resolves those inputs again, exactly as the first launch did, and
 compares the new plan with the run's `plan.json` section by section, addresses aside (the new
 launch claims fresh ports): an edited topology file, config file or protocol defaults, or other
-data, is bad input (exit 2) naming the sections that changed. Otherwise the run continues from
-the last round every node has a checkpoint of (dfl_node/state/checkpoint_layout.py): rows of
-later rounds are cut from `metrics.jsonl` and `cycles.jsonl` (the resumed nodes report them again),
-the nodes are told the round (`checkpoints/resume.json`), and the pre-phase's result is not computed
-again: `prephase.json` stays, and each node's answer is in its checkpoint. With no complete
-checkpoint the run starts over in the same directory.
+data, is bad input (exit 2) naming the sections that changed.
+
+Then every node's checkpoint file of the newest complete round is checked, before any node
+starts (dfl_node/state/checkpoint_check.py: its digest, its node, its round, its plan). Each
+refused file is one line naming the node, the round and the file. The run's `on_corrupt`
+policy decides what follows: `stop` refuses to resume (exit 2, nothing in the directory
+touched); `fallback` sets the refused files aside (renamed `*.refused`, so that no later
+resume counts them, and kept for a look) and resumes from the newest round every node holds
+intact, saying so in one line. Nodes keep two complete rounds for this
+(checkpoint_layout.KEPT_ROUNDS); with none intact the run starts over.
+
+The run then continues from that round: rows of later rounds are cut from `metrics.jsonl` and
+`cycles.jsonl` (the resumed nodes report them again), the nodes are told the round and each
+one's digest (`checkpoints/resume.json`: a node refuses a file that changed since), and the
+pre-phase's result is not computed again: `prephase.json` stays, and each node's answer is in
+its checkpoint. With no complete checkpoint the run starts over in the same directory.
 """
 
 from __future__ import annotations
@@ -20,11 +30,14 @@ from typing import Any
 
 from dfl_node.plan import PlanError, RunPlan
 from dfl_node.state import checkpoint_layout as checkpoint
+from dfl_node.state.checkpoint_check import Checked, OnCorrupt, check_rounds, set_aside
 from launcher.config.options import Request
 from launcher.errors import LaunchError
+from launcher.logs import launcher_logger
 
 INPUTS_FILE = "inputs.json"
 REPORTED_FILES = ("metrics.jsonl", "cycles.jsonl")
+LOG = launcher_logger("resume")
 
 
 def inputs_body(req: Request) -> dict[str, Any]:
@@ -51,34 +64,60 @@ def recorded_inputs(run_dir: Path) -> dict[str, Any] | None:
     return body if isinstance(body, dict) else None
 
 
-def resume_request(run_dir: Path) -> Request:
-    """The request the run in `run_dir` was launched with; LaunchError if it has none."""
+def resume_request(run_dir: Path, on_corrupt: str | None = None) -> Request:
+    """The request the run in `run_dir` was launched with, its `on_corrupt` replaced where
+    given; LaunchError if it has none."""
     path = run_dir / INPUTS_FILE
     try:
         body = json.loads(path.read_text())
+        options = dict(body["options"])
+        if on_corrupt is not None:
+            options["on_corrupt"] = on_corrupt
         return Request(body["topology"], body["protocol"],
                        Path(body["config_file"]) if body["config_file"] else None,
-                       dict(body["options"]), tuple(body["sets"]))
+                       options, tuple(body["sets"]))
     except FileNotFoundError:
         raise LaunchError(f"--resume {run_dir}: not a run directory ({path} is missing)") from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise LaunchError(f"{path}: unreadable: {exc}") from None
 
 
-def prepare_resume(run_dir: Path, plan: RunPlan, req: Request) -> int:
-    """Check that `plan` (the inputs resolved again) is the run's own, cut the reported rows
-    after the resume round, tell the nodes; the round to resume after (0: from scratch)."""
+def prepare_resume(run_dir: Path, plan: RunPlan, req: Request, on_corrupt: OnCorrupt) -> int:
+    """Check that `plan` (the inputs resolved again) is the run's own and its checkpoints
+    intact (`on_corrupt` decides what a refused file means), cut the reported rows after the
+    resume round, tell the nodes; the round to resume after (0: from scratch)."""
     changed = changed_sections(load_old_plan(run_dir), plan)
     if changed:
         raise LaunchError(f"--resume {run_dir}: the inputs changed since the run started: "
                           f"{', '.join(describe(name, req) for name in changed)}; "
                           "refusing to resume")
-    round_ = checkpoint.last_complete_round(run_dir, plan.ids)
+    checked = check_rounds(run_dir, plan.ids, checkpoint.content_hashes(plan))
+    if checked.refused:
+        apply_on_corrupt(run_dir, checked, on_corrupt)
+    round_ = checked.point.round
     for name in REPORTED_FILES:
         keep_rounds_through(run_dir / name, round_)
     restore_last_rows(run_dir / "metrics.jsonl", run_dir, plan, round_)
-    checkpoint.set_resume_round(run_dir, round_)
+    checkpoint.set_resume_point(run_dir, checked.point)
     return round_
+
+
+def apply_on_corrupt(run_dir: Path, checked: Checked, on_corrupt: OnCorrupt) -> None:
+    """Refused checkpoint files: under `stop` one line and exit 2, the directory untouched;
+    under `fallback` one line per file, each set aside, and one for the round resumed from."""
+    round_ = checked.point.round
+    target = (f"round {round_}, the newest round every node holds intact" if round_
+              else "round 0: no round is held intact by every node, the run starts over")
+    if on_corrupt == "stop":
+        first, *more = checked.refused
+        plural = "s" if len(more) > 1 else ""
+        others = f" (and {len(more)} more refused file{plural})" if more else ""
+        raise LaunchError(f"--resume {run_dir}: {first}{others}; refusing to resume "
+                          f"(on_corrupt: stop; --on-corrupt fallback resumes from {target})")
+    for refused in checked.refused:
+        LOG.warning("--resume %s: %s; set aside as %s", run_dir, refused,
+                    set_aside(refused).name)
+    LOG.warning("--resume %s: resuming from %s (on_corrupt: fallback)", run_dir, target)
 
 
 def restore_last_rows(path: Path, run_dir: Path, plan: RunPlan, round_: int) -> None:
