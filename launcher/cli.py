@@ -218,7 +218,7 @@ def schema_cmd(protocol: str | None, topology_files: bool) -> None:
 
 
 def main() -> None:
-    run_cli(cli, "dfl-launch")
+    run_cli(cli, "dfl-launch", stop_signals_too=True)
 
 
 if __name__ == "__main__":

@@ -19,11 +19,13 @@ from launcher.logs import launcher_logger
 from launcher.results.cycle_metrics import CycleMetrics
 from launcher.run import rundir
 from launcher.run.collector import Collector
-from launcher.run.finish import EXIT_INTERRUPTED, EXIT_OK, report, write_results
+from launcher.run.faults import interrupted
+from launcher.run.finish import EXIT_OK, report, stopped, write_results
 from launcher.run.outcome import Outcome
 from launcher.run.prephase_coordinator import start_coordinator
 from launcher.run.progress import Display, open_display
 from launcher.run.resume import prepare_resume, resume_request, start_fresh
+from launcher.run.run_files import remove_temporaries
 
 LOG = launcher_logger("launch")
 
@@ -44,7 +46,7 @@ def launch(req: Request, out_dir: Path | None, view: ViewOptions) -> int:
         one = Request(req.topology, req.protocol, req.config_file,
                       {**req.options, "seed": seed}, req.sets)
         codes.append(launch_one(one, base / f"seed-{seed}", view))
-        if codes[-1] == EXIT_INTERRUPTED:
+        if stopped(codes[-1]):
             break
     return max(codes, key=lambda c: (c != EXIT_OK, c))
 
@@ -98,9 +100,9 @@ def run_one(req: Request, out_dir: Path | None, view: ViewOptions, resuming: boo
         finally:
             claims.release()
             backend.close()
-        summary = write_results(plan, config, collector, outcome,
+        results = write_results(plan, config, collector, outcome,
                                 time.monotonic() - started, run_dir, view, display)
-    return report(outcome, run_dir, summary, display)
+    return report(results, run_dir, display)
 
 
 def execute(backend: LocalBackend, plan: RunPlan, plan_path: Path, run_dir: Path,
@@ -112,10 +114,11 @@ def execute(backend: LocalBackend, plan: RunPlan, plan_path: Path, run_dir: Path
     coordinator = start_coordinator(plan, run_dir, mesh.prephase_hub) if coordinate else None
     try:
         return mesh.run(), collector
-    except KeyboardInterrupt:
-        return Outcome(False, reason="interrupted"), collector
+    except KeyboardInterrupt as exc:
+        return interrupted(exc), collector
     finally:
         collector.close()
+        remove_temporaries(run_dir)
         if coordinator is not None:
             coordinator.join()
             collector.rejected.update(coordinator.rejected)

@@ -29,7 +29,7 @@ from launcher.errors import LaunchError
 from launcher.launch import launch_one
 from launcher.results.report import build_report
 from launcher.results.report_text import to_markdown
-from launcher.run.finish import EXIT_INTERRUPTED, EXIT_OK
+from launcher.run.finish import EXIT_INTERRUPTED, EXIT_OK, stopped
 from launcher.run.progress import Display, RoundTable, emit
 from launcher.run.resume import inputs_body, recorded_inputs
 from launcher.slurm_submit import slurm_inputs
@@ -202,7 +202,7 @@ def run_sweep(spec: SweepSpec, progress: bool = True, plots: bool = True,
             for point in todo:
                 code = run_point(point, RunShown(bar, point.label), plots)
                 bar.run_ended()
-                if code == EXIT_INTERRUPTED:
+                if stopped(code):
                     result.interrupted = True
                     break
         else:
