@@ -46,6 +46,17 @@ def linked(run_dir: Path, folder: Path) -> bool:
                if up != Path("."))
 
 
+def remove_run_files(run_dir: Path) -> None:
+    """Delete every run file and temporary file in `run_dir` and the run's folders left empty;
+    anything else stays. An OSError is the caller's (the directory cannot be written)."""
+    for path in matching(run_dir, (*TOP_FILES, *NESTED_FILES, *TEMPORARY)):
+        path.unlink()
+    for pattern in FOLDERS:
+        for folder in sorted(run_dir.glob(pattern)):
+            if folder.is_dir() and not linked(run_dir, folder) and not any(folder.iterdir()):
+                folder.rmdir()
+
+
 def remove_temporaries(run_dir: Path) -> list[Path]:
     """Delete what interrupted writes left in `run_dir` (its writers are gone: the nodes are
     stopped); the files that could not be deleted."""
@@ -58,3 +69,11 @@ def remove_temporaries(run_dir: Path) -> list[Path]:
         except OSError:
             stuck.append(path)
     return stuck
+
+
+def entries(run_dir: Path) -> list[str]:
+    """What `run_dir` holds besides the lock file, by name ([] when it is empty or absent)."""
+    try:
+        return sorted(p.name for p in run_dir.iterdir() if p.name != LOCK)
+    except FileNotFoundError:
+        return []
