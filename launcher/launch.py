@@ -12,6 +12,7 @@ from launcher.backends.hosts import HostsBackend
 from launcher.backends.registry import local_backend
 from launcher.config.backend_catalog import DEFAULT_LOCAL
 from launcher.config.checks import check_local
+from launcher.config.disk_space import check_disk_space
 from launcher.config.inputs import resolve
 from launcher.config.keys import secure_plan
 from launcher.config.options import Request, ViewOptions
@@ -102,6 +103,7 @@ def run_one(req: Request, out_dir: Path | None, view: ViewOptions, likely: Local
             run_dir = out_dir or rundir.default_run_dir(plan.protocol, plan.topology_name)
             resuming = resumed is not None
             lock = resumed or held.enter_context(claim_new(run_dir, req, overwrite))
+            check_disk_space(plan, run_dir)
             plan_path = run_dir / "plan.json"
             with writing(run_dir):
                 if resuming:

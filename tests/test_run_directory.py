@@ -1,6 +1,6 @@
 """The run directory is the user's: what `dfl-launch` refuses (exit 2, one line, nothing
 touched), what `--overwrite` deletes (run files only), the lock that keeps a second launcher
-out, and the resume of a finished run (it changes nothing).
+out, the resume of a finished run (it changes nothing), and the disk-space preflight.
 
 Refusals run the real entry point in this process (conftest's `entry`); the second launcher
 meets a real first one, a `dfl-launch` subprocess that holds the directory."""
@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.harness import ENV_ROOT, ROOT, Exited
+from tests.mounts import tmpfs
 from tests.proc_util import wait_for
 
 FAST = ("--protocol", "d-psgd", "--dataset", "synthetic", "--transport", "inproc",
@@ -135,3 +136,16 @@ def test_a_second_launcher_is_refused_naming_the_first(tmp_path: Path, ring4: st
         first.communicate(timeout=120)
     assert first.returncode == 130
 
+
+def test_a_run_whose_checkpoints_cannot_fit_is_refused_with_the_estimate(
+        tmp_path: Path, ring4: str, entry: Callable[..., Exited]) -> None:
+    with tmpfs(tmp_path / "small", "1m") as small:
+        run = small / "run"
+        done = entry("dfl-launch", "--topology", ring4, *FAST, "--rounds", "50",
+                     "--checkpoint-every", "5", "--out", str(run))
+        assert done.code == 2 and done.out == ""
+        line = one_line(done)
+        assert "1.0 MB free" in line and "may need up to" in line and "--checkpoint-every" in line
+        assert not (run / "plan.json").exists()
+        assert entry("dfl-launch", "--topology", ring4, *FAST, "--rounds", "50",
+                     "--checkpoint-every", "0", "--out", str(run)).code == 0
