@@ -47,7 +47,7 @@ def storage_cause(name: str, path: str | None, who: str, run_dir: Path) -> Cause
         shown = str(Path(path).relative_to(run_dir))
     wrote = f"could not write {shown}" if shown else "could not write in the run directory"
     return Cause(kind, f"{what} ({name}): {who} {wrote}",
-                 {"errno": name, "path": shown, "by": who})
+                 {"errno": name, "by": who, **({"path": shown} if shown else {})})
 
 
 def storage_failure(cause: Cause) -> Outcome:
