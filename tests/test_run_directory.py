@@ -7,6 +7,7 @@ meets a real first one, a `dfl-launch` subprocess that holds the directory."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.harness import ENV_ROOT, ROOT, Exited
-from tests.mounts import tmpfs
+from tests.mounts import read_only, tmpfs
 from tests.proc_util import wait_for
 
 FAST = ("--protocol", "d-psgd", "--dataset", "synthetic", "--transport", "inproc",
@@ -103,10 +104,27 @@ def test_resuming_a_finished_run_changes_no_file(tmp_path: Path, ring4: str,
     assert entry("dfl-launch", "--topology", ring4, *FAST, "--rounds", "2",
                  "--checkpoint-every", "1", "--out", str(run)).code == 0
     before = snapshot(run)
-    done = entry("dfl-launch", "--resume", str(run))
-    assert done.code == 0 and done.err == "", done.err
-    assert done.out.splitlines() == [f"run_dir: {run}  finished already (summary.json: status "
-                                     "ok); nothing to resume"]
+    for mounted in (contextlib.nullcontext(), read_only(run)):  # an archive on a read-only disk
+        with mounted:
+            done = entry("dfl-launch", "--resume", str(run))
+        assert done.code == 0 and done.err == "", done.err
+        assert done.out.splitlines() == [f"run_dir: {run}  finished already (summary.json: "
+                                         "status ok); nothing to resume"]
+        assert snapshot(run) == before
+
+
+def test_an_unfinished_run_on_a_read_only_disk_is_refused_before_it_starts(
+        tmp_path: Path, ring4: str, entry: Callable[..., Exited]) -> None:
+    run = tmp_path / "run"
+    assert entry("dfl-launch", "--topology", ring4, *FAST, "--rounds", "1",
+                 "--out", str(run)).code == 0
+    (run / "summary.json").unlink()  # as a killed run has none
+    before = snapshot(run)
+    with read_only(run):
+        done = entry("dfl-launch", "--resume", str(run))
+    assert done.code == 2 and done.out == ""
+    assert one_line(done) == (f"dfl-launch: {run}: cannot write the run directory: Read-only "
+                              "file system")
     assert snapshot(run) == before
 
 

@@ -81,7 +81,7 @@ def writing(run_dir: Path) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        raise LaunchError(f"--out {run_dir}: cannot write the run directory: "
+        raise LaunchError(f"{run_dir}: cannot write the run directory: "
                           f"{exc.strerror or exc}") from None
 
 

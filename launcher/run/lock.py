@@ -36,12 +36,17 @@ class RunLock:
 
     def __init__(self, run_dir: Path) -> None:
         self.path = run_dir / LOCK
+        self.fd: int | None = None
+        self.unwritable: OSError | None = None  # why the lock file is open read-only
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError:
+        except OSError as refused:
             # a read-only directory: a finished run there can still be looked at
+            self.unwritable = refused
             try:
                 fd = os.open(self.path, os.O_RDONLY)
+            except FileNotFoundError:  # nor can another launcher have made it: none works here
+                return
             except OSError as exc:
                 raise LaunchError(f"{run_dir}: cannot use it as a run directory: "
                                   f"{exc.strerror or exc}") from None
@@ -52,11 +57,14 @@ class RunLock:
             raise LaunchError(f"{run_dir}: in use by another launcher (pid "
                               f"{holder(self.path)}, holding {self.path}); wait for it to "
                               "end or stop it") from None
-        self.fd: int | None = fd
+        self.fd = fd
 
     def mark(self) -> None:
         """Write this launcher's pid into the lock file, for the message of one refused (not
-        when it only looks: a finished run's files stay as they were)."""
+        when it only looks: a finished run's files stay as they were); the OSError of a
+        directory that takes no writes."""
+        if self.unwritable is not None:
+            raise self.unwritable
         assert self.fd is not None
         os.ftruncate(self.fd, 0)
         os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
