@@ -51,10 +51,10 @@ def check_new(run_dir: Path, req: Request, overwrite: bool) -> None:
         return
     shown = ", ".join(held[:SHOWN]) + (f" and {len(held) - SHOWN} more" if len(held) > SHOWN
                                        else "")
-    what = ("holds a run of other inputs (inputs.json); --resume it, or" if recorded is not None
-            else f"is not empty ({shown}) and not a run directory of these inputs; give")
-    raise LaunchError(f"--out {run_dir}: {what} another --out, or --overwrite to replace "
-                      "its run files (nothing else is deleted)")
+    what = ("holds a run of other inputs (inputs.json); --resume it," if recorded is not None
+            else f"is not empty ({shown}) and not a run directory of these inputs;")
+    raise LaunchError(f"--out {run_dir}: {what} choose another --out, or --overwrite to "
+                      "replace its run files (nothing else is deleted)")
 
 
 def claim_new(run_dir: Path, req: Request, overwrite: bool) -> RunLock:

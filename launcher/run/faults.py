@@ -64,10 +64,14 @@ def node_storage_failure(faults: dict[int, dict[str, str]], run_dir: Path) -> Ou
                                          f"node {node}", run_dir))
 
 
+def errno_name(exc: OSError) -> str:
+    """ENOSPC for a full disk's error (the exception's class name if it has no errno)."""
+    return errno.errorcode.get(exc.errno or 0, type(exc).__name__)
+
+
 def launcher_storage_cause(exc: OSError, path: Path, run_dir: Path) -> Cause:
     """The launcher's own write of `path` failed with `exc`."""
-    name = errno.errorcode.get(exc.errno or 0, type(exc).__name__)
-    return storage_cause(name, str(exc.filename or path), "dfl-launch", run_dir)
+    return storage_cause(errno_name(exc), str(exc.filename or path), "dfl-launch", run_dir)
 
 
 def interrupted(exc: KeyboardInterrupt) -> Outcome:

@@ -7,7 +7,6 @@ run collected here (`dfl-launch slurm --submit`, `dfl-launch collect`) imports n
 
 from __future__ import annotations
 
-import errno
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from launcher.run import rundir
 from launcher.run.collector import Collector
 from launcher.run.faults import (
     STORAGE_KINDS,
+    errno_name,
     exit_code_of,
     launcher_storage_cause,
     storage_failure,
@@ -67,9 +67,8 @@ def save(plan: RunPlan, config: dict[str, Any], collector: Collector, outcome: O
         if outcome.ok:
             outcome = storage_failure(launcher_storage_cause(exc, run_dir / "summary.json",
                                                              run_dir))
-        name = errno.errorcode.get(exc.errno or 0, type(exc).__name__)
         return Results(outcome, summary,
-                       f"summary.json not written: {exc.strerror or exc} ({name})")
+                       f"summary.json not written: {exc.strerror or exc} ({errno_name(exc)})")
     return Results(outcome, summary)
 
 
@@ -103,24 +102,27 @@ def report(results: Results, run_dir: Path, display: Display | None = None) -> i
     for node, reason in outcome.deaths.items():
         LOG.warning("node %s died (%s); the others went on without it "
                     "(summary.json: failures, graph_changes)", node, reason)
-    code = exit_code_of(outcome)
-    if outcome.ok:
-        code = EXIT_OK
-    elif code is not None:
-        LOG.error("%s; completed evaluations kept in %s",
-                  outcome.cause.message if outcome.cause else outcome.reason, run_dir)
-    elif outcome.cause is not None:
-        LOG.error("%s; the run stopped; run directory %s", outcome.cause.message, run_dir)
-        code = EXIT_FAILED
-    else:
-        failed = outcome.failed_node
-        tail = log_tail(run_dir, failed) if failed is not None else ""
-        LOG.error("node %s failed (%s); run directory %s%s", failed, outcome.reason, run_dir,
-                  f"\n{tail}" if tail else "")
-        code = EXIT_FAILED
+    if not outcome.ok:
+        LOG.error("%s", end_line(outcome, run_dir))
     if results.unwritten:
         LOG.error("%s", results.unwritten)
-    return code
+    if outcome.ok:
+        return EXIT_OK
+    stopped_by = exit_code_of(outcome)
+    return EXIT_FAILED if stopped_by is None else stopped_by
+
+
+def end_line(outcome: Outcome, run_dir: Path) -> str:
+    """What stderr says of a run that did not finish (a failed node's with its log's tail)."""
+    if outcome.status == "interrupted":
+        why = outcome.cause.message if outcome.cause else outcome.reason
+        return f"{why}; completed evaluations kept in {run_dir}"
+    if outcome.cause is not None:
+        return f"{outcome.cause.message}; the run stopped; run directory {run_dir}"
+    failed = outcome.failed_node
+    tail = log_tail(run_dir, failed) if failed is not None else ""
+    return (f"node {failed} failed ({outcome.reason}); run directory {run_dir}"
+            + (f"\n{tail}" if tail else ""))
 
 
 def stopped(code: int) -> bool:
