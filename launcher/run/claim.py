@@ -77,10 +77,12 @@ def claim_new(run_dir: Path, req: Request, overwrite: bool) -> RunLock:
 @contextmanager
 def writing(run_dir: Path) -> Iterator[None]:
     """The run directory's set-up, before any node starts: a directory that refuses it is one
-    that cannot hold a run (exit 2, one line)."""
+    that cannot hold a run (exit 2, one line), and what a refused write left half-way (a
+    metrics.jsonl being cut for a resume) is deleted."""
     try:
         yield
     except OSError as exc:
+        run_files.remove_temporaries(run_dir)
         raise LaunchError(f"{run_dir}: cannot write the run directory: "
                           f"{exc.strerror or exc}") from None
 
