@@ -61,7 +61,11 @@ class Commands(click.Group):
              context_settings={"help_option_names": ["-h", "--help"]})
 @run_options
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
-              help="Run directory (default runs/<timestamp>-<protocol>-<topology>).")
+              help="Run directory (default runs/<timestamp>-<protocol>-<topology>); one that "
+                   "holds other files than a run of these inputs is refused.")
+@click.option("--overwrite", is_flag=True,
+              help="Take a --out that holds other files: delete the run files there "
+                   "(docs/run-directory.md lists them), keep everything else.")
 @click.option("--quiet", is_flag=True,
               help="No live progress and no JSON lines: only the last line on stdout.")
 @click.option("--no-plots", is_flag=True, help="Do not write RUN_DIR/plots/*.png.")
@@ -78,6 +82,8 @@ def cli(ctx: click.Context, **kwargs: Any) -> None:
         if given:
             flag = FLAG_NAMES.get(given[0], given[0].replace("_", "-"))
             raise LaunchError(f"--resume: the run directory fixes the inputs; drop --{flag}")
+        if kwargs["overwrite"]:
+            raise LaunchError("--resume continues a run in its directory; drop --overwrite")
         from launcher import slurm_submit
         from launcher.launch import resume
 
@@ -88,7 +94,7 @@ def cli(ctx: click.Context, **kwargs: Any) -> None:
         sys.exit(resume(kwargs["resume_dir"], view, on_corrupt))
     from launcher.launch import launch
 
-    sys.exit(launch(request(kwargs), kwargs["out_dir"], view))
+    sys.exit(launch(request(kwargs), kwargs["out_dir"], view, kwargs["overwrite"]))
 
 
 @cli.command("plan")
@@ -220,7 +226,7 @@ def schema_cmd(protocol: str | None, topology_files: bool) -> None:
 
 
 def main() -> None:
-    run_cli(cli, "dfl-launch")
+    run_cli(cli, "dfl-launch", stop_signals_too=True)
 
 
 if __name__ == "__main__":

@@ -26,14 +26,12 @@ from launcher.config.endpoints import wildcard_bind
 from launcher.config.host_plan import place_plan
 from launcher.errors import LaunchError
 from launcher.results.cycle_metrics import CycleMetrics
-from launcher.run import rundir
 from launcher.run.collector import Collector, ZmqSource
 from launcher.run.directory import Directory
-from launcher.run.finish import report
-from launcher.run.linkreport import write_link_report
+from launcher.run.faults import interrupted
+from launcher.run.finish import report, save
 from launcher.run.on_failure import FailureWatch
 from launcher.run.outcome import Outcome
-from launcher.run.summary import summarize, write_ledger
 
 PUMP_S = 0.5
 OnRecord = Callable[[str, dict[str, Any]], None]
@@ -59,8 +57,8 @@ def await_nodes(collector: Collector, plan: RunPlan, timeout_s: float) -> Outcom
     deadline = time.monotonic() + timeout_s
     watch = FailureWatch(collector, plan.wire.get("on_failure") == "continue")
     while not set(plan.ids) <= set(collector.done) | watch.dropped():
-        if collector.errors:
-            return watch.blame()
+        if (failed := watch.failure({})) is not None:  # an error, or a write refused here
+            return failed
         if time.monotonic() >= deadline:
             missing = sorted(set(plan.ids) - set(collector.done))
             return Outcome(False, missing[0],
@@ -91,16 +89,13 @@ def collect(plan_path: Path, out_dir: Path, timeout_s: float, keys: Path | None 
     print(f"collecting {len(plan.ids)} nodes of {plan.protocol} on {plan.collector}", flush=True)
     try:
         outcome = await_nodes(collector, plan, timeout_s)
-    except KeyboardInterrupt:
-        outcome = Outcome(False, reason="interrupted")
+    except KeyboardInterrupt as exc:
+        outcome = interrupted(exc)
     finally:
         collector.close()
         if directory is not None:
             directory.close()
             collector.rejected.update(directory.rejected)
-    summary = summarize(plan, {"hyper": plan.hyper}, collector, outcome,
-                        time.monotonic() - started)
-    rundir.write_json(out_dir / "summary.json", summary)
-    write_ledger(out_dir, collector.done)
-    write_link_report(out_dir, plan, collector.done)
-    return report(outcome, out_dir, summary)
+    results = save(plan, {"hyper": plan.hyper}, collector, outcome,
+                   time.monotonic() - started, out_dir)
+    return report(results, out_dir)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 from dfl_node.plan import RunPlan
@@ -11,6 +12,7 @@ from launcher.backends.hosts import HostsBackend
 from launcher.backends.registry import local_backend
 from launcher.config.backend_catalog import DEFAULT_LOCAL
 from launcher.config.checks import check_local
+from launcher.config.disk_space import check_disk_space
 from launcher.config.inputs import resolve
 from launcher.config.keys import secure_plan
 from launcher.config.options import Request, ViewOptions
@@ -18,12 +20,16 @@ from launcher.config.ports import PortClaims
 from launcher.logs import launcher_logger
 from launcher.results.cycle_metrics import CycleMetrics
 from launcher.run import rundir
+from launcher.run.claim import check_new, claim_new, finished, start_fresh, writing
 from launcher.run.collector import Collector
-from launcher.run.finish import EXIT_INTERRUPTED, EXIT_OK, report, write_results
+from launcher.run.faults import interrupted
+from launcher.run.finish import EXIT_OK, report, stopped, write_results
+from launcher.run.lock import RunLock
 from launcher.run.outcome import Outcome
 from launcher.run.prephase_coordinator import start_coordinator
-from launcher.run.progress import Display, open_display
-from launcher.run.resume import prepare_resume, resume_request, start_fresh
+from launcher.run.progress import Display, emit, open_display
+from launcher.run.resume import prepare_resume, resume_request
+from launcher.run.run_files import remove_temporaries
 
 LOG = launcher_logger("launch")
 
@@ -34,17 +40,17 @@ def write_plan_only(req: Request, output: Path) -> None:
     backend.hand_off(backend.resolve(req), output)
 
 
-def launch(req: Request, out_dir: Path | None, view: ViewOptions) -> int:
+def launch(req: Request, out_dir: Path | None, view: ViewOptions, overwrite: bool = False) -> int:
     """Run once, or once per seed (one run directory each); the worst exit code wins."""
     if not req.seeds:
-        return launch_one(req, out_dir, view)
+        return launch_one(req, out_dir, view, overwrite=overwrite)
     base = out_dir or rundir.default_run_dir(req.protocol or "run", Path(req.topology or "").stem)
     codes = []
     for seed in req.seeds:
         one = Request(req.topology, req.protocol, req.config_file,
                       {**req.options, "seed": seed}, req.sets)
-        codes.append(launch_one(one, base / f"seed-{seed}", view))
-        if codes[-1] == EXIT_INTERRUPTED:
+        codes.append(launch_one(one, base / f"seed-{seed}", view, overwrite=overwrite))
+        if stopped(codes[-1]):
             break
     return max(codes, key=lambda c: (c != EXIT_OK, c))
 
@@ -57,25 +63,36 @@ def resume(run_dir: Path, view: ViewOptions, on_corrupt: str | None = None) -> i
 
 
 def launch_one(req: Request, out_dir: Path | None, view: ViewOptions,
-               resuming: bool = False, display: Display | None = None) -> int:
+               resuming: bool = False, display: Display | None = None,
+               overwrite: bool = False) -> int:
     """`display`: what shows the run (default: chosen by stdout and `view.quiet`); a sweep
-    passes one that feeds its own bar."""
+    passes one that feeds its own bar. `overwrite`: a new run may take a directory that holds
+    other files than its own, replacing only its run files (launcher/run/claim.py)."""
+    if out_dir is not None and not resuming:
+        check_new(out_dir, req, overwrite)  # before any work: a refused directory costs no wait
     # The backend the command line asks for starts what it needs at once, in parallel with
     # resolving the plan (the processes backend forks its zygote: launcher/backends/zygote.py);
     # a config file may still choose another.
     likely = local_backend(req.options.get("transport") or DEFAULT_LOCAL)
-    likely.prestart()
-    try:
-        return run_one(req, out_dir, view, resuming, likely, display)
-    finally:
-        likely.close()
+    with ExitStack() as held:
+        lock = held.enter_context(RunLock(out_dir)) if resuming and out_dir else None
+        if lock is not None and out_dir is not None and finished(out_dir):
+            # before the zygote: a finished run is looked at, never run again or rewritten
+            emit(f"run_dir: {out_dir}  finished already (summary.json: status ok); "
+                 "nothing to resume")
+            return EXIT_OK
+        likely.prestart()
+        held.callback(likely.close)
+        return run_one(req, out_dir, view, likely, lock, overwrite, display)
 
 
-def run_one(req: Request, out_dir: Path | None, view: ViewOptions, resuming: bool,
-            likely: LocalBackend, shown_by: Display | None = None) -> int:
+def run_one(req: Request, out_dir: Path | None, view: ViewOptions, likely: LocalBackend,
+            resumed: RunLock | None, overwrite: bool, shown_by: Display | None = None) -> int:
+    """`resumed`: the lock of the run directory a --resume took already; a new run takes its
+    own once the plan names its directory (launcher/run/claim.py), until the launch ends."""
     claims = PortClaims()
     backend = likely
-    with shown_by or open_display(view.quiet) as display:
+    with ExitStack() as held, shown_by or open_display(view.quiet) as display:
         try:
             display.stage("resolving the plan, preparing data")
             config, plan = resolve(req, claims)
@@ -85,12 +102,20 @@ def run_one(req: Request, out_dir: Path | None, view: ViewOptions, resuming: boo
             check_local(plan)
             backend.preflight(plan, str(req.topology))
             run_dir = out_dir or rundir.default_run_dir(plan.protocol, plan.topology_name)
-            plan = secure_plan(plan, config, run_dir / "keys")
-            resumed_at = (prepare_resume(run_dir, plan, req, config["on_corrupt"]) if resuming
-                          else start_fresh(run_dir, req))
-            rundir.prepare(run_dir, config)
+            resuming = resumed is not None
+            lock = resumed or held.enter_context(claim_new(run_dir, req, overwrite))
+            check_disk_space(plan, run_dir)
             plan_path = run_dir / "plan.json"
-            plan.dump(plan_path)
+            with writing(run_dir):
+                if resuming:
+                    lock.mark()
+                else:
+                    start_fresh(run_dir, lock, req)
+                plan = secure_plan(plan, config, run_dir / "keys")
+                resumed_at = (prepare_resume(run_dir, plan, req, config["on_corrupt"])
+                              if resuming else 0)
+                rundir.prepare(run_dir, config)
+                plan.dump(plan_path)
             display.start(plan)
             display.stage(f"starting {len(plan.ids)} nodes")
             started = time.monotonic()
@@ -99,24 +124,26 @@ def run_one(req: Request, out_dir: Path | None, view: ViewOptions, resuming: boo
         finally:
             claims.release()
             backend.close()
-        summary = write_results(plan, config, collector, outcome,
+        results = write_results(plan, config, collector, outcome,
                                 time.monotonic() - started, run_dir, view, display)
-    return report(outcome, run_dir, summary, display)
+    return report(results, run_dir, display)
 
 
 def execute(backend: LocalBackend, plan: RunPlan, plan_path: Path, run_dir: Path,
             display: Display, coordinate: bool = True) -> tuple[Outcome, Collector]:
     """`coordinate`: run the pre-phase's coordinator (a resumed run has its result already)."""
-    mesh = backend.open(plan, plan_path, run_dir, CycleMetrics.for_plan(plan, run_dir),
-                        display.on_record)
+    with writing(run_dir):
+        mesh = backend.open(plan, plan_path, run_dir, CycleMetrics.for_plan(plan, run_dir),
+                            display.on_record)
     collector = mesh.collector
     coordinator = start_coordinator(plan, run_dir, mesh.prephase_hub) if coordinate else None
     try:
         return mesh.run(), collector
-    except KeyboardInterrupt:
-        return Outcome(False, reason="interrupted"), collector
+    except KeyboardInterrupt as exc:
+        return interrupted(exc), collector
     finally:
         collector.close()
+        remove_temporaries(run_dir)
         if coordinator is not None:
             coordinator.join()
             collector.rejected.update(coordinator.rejected)

@@ -41,6 +41,8 @@ from dfl_node.transports.zeromq import ZmqTransport
 from launcher.config.options import run_options
 from launcher.errors import LaunchError, run_cli
 from launcher.logs import configure, launcher_logger
+from launcher.process_table import start_time
+from launcher.run.faults import io_fields
 from protocols.registry import node_class
 
 PARENT_POLL_S = 0.5
@@ -84,7 +86,7 @@ def start_zmq_node(plan: RunPlan, node_id: int, out_dir: Path, curve: Curve | No
                  prephase)
     except Exception as exc:
         reporter.emit({"type": "error", "node": node_id, "message": f"{type(exc).__name__}: {exc}",
-                       **failure_fields(exc)})
+                       **failure_fields(exc), **io_fields(exc)})
         transport.close()  # lets what is queued go out: a refusing node's plan hashes, say
         raise
     finally:
@@ -99,23 +101,14 @@ def host_crowd(plan: RunPlan, host: str) -> float:
     return sum(1 for node in plan.nodes if node.host == host) / (os.cpu_count() or 1)
 
 
-def process_start_time(pid: int) -> str | None:
-    """The kernel's start time of `pid` (None once it is gone): a pid plus this names one
-    process even if the pid is later reused."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
 def exit_with_launcher(pid: int) -> None:
     """Exit within PARENT_POLL_S once the launcher `pid` is gone, so a killed launcher leaves
     no node behind. (The forkserver between them outlives the launcher while any node runs, so
     the node must watch the launcher itself.)"""
-    started = process_start_time(pid)
+    started = start_time(pid)
 
     def loop() -> None:
-        while started is not None and process_start_time(pid) == started:
+        while started is not None and start_time(pid) == started:
             time.sleep(PARENT_POLL_S)
         os._exit(1)
 

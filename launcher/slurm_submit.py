@@ -36,6 +36,7 @@ from launcher.errors import LaunchError
 from launcher.run import rundir
 from launcher.run.collector import Collector
 from launcher.run.directory import Directory
+from launcher.run.faults import interrupted
 from launcher.run.finish import report, write_results
 from launcher.run.on_failure import FailureWatch
 from launcher.run.outcome import Outcome
@@ -141,8 +142,8 @@ def run_job(backend: SlurmBackend, plan: RunPlan, job: str, run_dir: Path, displ
         hub = start_aggregator(plan, run_dir)
         display.stage(f"Slurm job {job}: {len(task_ids(plan))} tasks")
         outcome = follow(collector, plan, job, run_dir, hub)
-    except KeyboardInterrupt:
-        outcome = Outcome(False, reason="interrupted")
+    except KeyboardInterrupt as exc:
+        outcome = interrupted(exc)
     finally:
         if not outcome.ok:
             slurm_cluster.cancel(job)
@@ -189,9 +190,9 @@ def submit(req: Request, backend: SlurmBackend, queued: Queued, view: ViewOption
             backend.close()
             slurm_cluster.cancel(queued.job)
             raise
-        summary = write_results(plan, config, collector, outcome, seconds, run_dir, view,
+        results = write_results(plan, config, collector, outcome, seconds, run_dir, view,
                                 display)
-        return report(outcome, run_dir, summary, display)
+        return report(results, run_dir, display)
 
 
 def record_slurm(run_dir: Path, backend: SlurmBackend) -> None:

@@ -203,6 +203,7 @@ def test_resume_refuses_a_changed_topology_file(tmp_path: Path,
     run = tmp_path / "run"
     launch_ok(run, ring, "d-psgd", *SYNTH, "--rounds", "2", "--checkpoint-every", "1",
               "--transport", "inproc", "--quiet", "--no-plots")
+    (run / "summary.json").unlink()  # as a killed run has none (a finished one is not resumed)
     Path(ring).write_text(Path(ring).read_text() + "  - [0, 3]\n")  # a chord
     done = entry("dfl-launch", "--resume", str(run))
     assert done.code == 2 and done.out == ""

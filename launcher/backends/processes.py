@@ -19,14 +19,15 @@ from pathlib import Path
 from dfl_node.plan import RunPlan
 from dfl_node.transports.encryption import COLLECTOR, load_curve
 from launcher.backends.base import LocalBackend, LocalMesh, OnRecord
-from launcher.backends.zygote import NodeProcess, Zygote
+from launcher.backends.zygote import NodeProcess, Zygote, ZygoteLost
 from launcher.config.backend_catalog import PROCESSES
 from launcher.config.checks import check_listeners_free
 from launcher.config.endpoints import wildcard_bind
 from launcher.node_cli import run_launched
 from launcher.results.cycle_metrics import CycleMetrics
 from launcher.run.collector import Collector, ZmqSource
-from launcher.run.on_failure import FailureWatch
+from launcher.run.faults import zygote_died
+from launcher.run.on_failure import FailureWatch, describe_exit
 from launcher.run.outcome import Outcome
 
 TERM_GRACE_S = 3.0
@@ -53,11 +54,11 @@ def start_nodes(plan: RunPlan, plan_path: Path, run_dir: Path, zygote: Zygote,
 def stop_nodes(procs: dict[int, NodeProcess]) -> None:
     """SIGTERM, a grace period, then SIGKILL: no orphan survives the launcher."""
     for proc in procs.values():
-        if proc.exitcode is None:
+        if proc.alive:
             proc.terminate()
     for proc in procs.values():
         proc.join(TERM_GRACE_S)
-        if proc.exitcode is None:
+        if proc.alive:
             proc.kill()
             proc.join()
 
@@ -69,7 +70,7 @@ def exit_codes(procs: dict[int, NodeProcess]) -> dict[int, int | None]:
 def kill_now(procs: dict[int, NodeProcess], node_id: int | None) -> None:
     """SIGKILL a node declared dead: a hung process would not heed SIGTERM's grace anyway."""
     proc = procs.get(node_id) if node_id is not None else None
-    if proc is not None and proc.exitcode is None:
+    if proc is not None and proc.alive:
         proc.kill()
 
 
@@ -78,11 +79,20 @@ def run_processes(plan: RunPlan, plan_path: Path, run_dir: Path, zygote: Zygote,
     procs: dict[int, NodeProcess] = {}
     watch = FailureWatch(collector, plan.wire.get("on_failure") == "continue")
     try:
-        start_nodes(plan, plan_path, run_dir, zygote, procs, lambda: collector.pump_all(0.0))
+        try:
+            start_nodes(plan, plan_path, run_dir, zygote, procs,
+                        lambda: collector.pump_all(0.0))
+        except ZygoteLost:
+            return zygote_died(zygote.pid, describe_exit(zygote.lost_code))
         pids = {i: p.pid for i, p in procs.items() if p.pid is not None}
         while True:
             collector.pump_all(0.1)
-            failure = watch.failure(exit_codes(procs))
+            exits = exit_codes(procs)
+            if zygote.lost:  # every exit it did not report reads LOST: no node is to blame
+                died = zygote_died(zygote.pid, describe_exit(zygote.lost_code))
+                died.pids = pids
+                return died
+            failure = watch.failure(exits)
             if failure is not None:
                 kill_now(procs, failure.failed_node)
                 failure.pids = pids

@@ -6,6 +6,7 @@ bit; it is the reference the exactness harness compares against.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import threading
@@ -23,6 +24,7 @@ from launcher.backends.base import LocalBackend, LocalMesh, OnRecord
 from launcher.config.backend_catalog import THREADS
 from launcher.results.cycle_metrics import CycleMetrics
 from launcher.run.collector import Collector, QueueSource
+from launcher.run.faults import io_fields, node_storage_failure
 from launcher.run.outcome import Outcome
 from protocols.registry import node_class
 
@@ -32,6 +34,7 @@ def run_threads(plan: RunPlan, run_dir: Path, collector: Collector,
     apply_runtime(plan.hyper)
     hub = InprocHub(plan.ids)
     failures: dict[int, str] = {}
+    faults: dict[int, dict[str, str]] = {}  # storage faults, by node (launcher/run/faults.py)
 
     def body(node_id: int) -> None:
         transport = InprocTransport(node_id, hub, set(plan.neighbors(node_id)))
@@ -41,8 +44,10 @@ def run_threads(plan: RunPlan, run_dir: Path, collector: Collector,
                      QueueReporter(sink), run_dir, channel)
         except Exception as exc:
             failures[node_id] = f"{type(exc).__name__}: {exc}"
-            log = run_dir / "logs" / f"node-{node_id}.log"
-            log.write_text(traceback.format_exc())
+            if fields := io_fields(exc):
+                faults[node_id] = fields
+            with contextlib.suppress(OSError):  # the run directory may be what failed
+                (run_dir / "logs" / f"node-{node_id}.log").write_text(traceback.format_exc())
 
     threads = [threading.Thread(target=body, args=(i,), name=f"node-{i}", daemon=True)
                for i in plan.ids]
@@ -52,6 +57,10 @@ def run_threads(plan: RunPlan, run_dir: Path, collector: Collector,
         collector.pump(0.1)
     collector.drain()
     pids = dict.fromkeys(plan.ids, os.getpid())
+    storage = node_storage_failure(faults, run_dir)
+    if storage is not None:
+        storage.pids = pids
+        return storage
     if failures:
         node_id = min(failures)
         return Outcome(False, node_id, failures[node_id], pids)

@@ -21,6 +21,11 @@ answered with `{"pid": P}`; when a node exits the zygote reaps it and sends
 `{"exit": [P, code]}` (code as multiprocessing gives it: the exit status, or minus the signal
 that killed it). The zygote ends when the launcher closes its end; nodes still running watch
 the launcher themselves (launcher/node_cli.py).
+
+A zygote that dies mid-run (killed, out of memory) leaves its nodes running as orphans, no
+longer anyone's children: the launcher learns it from the socket's end (`lost`, with the
+zygote's own exit code) and can then only signal them by pid, checked against each node's
+start time so that a reused pid is never hit (launcher/process_table.py).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from launcher import process_table
 from launcher.backends import preload
 
 # The exit code of a node whose zygote died before reporting it (multiprocessing's, likewise).
@@ -47,6 +53,11 @@ LOST = 255
 PACKET_BYTES = 1 << 16
 
 Target = Callable[..., None]
+ORPHAN_POLL_S = 0.05  # how often a wait for an orphaned node looks again
+
+
+class ZygoteLost(RuntimeError):
+    """The zygote died: it forks no more nodes and reports no more exits."""
 
 
 class Zygote:
@@ -69,12 +80,15 @@ class Zygote:
         self._sock: socket.socket | None = ours
         self.exits: dict[int, int] = {}
         self.lost = False  # the zygote died: exits it did not report will never come
+        self.lost_code = 0  # its exit code then, as `exits` gives a node's
 
     def warm_up(self, backward: bool, plan_path: Path | None = None) -> None:
         """Finish the warm-up: with the backward pass only if no node will use a GPU, and with
-        the data every node of the plan at `plan_path` shares."""
-        self._send({"warm_up": "full" if backward else "forward",
-                    "plan": None if plan_path is None else str(plan_path)})
+        the data every node of the plan at `plan_path` shares. A zygote gone already is not
+        an error here: starting the nodes says so."""
+        with contextlib.suppress(ZygoteLost):
+            self._send({"warm_up": "full" if backward else "forward",
+                        "plan": None if plan_path is None else str(plan_path)})
 
     def start(self, calls: Sequence[Sequence[Any]]) -> Iterator[NodeProcess]:
         """Fork a node running `target(*arguments)` for each `arguments` (JSON values) of
@@ -87,8 +101,8 @@ class Zygote:
             while True:
                 message = self._receive(None)
                 if message is None:
-                    raise RuntimeError(f"the zygote (pid {self.pid}) ended before it started "
-                                       "every node")
+                    raise ZygoteLost(f"the zygote (pid {self.pid}) ended before it started "
+                                     "every node")
                 if "pid" in message:
                     yield NodeProcess(self, int(message["pid"]))
                     break
@@ -102,7 +116,7 @@ class Zygote:
     def wait(self, pid: int, timeout: float | None) -> int | None:
         """`pid`'s exit code once reported within `timeout` seconds, else None."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while pid not in self.exits:
+        while pid not in self.exits and not self.lost:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 break
@@ -120,8 +134,22 @@ class Zygote:
 
     def _send(self, message: dict[str, Any]) -> None:
         if self._sock is None:
-            raise RuntimeError("the zygote is closed")
-        self._sock.send(json.dumps(message).encode())
+            raise ZygoteLost("the zygote is gone") if self.lost else RuntimeError(
+                "the zygote is closed")
+        try:
+            self._sock.send(json.dumps(message).encode())
+        except OSError:  # its end closed: it died
+            self._lose()
+            raise ZygoteLost(f"the zygote (pid {self.pid}) is gone") from None
+
+    def _lose(self) -> None:
+        """The zygote's end of the socket closed: reap it; its unreported nodes are orphans."""
+        assert self._sock is not None
+        self._sock.close()
+        self._sock = None
+        _, status = os.waitpid(self.pid, 0)
+        self.lost_code = os.waitstatus_to_exitcode(status)
+        self.lost = True
 
     def _receive(self, timeout: float | None) -> dict[str, Any] | None:
         """One message (exit reports are recorded on the way), or None on timeout or once the
@@ -132,12 +160,12 @@ class Zygote:
         poller.register(self._sock, select.POLLIN)
         if not poller.poll(None if timeout is None else max(0, round(timeout * 1000))):
             return None
-        raw = self._sock.recv(PACKET_BYTES)
+        try:
+            raw = self._sock.recv(PACKET_BYTES)
+        except ConnectionResetError:
+            raw = b""
         if not raw:
-            self._sock.close()
-            self._sock = None
-            os.waitpid(self.pid, 0)
-            self.lost = True
+            self._lose()
             return None
         message: dict[str, Any] = json.loads(raw)
         if "exit" in message:
@@ -152,6 +180,7 @@ class NodeProcess:
     def __init__(self, zygote: Zygote, pid: int) -> None:
         self.zygote = zygote
         self.pid = pid
+        self.started = process_table.start_time(pid)
 
     @property
     def exitcode(self) -> int | None:
@@ -160,9 +189,23 @@ class NodeProcess:
             return LOST
         return self.zygote.exits.get(self.pid)
 
+    @property
+    def alive(self) -> bool:
+        """Whether the node still runs: no exit reported, or an orphan that runs on."""
+        return self.exitcode is None or self.orphaned()
+
+    def orphaned(self) -> bool:
+        """Whether this node still runs although its zygote died (so no exit will be
+        reported for it)."""
+        return (self.zygote.lost and self.pid not in self.zygote.exits
+                and process_table.running(self.pid, self.started))
+
     def join(self, timeout: float | None = None) -> None:
         if not self.zygote.lost:
             self.zygote.wait(self.pid, timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.orphaned() and (deadline is None or time.monotonic() < deadline):
+            time.sleep(ORPHAN_POLL_S)  # not our child: nothing to wait on but its /proc entry
 
     def terminate(self) -> None:
         self._signal(signal.SIGTERM)
@@ -171,7 +214,7 @@ class NodeProcess:
         self._signal(signal.SIGKILL)
 
     def _signal(self, sig: int) -> None:
-        if self.exitcode is None:  # its pid is still this node's: it has not been reaped
+        if self.alive:  # its pid is still this node's: not reaped, or an orphan running on
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, sig)
 
@@ -203,7 +246,12 @@ def _keep_only(fd: int) -> None:
 def serve(sock: socket.socket, target: Target) -> None:
     """The zygote: warm up, then fork a node per request and report its exit, until the
     launcher hangs up."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the launcher's to handle
+    # Ctrl-C and a hang-up reach the whole process group, and are the launcher's to handle: it
+    # stops the nodes in order. SIGTERM kills (the launcher's handler of it, inherited by the
+    # fork, would turn the launcher's stop of a node into a traceback in its log).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     preload.one_blas_thread()
     preload.warm_forward()
     wake_r, wake_w = os.pipe()

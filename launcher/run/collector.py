@@ -21,6 +21,8 @@ import msgpack
 import zmq
 
 from dfl_node.transports.encryption import Curve, key_owner
+from launcher.run.faults import launcher_storage_cause
+from launcher.run.outcome import Cause
 
 if TYPE_CHECKING:
     from launcher.results.cycle_metrics import CycleMetrics
@@ -90,6 +92,7 @@ class Collector:
                  on_record: Callable[[str, dict[str, Any]], None] | None = None) -> None:
         self.source = source
         self.ids = set(ids)
+        self.run_dir = run_dir
         self.metrics_path = run_dir / "metrics.jsonl"
         self._metrics = self.metrics_path.open("a", encoding="utf-8")
         self.opened = time.monotonic()
@@ -101,6 +104,10 @@ class Collector:
         self.dead_reports: dict[int, list[int]] = {}
         # node -> the heartbeat intervals those neighbours had been silent when it concluded
         self.silences: dict[int, int] = {}
+        # node -> the storage fault its error names (`errno`, `path`: launcher/run/faults.py)
+        self.io_faults: dict[int, dict[str, str]] = {}
+        # the run directory refused one of this collector's own writes: the run must end
+        self.fault: Cause | None = None
         self.rejected: Counter[str] = Counter()
         # per-cycle metrics (launcher/results/cycle_metrics.py); `params` records go nowhere else
         self.cycles = cycles
@@ -178,10 +185,7 @@ class Collector:
         if kind == "ready":
             self.ready_at[record["node"]] = time.monotonic() - self.opened
         elif kind == "metrics":
-            self._metrics.write(json.dumps(record, sort_keys=True) + "\n")
-            self._metrics.flush()
-            if self.cycles is not None:
-                self.cycles.on_metrics(record)
+            self._write_metrics(record)
         elif kind == "done":
             self.done[record["node"]] = record
         else:
@@ -192,9 +196,33 @@ class Collector:
                 silent = record.get("silent_intervals")
                 if type(silent) is int and silent >= 0:
                     self.silences[record["node"]] = silent
+            fields = {k: record[k] for k in ("errno", "path") if isinstance(record.get(k), str)}
+            if "errno" in fields:
+                self.io_faults[record["node"]] = fields
         if self.on_record is not None:
             self.on_record(kind, record)
 
+    def _write_metrics(self, record: dict[str, Any]) -> None:
+        """A row into metrics.jsonl (and cycles.jsonl); a refused write is the run's `fault`,
+        and no row is written after it (the run is ending)."""
+        if self.fault is not None:
+            return
+        try:
+            self._metrics.write(json.dumps(record, sort_keys=True) + "\n")
+            self._metrics.flush()
+        except OSError as exc:
+            self.fault = launcher_storage_cause(exc, self.metrics_path, self.run_dir)
+            return
+        if self.cycles is not None:
+            try:
+                self.cycles.on_metrics(record)
+            except OSError as exc:
+                self.fault = launcher_storage_cause(exc, self.cycles.path, self.run_dir)
+
     def close(self) -> None:
-        self._metrics.close()
+        try:
+            self._metrics.close()
+        except OSError as exc:  # the buffered part of a refused row, written again and refused
+            self.fault = self.fault or launcher_storage_cause(exc, self.metrics_path,
+                                                              self.run_dir)
         self.source.close()

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from launcher.run.collector import Collector
+from launcher.run.faults import node_storage_failure, storage_failure
 from launcher.run.outcome import Outcome
 
 RECORD_GRACE_S = 0.3  # how long an exit waits for the error record its node may have sent
@@ -46,6 +47,8 @@ class FailureWatch:
 
     def failure(self, exits: Exits) -> Outcome | None:
         """The outcome that ends the run now, or None while it goes on."""
+        if self.collector.fault is not None:
+            return storage_failure(self.collector.fault)
         if self.collector.errors:
             return self.blame()
         new = {i: code for i, code in exits.items() if code and i not in self.deaths}
@@ -67,9 +70,13 @@ class FailureWatch:
             self.collector.pump(left)
 
     def blame(self) -> Outcome:
-        """The run's failure from the nodes' error records: the nodes they found dead, if any,
-        else the first node that reported an error."""
+        """The run's failure from the nodes' error records: the run directory's storage if a
+        node could not write there (its neighbours may report it dead after it exits), else
+        the nodes they found dead, if any, else the first node that reported an error."""
         errors, reports = self.collector.errors, self.collector.dead_reports
+        storage = node_storage_failure(self.collector.io_faults, self.collector.run_dir)
+        if storage is not None:
+            return storage
         if reports:
             dead = sorted({i for ids in reports.values() for i in ids})
             witness = min(reports)

@@ -67,7 +67,9 @@ def last_line(run_dir: Path, outcome: Outcome, summary: dict[str, Any]) -> str:
         return (f"{head}  avg_accuracy={fmt(summary.get('avg_accuracy'), '.4f')}  "
                 f"worst_accuracy={fmt(summary.get('worst_accuracy'), '.4f')}")
     if outcome.status == "interrupted":
-        return f"{head}  interrupted"
+        return f"{head}  {outcome.cause.message if outcome.cause else 'interrupted'}"
+    if outcome.cause is not None:
+        return f"{head}  failed: {outcome.cause.message}"
     node = "the mesh" if outcome.failed_node is None else f"node {outcome.failed_node}"
     return f"{head}  failed: {node} ({outcome.reason or 'no reason given'})"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -22,6 +23,13 @@ def prepare(run_dir: Path, config: dict[str, Any]) -> None:
 
 
 def write_json(path: Path, data: Any) -> None:
+    """`data` as `path`, whole or not at all: written beside it, then renamed; a write the
+    file system refuses leaves no temporary file."""
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    tmp.replace(path)
+    try:
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        tmp.replace(path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise

@@ -10,7 +10,6 @@ machine or as a Slurm job.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -29,21 +28,15 @@ from launcher.errors import LaunchError
 from launcher.launch import launch_one
 from launcher.results.report import build_report
 from launcher.results.report_text import to_markdown
-from launcher.run.finish import EXIT_INTERRUPTED, EXIT_OK
+from launcher.run.claim import finished, same_inputs
+from launcher.run.finish import EXIT_INTERRUPTED, EXIT_OK, stopped
 from launcher.run.progress import Display, RoundTable, emit
-from launcher.run.resume import inputs_body, recorded_inputs
+from launcher.run.resume import recorded_inputs
 from launcher.slurm_submit import slurm_inputs
 from launcher.sweep.grid import Point, check, points
 from launcher.sweep.spec import SweepSpec
 
 REPORT_FILE = "report.md"
-
-
-def finished(run_dir: Path) -> bool:
-    try:
-        return json.loads((run_dir / "summary.json").read_text()).get("status") == "ok"
-    except (OSError, ValueError, AttributeError):
-        return False
 
 
 def resumable(run_dir: Path) -> bool:
@@ -55,8 +48,7 @@ def check_owned(point: Point) -> None:
     Only what the run was asked is compared: a run on Slurm records beside it what its job
     asked Slurm for (launcher/slurm_submit.py), which changes nothing it computes."""
     recorded = recorded_inputs(point.run_dir)
-    asked = json.loads(json.dumps(inputs_body(point.request)))
-    if recorded is not None and {key: recorded.get(key) for key in asked} != asked:
+    if recorded is not None and not same_inputs(recorded, point.request):
         raise LaunchError(f"{point.run_dir}: holds a run with other inputs than the sweep "
                           "gives it now (the sweep file changed?); move it away or give the "
                           "sweep another `out`")
@@ -202,7 +194,7 @@ def run_sweep(spec: SweepSpec, progress: bool = True, plots: bool = True,
             for point in todo:
                 code = run_point(point, RunShown(bar, point.label), plots)
                 bar.run_ended()
-                if code == EXIT_INTERRUPTED:
+                if stopped(code):
                     result.interrupted = True
                     break
         else:
