@@ -318,6 +318,7 @@ def test_resume_refuses_a_damaged_checkpoint_before_any_node_starts(
     with the run directory as it was."""
     run = tmp_path / "run"
     shutil.copytree(finished_run, run)
+    (run / "summary.json").unlink()  # as a killed run has none: a finished one is not resumed
     reason = damage(kind, run, 2, 2, older=1)
     before = snapshot(run)
     done = entry("dfl-launch", "--resume", str(run), "--on-corrupt", "stop")

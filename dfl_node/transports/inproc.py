@@ -17,6 +17,7 @@ from dfl_node.transports.base import TransportError
 from dfl_node.wire.codec import Frame
 
 _Envelope = tuple[int, list[Frame]]
+STOPPED = -1  # the sender id of the envelope that wakes a waiting node when the run stops
 
 
 class InprocHub:
@@ -27,6 +28,17 @@ class InprocHub:
         self._mailboxes: dict[int, queue.SimpleQueue[_Envelope]] = {
             node_id: queue.SimpleQueue() for node_id in node_ids
         }
+        self.stopped = False
+
+    def stop(self) -> None:
+        """End the run's node threads at their next send or receive, waking the waiting ones:
+        threads cannot be killed as processes can, and a thread still inside torch when the
+        interpreter exits aborts it (std::terminate) instead of letting it exit as asked."""
+        self.stopped = True
+        with self._lock:
+            boxes = list(self._mailboxes.values())
+        for box in boxes:
+            box.put((STOPPED, []))
 
     def mailbox(self, node_id: int) -> queue.SimpleQueue[_Envelope]:
         """The node's queue, created on first use so senders may start before receivers."""
@@ -57,9 +69,13 @@ class InprocTransport:
     def recv(self, timeout_s: float) -> tuple[int, list[Frame]] | None:
         self._check_open()
         try:
-            return self._mailbox.get(timeout=max(timeout_s, 0.0))
+            got = self._mailbox.get(timeout=max(timeout_s, 0.0))
         except queue.Empty:
             return None
+        if got[0] == STOPPED:
+            self._mailbox.put(got)  # for the next receive too, should the node catch this one
+            self._check_open()
+        return got
 
     def flush(self, timeout_s: float) -> tuple[int, ...]:
         """Nothing to wait for: `send` copied the frames before it returned."""
@@ -77,3 +93,5 @@ class InprocTransport:
     def _check_open(self) -> None:
         if self._closed:
             raise TransportError(f"node {self.node_id}: transport is closed")
+        if self._hub.stopped:
+            raise TransportError(f"node {self.node_id}: the run was stopped")

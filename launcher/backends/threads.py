@@ -28,6 +28,10 @@ from launcher.run.faults import io_fields, node_storage_failure
 from launcher.run.outcome import Outcome
 from protocols.registry import node_class
 
+STOP_GRACE_S = 30.0
+"""How long a stopped run waits for each node thread to reach its next message (a thread in a
+long local epoch finishes the batch it is in first)."""
+
 
 def run_threads(plan: RunPlan, run_dir: Path, collector: Collector,
                 sink: queue.Queue, prephase: InprocPrephaseHub | None = None) -> Outcome:
@@ -53,8 +57,14 @@ def run_threads(plan: RunPlan, run_dir: Path, collector: Collector,
                for i in plan.ids]
     for t in threads:
         t.start()
-    while any(t.is_alive() for t in threads):
-        collector.pump(0.1)
+    try:
+        while any(t.is_alive() for t in threads):
+            collector.pump(0.1)
+    except BaseException:  # Ctrl-C, SIGTERM, a fault: end the node threads before this does
+        hub.stop()
+        for t in threads:
+            t.join(STOP_GRACE_S)
+        raise
     collector.drain()
     pids = dict.fromkeys(plan.ids, os.getpid())
     storage = node_storage_failure(faults, run_dir)
