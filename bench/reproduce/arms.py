@@ -45,6 +45,10 @@ class Arm:
     settings: Mapping[str, Any] = field(default_factory=dict)
     """Run settings (config keys and run options, as a sweep's), on top of the experiment's."""
     config: Path | None = None
+    shared_model: bool = False
+    """Its clients train one model together (consensus or a server's), not one each: whether
+    it trained is read on the global test subset where the runs evaluate one
+    (experiment.not_trained)."""
 
     def label(self) -> str:
         point = ", ".join(f"{k}={v}" for k, v in self.at.items())

@@ -52,8 +52,9 @@ class Cost:
 
     per_round: Mapping[str, float]
     """A round of the whole mesh, by protocol ("*": any other)."""
-    per_eval: float = 0.0
-    """One evaluation of every client (eval_every rounds, the last, and round 0 when asked)."""
+    per_eval: float | Mapping[str, float] = 0.0
+    """One evaluation of every client (eval_every rounds, the last, and round 0 when asked),
+    by protocol ("*": any other) where protocols evaluate on other test sets."""
     start: float = 5.0
     """Start-up and the end of a run (data, processes, final files)."""
 
@@ -62,7 +63,9 @@ class Cost:
         every = int(settings.get("eval_every", 1))
         evals = rounds // every + (rounds % every != 0) + bool(settings.get("eval_at_start"))
         per_round = self.per_round.get(protocol, self.per_round.get("*", 0.0))
-        return self.start + rounds * per_round + evals * self.per_eval
+        per_eval = self.per_eval if isinstance(self.per_eval, float | int) else \
+            self.per_eval.get(protocol, self.per_eval.get("*", 0.0))
+        return self.start + rounds * per_round + evals * per_eval
 
 
 @dataclass(frozen=True)
@@ -287,10 +290,19 @@ def not_trained(metric: str, arm: Arm, results: Results) -> str:
     the metric is not an accuracy): on every seed, the run's accuracy must beat the
     majority-class share of the test split it is read on. Per run, not on an interval over
     seeds: a run whose clients score no better than always answering their most frequent
-    class has learned nothing the claim could compare, whatever the other seeds did."""
+    class has learned nothing the claim could compare, whatever the other seeds did.
+
+    A method whose clients share one model (Arm.shared_model: D-PSGD's consensus, q-FFL's
+    server model) is judged on the global test subset when the runs evaluated it: its
+    consensus cannot fit each client's label skew, so on the clients' own splits it may score
+    below their majority class while it learned the task; there the bar is the subset's
+    majority class, about chance."""
     key = bar_metric(metric)
     if key is None:
         return ""
+    if arm.shared_model and not key.startswith("global_") and \
+            scalar(results, arm, f"majority:global_{key}"):
+        key = f"global_{key}"
     accuracy, bar = scalar(results, arm, key), scalar(results, arm, f"majority:{key}")
     seeds = sorted(set(accuracy) & set(bar))
     if not seeds:
@@ -299,7 +311,8 @@ def not_trained(metric: str, arm: Arm, results: Results) -> str:
     if all(m > 0 for m in margins.values()):
         return ""
     behind = [s for s, m in margins.items() if m <= 0]
-    return (f"{arm.label()}'s {key} does not beat its clients' majority-class share on seed "
+    where = "the global subset's" if key.startswith("global_") else "its clients'"
+    return (f"{arm.label()}'s {key} does not beat {where} majority-class share on seed "
             + ", ".join(f"{s} ({accuracy[s]:.4g} against {bar[s]:.4g})" for s in behind))
 
 

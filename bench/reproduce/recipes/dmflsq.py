@@ -32,6 +32,10 @@ PAPER = "dmfl-sq"
 # mostly DMFL-SQ's ten max-consensus steps.
 CIFAR_ROUND = {"dmfl-sq": 1.74, "d-psgd": 1.07, "dsgt": 1.21, "choco-sgd": 2.25, "qffl": 0.96}
 OWN_SPLIT_EVAL = 6.5
+# A budget that evaluates the clients' own splits only still evaluates the shared-model
+# baselines (D-PSGD, DSGT, CHOCO-SGD, q-FFL) on a global subset this large: their consensus
+# cannot fit each client's skew, so whether they trained shows there (experiment.not_trained).
+GLOBAL_CHECK_SIZE = 300
 DENSE_GRAPH_ROUND = 2.1
 MUSMET_COST = Cost({"*": 0.25}, per_eval=0.3, start=4.0)
 # An evaluation of the MLP costs little, so medium and paper evaluate alike and share their
@@ -40,8 +44,15 @@ MUSMET_EVAL_EVERY = 25
 
 
 def cifar_cost(eval_split: str, eval_size: int) -> Cost:
-    images = 500 + (eval_size if eval_split == "both" else 0)
-    return Cost(CIFAR_ROUND, per_eval=OWN_SPLIT_EVAL * images / 500, start=6.0)
+    """Under eval_split local the shared-model baselines still evaluate the global subset of
+    GLOBAL_CHECK_SIZE (recipes: what shows that they trained)."""
+    def per_eval(images: int) -> float:
+        return OWN_SPLIT_EVAL * (500 + images) / 500
+
+    if eval_split == "both":
+        return Cost(CIFAR_ROUND, per_eval=per_eval(eval_size), start=6.0)
+    return Cost(CIFAR_ROUND, per_eval={"dmfl-sq": per_eval(0), "*": per_eval(GLOBAL_CHECK_SIZE)},
+                start=6.0)
 # The paper's method names for the sweep's variants (bench/sweeps/dmflsq.yaml).
 METHODS = {"dsgt": "DSGT", "q-ffl": "q-FFL", "d-psgd": "D-PSGD", "choco-sgd": "CHOCO-SGD",
            "dmfl-sq": "DMFL-SQ", "no-fairness-rho-0": "DMFL-SQ rho=0",
@@ -195,8 +206,11 @@ def recipes(budget_name: str, out: Path, data_root: str | None) -> dict[str, Rec
         v = next(x for x in spec.variants if x.name == variant)
         # theta_0 = 0.5 is the config's own: that arm is the DMFL-SQ run of the other figures
         settings = {"hyper.theta0": at["theta0"]} if at.get("theta0", 0.5) != 0.5 else {}
+        shared = METHODS[variant] in BASELINES
+        if shared and budget.eval_split == "local":
+            settings |= {"eval_split": "both", "eval_size": GLOBAL_CHECK_SIZE}
         return Arm(METHODS[variant], v.protocol, topology, at, {**v.settings, **settings},
-                   v.config)
+                   v.config, shared_model=shared)
 
     main = (arm("dmfl-sq"), arm("d-psgd"), arm("dsgt"), arm("choco-sgd"), arm("q-ffl"))
     ablations = tuple(arm(v) for v in METHODS if METHODS[v] in ABLATIONS)
