@@ -16,6 +16,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from launcher.api.settings import parse
+from launcher.run.claim import same_inputs
+from launcher.run.resume import inputs_body
 from tests.harness import ENV_ROOT, ROOT, Exited
 from tests.mounts import read_only, tmpfs
 from tests.proc_util import wait_for
@@ -167,3 +170,17 @@ def test_a_run_whose_checkpoints_cannot_fit_is_refused_with_the_estimate(
         assert not (run / "plan.json").exists()
         assert entry("dfl-launch", "--topology", ring4, *FAST, "--rounds", "50",
                      "--checkpoint-every", "0", "--out", str(run)).code == 0
+
+
+def test_a_run_recorded_before_an_option_existed_has_the_same_inputs(tmp_path: Path,
+                                                                    ring4: str) -> None:
+    """An option left unset is its default, whether the run directory was written before the
+    option existed (its inputs.json lacks the key) or after (it holds null): a sweep or a
+    reproduction then finds its finished runs its own, and a changed value still does not."""
+    req = parse(["--topology", ring4, *FAST, "--rounds", "3"])
+    recorded = json.loads(json.dumps(inputs_body(req)))
+    assert recorded["options"]["on_corrupt"] is None
+    del recorded["options"]["on_corrupt"]
+    assert same_inputs(recorded, req)
+    recorded["options"]["rounds"] = 4
+    assert not same_inputs(recorded, req)

@@ -35,8 +35,17 @@ def same_inputs(recorded: dict[str, Any] | None, req: Request) -> bool:
     """Whether a run directory's recorded inputs are what `req` asks for. Only what a run is
     asked is compared: a Slurm run records beside it what its job asked Slurm for
     (launcher/slurm_submit.py), which changes nothing it computes."""
-    asked = json.loads(json.dumps(inputs_body(req)))
-    return recorded is not None and {key: recorded.get(key) for key in asked} == asked
+    asked = given(json.loads(json.dumps(inputs_body(req))))
+    return recorded is not None and {key: given(recorded).get(key) for key in asked} == asked
+
+
+def given(inputs: dict[str, Any]) -> dict[str, Any]:
+    """The inputs without the options left unset: an option not given is its default whether
+    the run was recorded before or after the option existed (`on_corrupt`, added later)."""
+    options = inputs.get("options")
+    if not isinstance(options, dict):
+        return inputs
+    return {**inputs, "options": {k: v for k, v in options.items() if v is not None}}
 
 
 def check_new(run_dir: Path, req: Request, overwrite: bool) -> None:
