@@ -177,7 +177,8 @@ def test_a_run_recorded_before_an_option_existed_has_the_same_inputs(tmp_path: P
     """An option left unset is its default, whether the run directory was written before the
     option existed (its inputs.json lacks the key) or after (it holds null): a sweep or a
     reproduction then finds its finished runs its own, and a changed value still does not."""
-    req = parse(["--topology", ring4, *FAST, "--rounds", "3"])
+    req = parse(["--topology", ring4, "--protocol", "d-psgd", "--dataset", "synthetic",
+                 "--rounds", "3"])
     recorded = json.loads(json.dumps(inputs_body(req)))
     assert recorded["options"]["on_corrupt"] is None
     del recorded["options"]["on_corrupt"]
