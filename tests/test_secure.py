@@ -24,6 +24,7 @@ from zmq.utils.monitor import recv_monitor_message
 from dfl_node.comm.channel import Comm, PeerTimeout
 from dfl_node.ledgers.traffic import Ledger
 from dfl_node.plan import RunPlan
+from dfl_node.runner.results_seal import HELLO, RECORD, SequenceClock, results_key, seal, unseal
 from dfl_node.transports.base import FORGED_PEER, TransportError
 from dfl_node.transports.encryption import Curve, load_curve
 from dfl_node.transports.zeromq import ZmqTransport, routing_id
@@ -173,24 +174,37 @@ def test_a_neighbours_key_cannot_claim_another_sender(
 
 def test_the_collector_knows_a_record_by_its_key(
         plan: RunPlan, context: zmq.Context, tmp_path: Path) -> None:
-    collector = Collector(ZmqSource(LOCAL, curve=load_curve(plan, "collector")), tmp_path,
+    """Node 1's key, sealing with the run's results key: a record that names node 0 is refused,
+    one that names node 1 counts."""
+    collector = Collector(ZmqSource(plan, LOCAL, curve=load_curve(plan, "collector")), tmp_path,
                           plan.ids)
     address = collector.source._sock.getsockopt_string(zmq.LAST_ENDPOINT)
     server = plan.secure["public_keys"]["collector"].encode()
     node_1 = load_curve(plan, 1)
     assert node_1 is not None
+    key, clock = results_key(plan), SequenceClock()
+
+    def sealed(node: int, kind: int, record: dict) -> list[bytes]:
+        return seal(key, node, clock.next(), kind, msgpack.packb(record))
+
     try:
-        assert handshake_refused(client(context, STRANGER, server, None, zmq.PUSH), address)
-        pusher = client(context, node_1, server, None, zmq.PUSH)
-        pusher.connect(address)
+        assert handshake_refused(client(context, STRANGER, server, None), address)
+        dealer = client(context, node_1, server, None)
+        dealer.connect(address)
+        dealer.send_multipart(sealed(1, HELLO, {"type": "hello", "node": 1, "nonce": b"n" * 16,
+                                                "hashes": plan.section_hashes()}))
         for node in (0, 1):  # node 1's key reports as node 0, then as itself
-            pusher.send(msgpack.packb({"type": "error", "node": node, "message": "boom"}))
+            dealer.send_multipart(sealed(node, RECORD, {"type": "error", "node": node,
+                                                        "message": "boom"}))
 
         def both_judged() -> bool:
             collector.pump(0.1)
             return sum(collector.rejected.values()) + len(collector.errors) >= 2
 
         wait_for(both_judged, 10, "the records")
+        assert dealer.poll(10_000), "no verdict"
+        verdict = unseal(key, dealer.recv_multipart())
+        assert verdict is not None and msgpack.unpackb(verdict.body)["differ"] == []
     finally:
         collector.close()
     assert collector.errors == {1: "boom"}
