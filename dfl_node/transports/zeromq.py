@@ -72,6 +72,7 @@ from dfl_node.transports.liveness import DOWN_EVENT, UP_EVENT, Heartbeat, Livene
 from dfl_node.wire.codec import Frame
 
 _ROUTING_ID = struct.Struct("!I")
+MAX_NODE_ID = 2 ** (8 * _ROUTING_ID.size) - 1  # the largest id a routing id carries
 ZERO_COPY_BYTES = 256 << 10  # frames at least this large are sent zero-copy and tracked
 # A CURVE MESSAGE command wraps each frame: "\x07MESSAGE", an 8-byte nonce, a flags byte and a
 # 16-byte authenticator (RFC 26).
