@@ -32,6 +32,7 @@ from dfl_node.runner.context import node_logger
 from dfl_node.runner.discovery import DiscoveryError, discover
 from dfl_node.runner.prephase_client import ZmqPrephaseChannel
 from dfl_node.runner.process_memory import share_one_arena
+from dfl_node.runner.receive_caps import PEER_MESSAGES, wire_limits
 from dfl_node.runner.reporter import FileReporter, Reporter, ZmqReporter
 from dfl_node.runner.run_node import run_node
 from dfl_node.settings.wire import rendezvous_seconds
@@ -68,9 +69,10 @@ def start_zmq_node(plan: RunPlan, node_id: int, out_dir: Path, curve: Curve | No
         return {j: found[0].node(j).address for j in plan.neighbors(node_id)}
 
     peers = {} if plan.discovery else {j: plan.node(j).address for j in plan.neighbors(node_id)}
+    limits = wire_limits(plan)
     transport = ZmqTransport(node_id, entry.bind, peers,
-                             hwm=int(plan.wire["hwm"]),
-                             max_message_bytes=int(plan.wire["max_message_bytes"]), curve=curve,
+                             hwm=int(plan.wire["hwm"]), peer_messages=PEER_MESSAGES,
+                             max_message_bytes=limits.max_frame_bytes, curve=curve,
                              heartbeat=Heartbeat.of(plan.wire, host_crowd(plan, entry.host)),
                              discover=learn_peers if plan.discovery else None)
     plan = found[0] if found else plan

@@ -25,6 +25,7 @@ from torch import nn
 
 from dfl_node.learning.seeds import torch_stream
 from dfl_node.settings.model import (
+    MODEL_SPECS,
     BuiltinSpec,
     ModelSpec,
     conv_pool_sizes,
@@ -93,6 +94,21 @@ def module_of(spec: ModelSpec, input_shape: tuple[int, ...], classes: int) -> nn
     if isinstance(spec, BuiltinSpec):
         return BUILDERS[spec.name](input_shape, classes, **spec.options())
     return spec.build(input_shape, classes)
+
+
+def model_bytes(spec: dict[str, Any], input_shape: Sequence[int], classes: int) -> int | None:
+    """Bytes of the model's parameters and buffers, from a build on the meta device (no
+    memory, no initialisation); None for a model its protocol builds itself (DSC's routed
+    model: not one of MODEL_SPECS, or a spec without `build`)."""
+    if spec.get("name") not in MODEL_SPECS:
+        return None
+    try:
+        with torch.device("meta"):
+            module = module_of(model_spec(spec), tuple(input_shape), classes)
+    except NotImplementedError:
+        return None
+    return sum(t.numel() * t.element_size()
+               for t in itertools.chain(module.parameters(), module.buffers()))
 
 
 KEPT_MODELS = 2  # initial models remembered per process (a process runs one plan at a time)
