@@ -277,11 +277,13 @@ def attack_collector(ctx: zmq.Context, plan: RunPlan, per_category: int,
         "garbage": (lambda: [rng.randbytes(rng.randrange(1, 64))], "unauthenticated"),
         "unsealed_record": (lambda: [record], "unauthenticated"),
         "unsealed_error": (lambda: [forged_error], "unauthenticated"),
-        "wrong_seal": (lambda: [*seal(key, 0, time.time_ns(), RECORD, forged_error)[:2],
-                                rng.randbytes(32)], "unauthenticated"),
-        "claims_another_node": (lambda: seal(key, 999, time.time_ns(), RECORD, record),
+        "wrong_seal": (lambda: [seal(key, 0, time.time_ns(), RECORD, forged_error)[:-32]
+                                + rng.randbytes(32)], "unauthenticated"),
+        "extra_frame": (lambda: [seal(key, 0, time.time_ns(), RECORD, record), b""],
+                        "unauthenticated"),
+        "claims_another_node": (lambda: [seal(key, 999, time.time_ns(), RECORD, record)],
                                 "unknown_node"),
-        "replayed_sequence": (lambda: seal(key, 0, 1, RECORD, forged_error), "replayed"),
+        "replayed_sequence": (lambda: [seal(key, 0, 1, RECORD, forged_error)], "replayed"),
     }
     tally = Tally()
     kinds = {"dealer_ok": (zmq.DEALER, None), "pub": (zmq.PUB, None),

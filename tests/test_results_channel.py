@@ -59,7 +59,7 @@ def forgeries(key: bytes) -> list[list[bytes]]:
     error = msgpack.packb({"type": "error", "node": 3, "message": "forged"})
     wrong = bytes(reversed(key))
     return [*[[row]] * FORGED, *[[error]] * FORGED, *[[b"\xc1\x00"]] * FORGED,
-            *[seal(wrong, 3, 10**18, RECORD, error)] * FORGED]
+            *[[seal(wrong, 3, 10**18, RECORD, error)]] * FORGED]
 
 
 def test_a_forged_record_neither_counts_nor_ends_the_run(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import base64
 import json
 import queue
 import secrets
+import time
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -22,6 +23,7 @@ from dfl_node.comm.rendezvous import RendezvousTimeout
 from dfl_node.plan import PlanError, RunPlan
 from dfl_node.runner.results_seal import (
     HELLO,
+    MAX_RECORD_BYTES,
     NONCE_BYTES,
     RECORD,
     VERDICT,
@@ -65,7 +67,7 @@ class ZmqReporter:
         self._linger_ms = linger_ms
         self._seq = SequenceClock()
         self._nonce = secrets.token_bytes(NONCE_BYTES)
-        self._held: list[list[bytes]] = []
+        self._held: list[bytes] = []
         self._agreed = False
         self._refused = ""  # the one line of a differing verdict, once read
         self._ctx = zmq.Context()
@@ -81,12 +83,12 @@ class ZmqReporter:
     def emit(self, record: dict[str, Any]) -> None:
         if self._refused:
             return  # the node is stopping on it already
-        frames = self._sealed(RECORD, record)
+        sealed = self._sealed(RECORD, record)
         self._read_verdict(0)
         if self._agreed:
-            self._sock.send_multipart(frames)
+            self._sock.send(sealed)
         else:
-            self._held.append(frames)
+            self._held.append(sealed)
 
     def close(self) -> None:
         """Send what is held once the verdict agrees, waiting up to the linger for one still
@@ -95,25 +97,32 @@ class ZmqReporter:
             if not self._agreed and not self._refused:
                 self._read_verdict(self._linger_ms)
                 if not self._agreed:
-                    raise RendezvousTimeout(f"node {self._node}: no collector at {self._address} "
-                                    f"agreed to the plan within {self._linger_ms / 1000:g} s; "
-                                    f"{len(self._held)} record(s) were not sent")
+                    raise RendezvousTimeout(
+                        f"node {self._node}: no collector at {self._address} agreed to the "
+                        f"plan within {self._linger_ms / 1000:g} s; {len(self._held)} "
+                        "record(s) were not sent")
         finally:
             self._sock.close()
             self._ctx.term()
 
-    def _sealed(self, kind: int, record: dict[str, Any]) -> list[bytes]:
+    def _sealed(self, kind: int, record: dict[str, Any]) -> bytes:
+        """The record sealed; a ValueError for one the collector's socket would drop unread."""
         body = msgpack.packb(record, use_bin_type=True)
+        if len(body) > MAX_RECORD_BYTES:
+            raise ValueError(f"node {self._node}: a {record.get('type')} record of "
+                             f"{len(body)} bytes is over the collector's {MAX_RECORD_BYTES}")
         return seal(self._key, self._node, self._seq.next(), kind, body)
 
     def _send(self, kind: int, record: dict[str, Any]) -> None:
-        self._sock.send_multipart(self._sealed(kind, record))
+        self._sock.send(self._sealed(kind, record))
 
     def _read_verdict(self, timeout_ms: int) -> None:
         """Take the collector's verdict if it is here (waiting up to `timeout_ms`); anything
         else on the socket, not sealed by the collector of this run, is ignored."""
-        while not self._agreed and self._sock.poll(timeout_ms, zmq.POLLIN):
-            message = unseal(self._key, self._sock.recv_multipart())
+        deadline = time.monotonic() + timeout_ms / 1000
+        while not self._agreed and self._sock.poll(
+                max(int((deadline - time.monotonic()) * 1000), 0), zmq.POLLIN):
+            message = unseal(self._key, self._sock.recv())
             if message is None or message.kind != VERDICT or message.node != self._node:
                 continue
             try:
@@ -129,8 +138,8 @@ class ZmqReporter:
                 self._held.clear()
                 raise PlanError(self._refused)
             self._agreed = True
-            for frames in self._held:
-                self._sock.send_multipart(frames)
+            for sealed in self._held:
+                self._sock.send(sealed)
             self._held.clear()
 
 

@@ -45,7 +45,7 @@ BATCH_RECORDS = 1024  # most records pump_all handles before its caller looks at
 KINDS = ("ready", "metrics", "done", "error", "params")
 VERDICT_LINGER_MS = 2000  # a refusing collector's last verdict still goes out before it exits
 # A record's bytes and the node whose CURVE key sent it (None where the source cannot tell).
-Arrival = tuple[bytes, int | None]
+Arrival = tuple[bytes | memoryview, int | None]
 # Or the reason a source itself dropped what arrived (a record without the run's seal, say).
 Refused = str
 
@@ -100,7 +100,7 @@ class ZmqSource:
         """A sealed record of an agreed node, or the reason it is refused; None for a HELLO,
         answered here."""
         identity, *parts = frames
-        message = unseal(self._key, [part.buffer for part in parts])
+        message = unseal(self._key, parts[0].buffer) if len(parts) == 1 else None
         if message is None:
             return "unauthenticated"
         if message.node not in self._ids:
@@ -130,8 +130,8 @@ class ZmqSource:
             return "bad_record"
         differ = differing(self._hashes, hello.get("hashes"))
         verdict = msgpack.packb({"nonce": nonce, "differ": differ}, use_bin_type=True)
-        self._sock.send_multipart([identity, *seal(self._key, message.node, self._seq.next(),
-                                                   VERDICT, verdict)])
+        self._sock.send_multipart([identity, seal(self._key, message.node, self._seq.next(),
+                                                  VERDICT, verdict)])
         if differ:
             self._sock.setsockopt(zmq.LINGER, VERDICT_LINGER_MS)
             raise PlanDiffers(f"node {message.node}'s plan differs in {differ} from this "
@@ -220,7 +220,7 @@ class Collector:
         while self.pump(quiet_s):
             pass
 
-    def _validate(self, raw: bytes, sender: int | None) -> dict[str, Any] | None:
+    def _validate(self, raw: bytes | memoryview, sender: int | None) -> dict[str, Any] | None:
         try:
             record = msgpack.unpackb(raw, raw=False, strict_map_key=True)
         except Exception:  # msgpack raises several unrelated types on garbage
