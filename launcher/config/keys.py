@@ -154,8 +154,8 @@ def key_directory(keys: str | None, local_dir: Path | None, names: Sequence[str]
 @click.option("-o", "output", type=click.Path(path_type=Path), required=True,
               help="Directory for the key files (created; existing keys are never overwritten).")
 def keys_cmd(topology: str, output: Path) -> None:
-    """Make the CURVE key pairs of a --secure mesh: one per node, the aggregator, the collector
-    and the coordinator."""
+    """Make the CURVE key pairs of a --secure mesh (one per node, the aggregator, the collector
+    and the coordinator) and the results key every run's records are sealed with."""
     try:
         topo = load_topology(resolve_topology_path(topology))
     except TopologyError as exc:
