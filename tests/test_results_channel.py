@@ -8,6 +8,7 @@ launches (node processes over ZeroMQ, without --secure) and real `dfl-launch col
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import stat
@@ -85,7 +86,8 @@ def test_a_forged_record_neither_counts_nor_ends_the_run(tmp_path: Path) -> None
             sock.connect(plan.collector)
         for frames in forgeries(results_key(plan)):
             dealer.send_multipart(frames)
-            push.send_multipart(frames, zmq.NOBLOCK)
+            with contextlib.suppress(zmq.Again):  # ZeroMQ may refuse it at once: no peer
+                push.send_multipart(frames, zmq.NOBLOCK)
     finally:
         ctx.destroy(linger=5000)  # returns once the dealer's records are out
     assert launcher.poll() is None, "the run ended before the attack did"

@@ -37,7 +37,7 @@ from topologies.model import Topology
 
 LINK_ROUND_BYTES = 256
 """A node's done record per link and round: ledger cells and formula bits (194 bytes measured
-on a complete graph of 10 with d-psgd; more components take more)."""
+on a complete graph of 10, the model sent whole each round; more formula components take more)."""
 ROUND_BYTES = 64
 """... and per round: its wall and CPU times."""
 NODE_PROCESS_BYTES = 16 << 20
