@@ -33,7 +33,7 @@ from dfl_node.runner.discovery import DiscoveryError, discover
 from dfl_node.runner.prephase_client import ZmqPrephaseChannel
 from dfl_node.runner.process_memory import share_one_arena
 from dfl_node.runner.receive_caps import PEER_MESSAGES, wire_limits
-from dfl_node.runner.reporter import FileReporter, Reporter, ZmqReporter
+from dfl_node.runner.reporter import FileReporter, NoCollector, Reporter, ZmqReporter
 from dfl_node.runner.run_node import run_node
 from dfl_node.settings.wire import rendezvous_seconds
 from dfl_node.transports.encryption import COORDINATOR, Curve, load_curve
@@ -97,7 +97,7 @@ def start_zmq_node(plan: RunPlan, node_id: int, out_dir: Path, curve: Curve | No
             prephase.close()
         try:
             reporter.close()  # the collector refused the plan (PlanError) or never answered
-        except (PlanError, RendezvousTimeout):
+        except (PlanError, NoCollector):
             if not failed:  # else the run's own error is the one to report
                 raise
 
@@ -195,7 +195,7 @@ def run_here(plan: RunPlan, node_id: int, out_dir: Path, curve: Curve | None) ->
     except PlanError as exc:
         LOG.error("%s", exc)
         return EXIT_BAD_INPUT
-    except (RendezvousTimeout, MeshFailure, DiscoveryError) as exc:
+    except (RendezvousTimeout, MeshFailure, DiscoveryError, NoCollector) as exc:
         LOG.error("%s", exc)
         return EXIT_FAILED
     return EXIT_OK

@@ -20,9 +20,8 @@ import msgpack
 import pytest
 import zmq
 
-from dfl_node.comm.rendezvous import RendezvousTimeout
 from dfl_node.plan import PlanError, RunPlan
-from dfl_node.runner.reporter import ZmqReporter
+from dfl_node.runner.reporter import NoCollector, ZmqReporter
 from dfl_node.runner.results_seal import RECORD, new_results_key, results_key, seal
 from dfl_node.transports.liveness import STALL_ENV
 from launcher.config.host_plan import resolve_host_plan
@@ -127,7 +126,7 @@ def test_a_node_of_another_plan_is_refused_and_told(tmp_path: Path, ports: list[
         reporter.close()
     assert str(told.value) == ("node 0: the collector's plan differs in ['protocol']; "
                                "refusing to send it results")
-    with pytest.raises(RendezvousTimeout, match=r"no collector at .* agreed to the plan"):
+    with pytest.raises(NoCollector, match=r"no collector at .* agreed to the plan"):
         strange.close()
     assert not (tmp_path / "run").exists()
 

@@ -19,7 +19,6 @@ from typing import Any, Protocol
 import msgpack
 import zmq
 
-from dfl_node.comm.rendezvous import RendezvousTimeout
 from dfl_node.plan import PlanError, RunPlan
 from dfl_node.runner.results_seal import (
     HELLO,
@@ -37,6 +36,10 @@ from dfl_node.transports.encryption import COLLECTOR, Curve
 MAX_VERDICT_BYTES = 1 << 16  # a verdict is a nonce and a few section names
 
 
+class NoCollector(TimeoutError):
+    """No collector answered a node's HELLO before it closed; the message is one line."""
+
+
 class Reporter(Protocol):
     def emit(self, record: dict[str, Any]) -> None: ...
 
@@ -51,7 +54,7 @@ class ZmqReporter:
     collector's verdict agrees, then sent in order. A verdict that names differing sections
     raises PlanError (one line) from the `emit` or `close` that reads it: a node never sends
     results to a collector of another plan, and says so. `close()` waits up to the linger for
-    a verdict still due, and raises RendezvousTimeout if none came: the records never left this
+    a verdict still due, and raises NoCollector if none came: the records never left this
     node (a kept copy is in records/node-<id>.jsonl, FileReporter).
 
     It owns its context so that `close()` can wait (up to the linger) until every queued record
@@ -92,12 +95,12 @@ class ZmqReporter:
 
     def close(self) -> None:
         """Send what is held once the verdict agrees, waiting up to the linger for one still
-        due; PlanError if the collector's plan differs, RendezvousTimeout if no verdict came."""
+        due; PlanError if the collector's plan differs, NoCollector if no verdict came."""
         try:
             if not self._agreed and not self._refused:
                 self._read_verdict(self._linger_ms)
                 if not self._agreed:
-                    raise RendezvousTimeout(
+                    raise NoCollector(
                         f"node {self._node}: no collector at {self._address} agreed to the "
                         f"plan within {self._linger_ms / 1000:g} s; {len(self._held)} "
                         "record(s) were not sent")
