@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -87,6 +88,9 @@ class RunPlan:
     discovery: dict[str, Any] = field(default_factory=dict)
     # a metrics row of round 0 too, before any training (launcher/config/run_config.py)
     eval_at_start: bool = False
+    # the secret every record to the collector is sealed with (dfl_node/runner/results_seal.py),
+    # drawn per run; in no section hash, which neighbours exchange in the clear
+    results_key: str = ""
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -161,9 +165,13 @@ class RunPlan:
         return out
 
     def dump(self, path: Path) -> None:
+        """plan.json, readable by its owner only: it holds the run's results key."""
         body = self.to_dict()
         body["hashes"] = self.section_hashes()
-        path.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            os.fchmod(out.fileno(), 0o600)  # a file that existed keeps its mode otherwise
+            out.write(json.dumps(body, indent=1, sort_keys=True) + "\n")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunPlan:

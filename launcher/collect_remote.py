@@ -5,7 +5,10 @@ ledgers) to the plan's collector address as control traffic, whether the launche
 or an operator started one `dfl-node` per host. This command is that collector without the
 spawning: it listens on the collector's port (every interface, unless the plan's address is
 loopback), validates what arrives exactly as the launcher does, and writes the usual run
-directory and summary once every node is done, one fails, or `--timeout-s` passes. It may start
+directory and summary once every node is done, one fails, or `--timeout-s` passes. Nothing is
+written before the first node's plan agreed with this one (its section hashes, sealed with the
+plan's results key): a node whose plan differs ends the collection as bad input (exit 2, one
+line naming the sections), and the node, told so, sends no result. It may start
 before or after the nodes: a node's records queue until a collector listens. Each node's final
 parameters stay in its own host's run directory (final/). For a discover plan it also serves
 the directory the nodes learn each other's addresses from (launcher/run/directory.py).
@@ -23,10 +26,10 @@ import zmq
 from dfl_node.plan import PlanError, RunPlan
 from dfl_node.transports.encryption import COLLECTOR, Curve, load_curve
 from launcher.config.endpoints import wildcard_bind
-from launcher.config.host_plan import place_plan
+from launcher.config.host_plan import check_place, place_plan
 from launcher.errors import LaunchError
 from launcher.results.cycle_metrics import CycleMetrics
-from launcher.run.collector import Collector, ZmqSource
+from launcher.run.collector import Collector, PlanDiffers, ZmqSource
 from launcher.run.directory import Directory
 from launcher.run.faults import interrupted
 from launcher.run.finish import report, save
@@ -43,7 +46,7 @@ def open_collector(plan: RunPlan, out_dir: Path, curve: Curve | None,
     `on_record`, a live view); a LaunchError when its port cannot be bound here."""
     address = wildcard_bind(plan.collector)
     try:
-        source = ZmqSource(address, curve=curve)
+        source = ZmqSource(plan, address, curve=curve)
     except zmq.ZMQError as exc:
         raise LaunchError(f"collect: cannot listen on {address} (the plan's collector "
                           f"{plan.collector}): {exc}") from None
@@ -78,7 +81,7 @@ def collect(plan_path: Path, out_dir: Path, timeout_s: float, keys: Path | None 
         curve = load_curve(plan, COLLECTOR, keys)
     except PlanError as exc:
         raise LaunchError(str(exc)) from None
-    place_plan(plan, out_dir)
+    check_place(plan, out_dir)
     collector = open_collector(plan, out_dir, curve)
     try:
         directory = Directory(plan) if plan.discovery else None
@@ -91,11 +94,14 @@ def collect(plan_path: Path, out_dir: Path, timeout_s: float, keys: Path | None 
         outcome = await_nodes(collector, plan, timeout_s)
     except KeyboardInterrupt as exc:
         outcome = interrupted(exc)
+    except PlanDiffers as exc:  # before any record counted: nothing is written
+        raise LaunchError(f"collect: {exc}") from None
     finally:
         collector.close()
         if directory is not None:
             directory.close()
             collector.rejected.update(directory.rejected)
+    place_plan(plan, out_dir)  # the run directory is made once a node agreed (nothing before)
     results = save(plan, {"hyper": plan.hyper}, collector, outcome,
                    time.monotonic() - started, out_dir)
     return report(results, out_dir)

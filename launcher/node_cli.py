@@ -32,7 +32,8 @@ from dfl_node.runner.context import node_logger
 from dfl_node.runner.discovery import DiscoveryError, discover
 from dfl_node.runner.prephase_client import ZmqPrephaseChannel
 from dfl_node.runner.process_memory import share_one_arena
-from dfl_node.runner.reporter import FileReporter, Reporter, ZmqReporter
+from dfl_node.runner.receive_caps import PEER_MESSAGES, wire_limits
+from dfl_node.runner.reporter import FileReporter, NoCollector, Reporter, ZmqReporter
 from dfl_node.runner.run_node import run_node
 from dfl_node.settings.wire import rendezvous_seconds
 from dfl_node.transports.encryption import COORDINATOR, Curve, load_curve
@@ -58,6 +59,7 @@ def start_zmq_node(plan: RunPlan, node_id: int, out_dir: Path, curve: Curve | No
     the plan with them filled in."""
     apply_runtime(plan.hyper)
     share_one_arena()
+    given = plan  # the plan as loaded: the collector holds it without discovered addresses
     entry = plan.node(node_id)
     node_logger(node_id).info("node %d pid %d binds %s device %s", node_id, os.getpid(),
                               entry.bind, entry.device)
@@ -69,30 +71,37 @@ def start_zmq_node(plan: RunPlan, node_id: int, out_dir: Path, curve: Curve | No
         return {j: found[0].node(j).address for j in plan.neighbors(node_id)}
 
     peers = {} if plan.discovery else {j: plan.node(j).address for j in plan.neighbors(node_id)}
+    limits = wire_limits(plan)
     transport = ZmqTransport(node_id, entry.bind, peers,
-                             hwm=int(plan.wire["hwm"]),
-                             max_message_bytes=int(plan.wire["max_message_bytes"]), curve=curve,
+                             hwm=int(plan.wire["hwm"]), peer_messages=PEER_MESSAGES,
+                             max_message_bytes=limits.max_frame_bytes, curve=curve,
                              heartbeat=Heartbeat.of(plan.wire, host_crowd(plan, entry.host)),
                              discover=learn_peers if plan.discovery else None)
     plan = found[0] if found else plan
-    reporter: Reporter = ZmqReporter(plan.collector, curve=curve)
+    reporter: Reporter = ZmqReporter(given, node_id, curve=curve)
     if keep_records:
         reporter = FileReporter(out_dir / "records" / f"node-{node_id}.jsonl", reporter)
     prephase = (ZmqPrephaseChannel(node_id, plan.prephase["address"],
                                    int(plan.prephase["max_bytes"]), curve)
                 if plan.prephase else None)
+    failed = True
     try:
         run_node(plan, node_id, node_class(plan.protocol), transport, reporter, out_dir,
                  prephase)
+        failed = False
     except Exception as exc:
         reporter.emit({"type": "error", "node": node_id, "message": f"{type(exc).__name__}: {exc}",
                        **failure_fields(exc), **io_fields(exc)})
         transport.close()  # lets what is queued go out: a refusing node's plan hashes, say
         raise
     finally:
-        reporter.close()
         if prephase is not None:
             prephase.close()
+        try:
+            reporter.close()  # the collector refused the plan (PlanError) or never answered
+        except (PlanError, NoCollector):
+            if not failed:  # else the run's own error is the one to report
+                raise
 
 
 def host_crowd(plan: RunPlan, host: str) -> float:
@@ -143,6 +152,7 @@ def host_plan(plan_path: Path | None, run: dict[str, Any], out_dir: Path | None,
     """The plan this host runs (node `node_id`, or the coordinator when None) and its run
     directory, with this host's data ready for it."""
     from launcher.config import host_plan as hostplan
+    from launcher.config.keys import RESULTS_KEY, read_results_key
     from launcher.config.options import request
     from launcher.run import rundir  # the launcher's resolution code, not in the node path
 
@@ -157,6 +167,10 @@ def host_plan(plan_path: Path | None, run: dict[str, Any], out_dir: Path | None,
         out = out_dir or plan_path.parent
     else:
         plan = hostplan.resolve_host_plan(request(run))
+        if run["keys"] is None or read_results_key(Path(run["keys"])) is None:
+            raise LaunchError("--topology: each host draws its own results key unless --keys "
+                              f"DIR holds the run's ({RESULTS_KEY}, made by dfl-launch keys; "
+                              "give dfl-launch plan the same --keys), or give --plan PLAN")
         out = out_dir or rundir.default_run_dir(plan.protocol, plan.topology_name)
     if node_id is not None:
         plan.node(node_id)
@@ -174,7 +188,7 @@ def run_here(plan: RunPlan, node_id: int, out_dir: Path, curve: Curve | None) ->
     except PlanError as exc:
         LOG.error("%s", exc)
         return EXIT_BAD_INPUT
-    except (RendezvousTimeout, MeshFailure, DiscoveryError) as exc:
+    except (RendezvousTimeout, MeshFailure, DiscoveryError, NoCollector) as exc:
         LOG.error("%s", exc)
         return EXIT_FAILED
     return EXIT_OK
@@ -229,7 +243,9 @@ def cli(plan_path: Path | None, node_id: int | None, node_id_env: str | None,
         if node_id_env is not None:
             node_id = node_from_env(plan_path, node_id_env)
         plan, out = host_plan(plan_path, run, out_dir, node_id)
-        curve = load_curve(plan, COORDINATOR if node_id is None else node_id, run["keys"])
+        # a plan of --topology has its keys_dir from --keys already; --plan's may move
+        keys = run["keys"] if plan_path is not None else None
+        curve = load_curve(plan, COORDINATOR if node_id is None else node_id, keys)
     except PlanError as exc:
         raise LaunchError(str(exc)) from None
     sys.exit(coordinate_here(plan, out, curve) if node_id is None

@@ -10,6 +10,13 @@ them (protocols/spec.py).
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, field_validator
+
 from dfl_config.section import Count, NonNegativeInt, Positive, Section
 from dfl_node.settings.runtime import RuntimeHyper
 
@@ -18,7 +25,49 @@ B_FP = 32  # bits of a float32 value on the wire
 
 class ProtocolHyper(RuntimeHyper):
     """Base of every protocol's `Hyper`: the runtime keys (torch_threads, deterministic) plus
-    the protocol's own fields."""
+    the protocol's own fields.
+
+    Every float of it, nested sections included, must survive float32: the tensors a
+    hyper-parameter scales are float32, so `lr: 1e300` would start the mesh and then fail in
+    every node's first step (torch refuses the overflow), and `lr: 1e-50` would train with 0.
+    The check is on the type, not on a list of names, so every protocol's fields, a plugin's
+    included, have it."""
+
+    @field_validator("*")
+    @classmethod
+    def _fits_float32(cls, value: Any) -> Any:
+        problem = float32_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+FLOAT32_LEAST = float(np.finfo(np.float32).smallest_subnormal)
+
+
+def float32_problem(value: Any, where: str = "") -> str:
+    """Why `value` (a float, or a section, mapping or sequence holding floats) would not be
+    itself in a float32 tensor ("" if it would); `where` is its path inside the field."""
+    if isinstance(value, BaseModel):
+        value = dict(value)
+    if isinstance(value, Mapping):
+        items: Iterable[tuple[str, Any]] = ((f"{where}.{k}" if where else str(k), v)
+                                            for k, v in value.items())
+    elif isinstance(value, list | tuple):
+        items = ((f"{where}[{i}]", v) for i, v in enumerate(value))
+    else:
+        if not isinstance(value, float) or not math.isfinite(value):
+            return ""
+        prefix = f"{where}: " if where else ""
+        if abs(value) > FLOAT32_MAX:
+            return f"{prefix}must fit float32, the type of the tensors it reaches " \
+                   f"(|x| <= {FLOAT32_MAX:.8g}), got {value!r}"
+        if 0 < abs(value) < FLOAT32_LEAST:
+            return f"{prefix}must not vanish in float32, the type of the tensors it reaches " \
+                   f"(0 or |x| >= {FLOAT32_LEAST:.3g}), got {value!r}"
+        return ""
+    return next((found for key, item in items if (found := float32_problem(item, key))), "")
 
 
 class TrainingHyper(ProtocolHyper):

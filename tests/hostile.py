@@ -1,7 +1,8 @@
 """Attackers for tests/test_hostile_run.py, each keeping an exact tally of what it sent.
 
 - Outsiders (`attack_node`, `attack_collector`): ZeroMQ sockets of the test process aimed at a
-  listening socket of a running mesh. What a compatible socket delivers reaches the application
+  listening socket of a running mesh (the collector's also with records sealed with the run's
+  key, as a thief of plan.json could). What a compatible socket delivers reaches the application
   and must be counted there under one reason; what ZeroMQ itself refuses (an incompatible socket
   type, a frame over the socket's MAXMSGSIZE) never reaches it and is tallied apart.
 - An insider (`python -m tests.hostile COUNTS.json <dfl-node args>`): a real node of the mesh
@@ -19,6 +20,7 @@ import contextlib
 import json
 import random
 import sys
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -31,6 +33,7 @@ import zmq
 
 from dfl_node.comm.channel import DEFAULT_WINDOW
 from dfl_node.plan import RunPlan
+from dfl_node.runner.results_seal import MAX_RECORD_BYTES, RECORD, results_key, seal
 from dfl_node.transports.zeromq import ZmqTransport, routing_id
 from dfl_node.wire.codec import Layouts, WireError, WireLimits, decode, encode
 from dfl_node.wire.tags import Tag
@@ -261,33 +264,38 @@ def attack_node(ctx: zmq.Context, plan: RunPlan, node_id: int, per_category: int
     return tally
 
 
-def attack_collector(ctx: zmq.Context, address: str, per_category: int,
+def attack_collector(ctx: zmq.Context, plan: RunPlan, per_category: int,
                      rng: random.Random) -> Tally:
-    """An outsider's records to the collector's PULL: each compatible one counted by reason."""
+    """An outsider's records to the collector's ROUTER, each compatible one counted by reason:
+    without the run's results key nothing is `unauthenticated`; with it (a thief of plan.json),
+    a record of a node outside the plan or of a sequence number already passed is still
+    refused."""
+    key = results_key(plan)
     record = msgpack.packb({"type": "metrics", "node": 0, "round": 1, "accuracy": 0.5})
-    categories: dict[str, tuple[Callable[[], bytes], str]] = {
-        "garbage": (lambda: b"\xc1" + rng.randbytes(rng.randrange(64)), "bad_msgpack"),
-        "truncated_frame": (lambda: record[: rng.randrange(1, len(record))], "bad_msgpack"),
-        "not_a_record": (lambda: msgpack.packb([1, 2, 3]), "bad_record"),
-        "unknown_kind": (lambda: msgpack.packb({"type": "evil", "node": 0}), "bad_record"),
-        "claims_another_sender": (lambda: msgpack.packb({"type": "metrics", "node": 999}),
-                                  "unknown_node"),
-        "malformed_fields": (lambda: msgpack.packb({"type": "metrics", "node": 0,
-                                                    "round": "last"}), "bad_record"),
-        # valid but forged: node 0 said it was ready before the attack began
-        "replayed_ready": (lambda: msgpack.packb({"type": "ready", "node": 0}), "duplicate"),
+    forged_error = msgpack.packb({"type": "error", "node": 0, "message": "forged"})
+    categories: dict[str, tuple[Callable[[], list[bytes]], str]] = {
+        "garbage": (lambda: [rng.randbytes(rng.randrange(1, 64))], "unauthenticated"),
+        "unsealed_record": (lambda: [record], "unauthenticated"),
+        "unsealed_error": (lambda: [forged_error], "unauthenticated"),
+        "wrong_seal": (lambda: [seal(key, 0, time.time_ns(), RECORD, forged_error)[:-32]
+                                + rng.randbytes(32)], "unauthenticated"),
+        "extra_frame": (lambda: [seal(key, 0, time.time_ns(), RECORD, record), b""],
+                        "unauthenticated"),
+        "claims_another_node": (lambda: [seal(key, 999, time.time_ns(), RECORD, record)],
+                                "unknown_node"),
+        "replayed_sequence": (lambda: [seal(key, 0, 1, RECORD, forged_error)], "replayed"),
     }
     tally = Tally()
-    kinds = {"push_ok": (zmq.PUSH, None), "pub": (zmq.PUB, None),
-             "oversize": (zmq.PUSH, None)}
-    with sockets(ctx, address, kinds) as socks:
+    kinds = {"dealer_ok": (zmq.DEALER, None), "pub": (zmq.PUB, None),
+             "oversize": (zmq.DEALER, None)}
+    with sockets(ctx, plan.collector, kinds) as socks:
         for name, (make, reason) in categories.items():
-            taken = send_all(socks["push_ok"], [[make()] for _ in range(per_category)])
+            taken = send_all(socks["dealer_ok"], [make() for _ in range(per_category)])
             tally.sent[name] += taken
             tally.delivered[reason] += taken
         for name, sock, messages in (
                 ("wrong_socket_type", socks["pub"], [[record]] * per_category),
-                ("oversize_frame", socks["oversize"], [[b"\x00" * ((64 << 20) + 1)]] * 2)):
+                ("oversize_frame", socks["oversize"], [[b"\x00" * (MAX_RECORD_BYTES + 1)]] * 2)):
             taken = send_all(sock, messages)
             tally.sent[name] += taken
             tally.below[name] += taken

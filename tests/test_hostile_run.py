@@ -6,7 +6,7 @@ The mesh is the one-node-per-host form on loopback (a ring of `dfl-node` process
 `dfl-launch collect`), so that the last node can be an insider: the real node running the real
 protocol, whose transport follows each data message with a hostile batch over its own
 connection (tests/hostile.py). The test process attacks every node's ROUTER and the collector's
-PULL from outside as well. What ZeroMQ refuses before the application sees it (a socket type
+ROUTER from outside as well. What ZeroMQ refuses before the application sees it (a socket type
 that cannot talk to the listener, a frame over its MAXMSGSIZE) is tallied apart.
 """
 
@@ -100,7 +100,7 @@ def attack(plan: RunPlan, per_category: int) -> tuple[dict[int, Tally], Tally]:
     ctx = zmq.Context()
     try:
         nodes = {i: attack_node(ctx, plan, i, per_category, rng) for i in plan.ids}
-        collector = attack_collector(ctx, plan.collector, per_category, rng)
+        collector = attack_collector(ctx, plan, per_category, rng)
     finally:
         ctx.destroy(linger=2000)
     return nodes, collector
@@ -138,6 +138,7 @@ def run_under_attack(tmp_path: Path, ports: list[int], n: int, rounds: int,
         assert ledger[str(node)]["rejected"] == dict(expected), node
         expected_total.update(expected)
     assert summary["rejected_messages"] == dict(sorted(expected_total.items()))
+    assert summary["rejected_records"] == dict(sorted(collector.delivered.items()))
 
     total = Tally()
     for tally in (*outsiders.values(), collector):

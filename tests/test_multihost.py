@@ -14,7 +14,9 @@ import pytest
 from dfl_node.learning.datacache import DataError
 from dfl_node.learning.datasets import load_arrays
 from dfl_node.plan import RunPlan
+from dfl_node.runner.results_seal import new_results_key
 from launcher.config.host_plan import ensure_host_data, resolve_host_plan
+from launcher.config.keys import RESULTS_KEY
 from launcher.config.options import Request
 from launcher.config.ports import PortClaims
 from launcher.errors import LaunchError
@@ -45,6 +47,15 @@ def dfl_node(*args: str) -> subprocess.Popen:
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def results_keys(tmp_path: Path) -> Path:
+    """A key directory with only the run's results key (`dfl-launch keys` makes one with the
+    CURVE keys too): what hosts that each resolve the plan from `--topology` share."""
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    (keys / RESULTS_KEY).write_text(new_results_key() + "\n")
+    return keys
+
+
 def request(topo: Path, *sets: str, **options: object) -> Request:
     return Request(str(topo), "d-psgd", None, {"dataset": "synthetic", **options}, sets)
 
@@ -52,14 +63,16 @@ def request(topo: Path, *sets: str, **options: object) -> Request:
 def test_every_host_resolves_the_launchers_plan(tmp_path: Path, ports: list[int]) -> None:
     topo = topology(tmp_path, ports, 3)
     collector = f"endpoints.collector=10.1.2.3:{ports[7]}"
-    mine, theirs = resolve_host_plan(request(topo, collector)), resolve_host_plan(
-        request(topo, collector))
+    keys = str(results_keys(tmp_path))  # else each resolution draws a results key of its own
+    mine, theirs = resolve_host_plan(request(topo, collector, keys=keys)), resolve_host_plan(
+        request(topo, collector, keys=keys))
     assert mine.to_dict() == theirs.to_dict()
     assert mine.collector == f"tcp://10.1.2.3:{ports[7]}"
+    assert resolve_host_plan(request(topo, collector)).results_key != mine.results_key
     proc = subprocess.run([sys.executable, "-m", "launcher.cli", "plan", "--topology", str(topo),
                            "--protocol", "d-psgd", "--dataset", "synthetic", "--set", collector,
-                           "-o", str(tmp_path / "plan.json")], env=ENV_ROOT, cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+                           "--keys", keys, "-o", str(tmp_path / "plan.json")], env=ENV_ROOT,
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert RunPlan.load(tmp_path / "plan.json").to_dict() == mine.to_dict()
 
@@ -114,7 +127,7 @@ def test_two_nodes_with_different_configs_refuse_naming_the_section(
     topo = topology(tmp_path, ports, 2)
     common = ["--topology", str(topo), "--protocol", "d-psgd", *SYNTHETIC[:2],
               "--set", f"endpoints.collector=127.0.0.1:{ports[7]}",
-              "--set", "wire.rendezvous_s=60"]
+              "--set", "wire.rendezvous_s=60", "--keys", str(results_keys(tmp_path))]
     procs = [dfl_node(*common, "--node-id", str(i), "--rounds", str(i + 1), "--out",
                       str(tmp_path / f"host{i}")) for i in (0, 1)]
     errors = [p.communicate(timeout=120)[1].strip().splitlines() for p in procs]

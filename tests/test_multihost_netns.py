@@ -19,6 +19,7 @@ import pytest
 
 from tests import netns
 from tests.harness import ENV_ROOT, ROOT, final_files, launch_ok
+from tests.test_multihost import results_keys
 
 pytestmark = pytest.mark.slow
 
@@ -97,7 +98,8 @@ def test_mesh_across_namespaces_equals_inproc(lab: netns.Lab, tmp_path: Path,
                                               protocol: str) -> None:
     topo = write_topology(tmp_path, lab)
     options = ["--rounds", "2", "--eval-every", "1", "--set", "wire.rendezvous_s=300",
-               "--set", f"endpoints.collector={lab.address(NODES)}:{COLLECTOR_PORT}"]
+               "--set", f"endpoints.collector={lab.address(NODES)}:{COLLECTOR_PORT}",
+               "--keys", str(results_keys(tmp_path))]  # the --topology hosts' results key
     plan_path = tmp_path / "plan" / "plan.json"
     made = subprocess.run([*python("launcher.cli", "plan", "--topology", str(topo),
                                    "--protocol", protocol, *options, "-o", str(plan_path))],

@@ -40,13 +40,17 @@ def python_files() -> list[Path]:
     return sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py"))
 
 
+SAFE_LOADERS = ("yaml.SafeLoader", "yaml.CSafeLoader")  # pure Python, and libyaml's
+
+
 def safe_loaders(tree: ast.Module) -> set[str]:
-    """Classes of the module that subclass yaml.SafeLoader (they build no Python objects)."""
+    """Classes of the module that subclass yaml.SafeLoader or yaml.CSafeLoader (they build no
+    Python objects)."""
     return {
         cls.name
         for cls in ast.walk(tree)
         if isinstance(cls, ast.ClassDef)
-        and any(ast.unparse(base) == "yaml.SafeLoader" for base in cls.bases)
+        and any(ast.unparse(base) in SAFE_LOADERS for base in cls.bases)
     }
 
 

@@ -24,6 +24,15 @@ from zmq.utils.monitor import recv_monitor_message
 from dfl_node.comm.channel import Comm, PeerTimeout
 from dfl_node.ledgers.traffic import Ledger
 from dfl_node.plan import RunPlan
+from dfl_node.runner.results_seal import (
+    HELLO,
+    RECORD,
+    SequenceClock,
+    results_key,
+    seal,
+    unseal,
+    valid_results_key,
+)
 from dfl_node.transports.base import FORGED_PEER, TransportError
 from dfl_node.transports.encryption import Curve, load_curve
 from dfl_node.transports.zeromq import ZmqTransport, routing_id
@@ -31,7 +40,7 @@ from dfl_node.wire.codec import WireLimits, encode
 from dfl_node.wire.tags import Tag
 from launcher.cli import main as launcher_main
 from launcher.config.host_plan import resolve_host_plan
-from launcher.config.keys import make_keys
+from launcher.config.keys import RESULTS_KEY, make_keys
 from launcher.config.options import Request
 from launcher.config.ports import PortClaims
 from launcher.node_cli import main as node_main
@@ -173,24 +182,36 @@ def test_a_neighbours_key_cannot_claim_another_sender(
 
 def test_the_collector_knows_a_record_by_its_key(
         plan: RunPlan, context: zmq.Context, tmp_path: Path) -> None:
-    collector = Collector(ZmqSource(LOCAL, curve=load_curve(plan, "collector")), tmp_path,
+    """Node 1's key, sealing with the run's results key: a record that names node 0 is refused,
+    one that names node 1 counts."""
+    collector = Collector(ZmqSource(plan, LOCAL, curve=load_curve(plan, "collector")), tmp_path,
                           plan.ids)
     address = collector.source._sock.getsockopt_string(zmq.LAST_ENDPOINT)
     server = plan.secure["public_keys"]["collector"].encode()
     node_1 = load_curve(plan, 1)
     assert node_1 is not None
+    key, clock = results_key(plan), SequenceClock()
+
+    def sealed(node: int, kind: int, record: dict) -> bytes:
+        return seal(key, node, clock.next(), kind, msgpack.packb(record))
+
     try:
-        assert handshake_refused(client(context, STRANGER, server, None, zmq.PUSH), address)
-        pusher = client(context, node_1, server, None, zmq.PUSH)
-        pusher.connect(address)
+        assert handshake_refused(client(context, STRANGER, server, None), address)
+        dealer = client(context, node_1, server, None)
+        dealer.connect(address)
+        dealer.send(sealed(1, HELLO, {"type": "hello", "node": 1, "nonce": b"n" * 16,
+                                      "hashes": plan.section_hashes()}))
         for node in (0, 1):  # node 1's key reports as node 0, then as itself
-            pusher.send(msgpack.packb({"type": "error", "node": node, "message": "boom"}))
+            dealer.send(sealed(node, RECORD, {"type": "error", "node": node, "message": "boom"}))
 
         def both_judged() -> bool:
             collector.pump(0.1)
             return sum(collector.rejected.values()) + len(collector.errors) >= 2
 
         wait_for(both_judged, 10, "the records")
+        assert dealer.poll(10_000), "no verdict"
+        verdict = unseal(key, dealer.recv())
+        assert verdict is not None and msgpack.unpackb(verdict.body)["differ"] == []
     finally:
         collector.close()
     assert collector.errors == {1: "boom"}
@@ -244,10 +265,14 @@ def test_dfl_launch_keys_makes_private_pairs_and_never_overwrites(tmp_path: Path
                                                                   cli: Cli) -> None:
     (tmp_path / "tri.yaml").write_text(TRIANGLE)
     args = ["keys", "--topology", str(tmp_path / "tri.yaml"), "-o", str(tmp_path / "keys")]
-    assert cli(launcher_main, *args) == (0, f"6 key pairs in {tmp_path / 'keys'}\n", "")
+    assert cli(launcher_main, *args) == (
+        0, f"6 key pairs and a results key in {tmp_path / 'keys'}\n", "")
     names = ["aggregator", "collector", "coordinator", "node-0", "node-1", "node-2"]
     assert sorted(p.name for p in (tmp_path / "keys").iterdir()) == sorted(
-        f"{n}{s}" for n in names for s in (".key", ".key_secret"))
+        [RESULTS_KEY, *(f"{n}{s}" for n in names for s in (".key", ".key_secret"))])
+    results = tmp_path / "keys" / RESULTS_KEY
+    assert stat.S_IMODE(results.stat().st_mode) == 0o600
+    assert valid_results_key(results.read_text().strip())
     for name in names:
         secret_file = tmp_path / "keys" / f"{name}.key_secret"
         assert stat.S_IMODE(secret_file.stat().st_mode) == 0o600
@@ -255,7 +280,7 @@ def test_dfl_launch_keys_makes_private_pairs_and_never_overwrites(tmp_path: Path
         assert secret is not None and zmq.curve_public(secret) == public
         assert zmq.auth.load_certificate(tmp_path / "keys" / f"{name}.key") == (public, None)
     assert refusal(cli(launcher_main, *args)) == (
-        f"dfl-launch: {tmp_path}/keys/node-0.key: exists; keys are never overwritten "
+        f"dfl-launch: {tmp_path}/keys/{RESULTS_KEY}: exists; keys are never overwritten "
         "(pick another -o)")
 
 

@@ -68,8 +68,9 @@ BASE: dict[str, dict[str, Any]] = {
              "d0": None, "path_loss_exponent": 3.0, "spectral_efficiency": 2.0,
              "retransmissions": "expected"},
     "tdma": {"interference_range": None, "interference_factor": 1.0},
+    # max_message_bytes was 1 << 30; None now derives it from the plan's model (issue 43)
     "wire": {"hwm": 1000, "recv_timeout_s": 300.0, "max_tensors": 4096,
-             "max_message_bytes": 1 << 30, "rendezvous_s": None, "deadline_s": 10.0,
+             "max_message_bytes": None, "rendezvous_s": None, "deadline_s": 10.0,
              "on_failure": "stop"},
     "hyper": {"torch_threads": 1, "deterministic": False},
 }

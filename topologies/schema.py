@@ -34,6 +34,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
+from dfl_config.limits import MAX_NAME_CHARS
 from dfl_config.section import Section
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -104,8 +105,9 @@ BandwidthMbps = Annotated[float, Field(gt=0), _must_be(lambda x: _is_number(x) a
 Loss = Annotated[float, Field(ge=0, lt=1), _must_be(lambda x: _is_number(x) and 0 <= x < 1,
                                                     "a number in [0, 1)")]
 Name = Annotated[
-    str, Field(min_length=1), _must_be(lambda x: isinstance(x, str) and bool(x),
-                                       "a non-empty string")
+    str, Field(min_length=1, max_length=MAX_NAME_CHARS),
+    _must_be(lambda x: isinstance(x, str) and 0 < len(x) <= MAX_NAME_CHARS,
+             f"a non-empty string of at most {MAX_NAME_CHARS} characters"),
 ]
 
 

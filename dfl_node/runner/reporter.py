@@ -1,7 +1,9 @@
 """Where a node's metrics go: the launcher's collector over ZeroMQ, or a queue in-process.
 
 Records are flat msgpack maps of strings, numbers and nested maps; the collector validates them
-before use, so a node never sends anything that needs pickle.
+before use, so a node never sends anything that needs pickle. Over ZeroMQ each is sealed with the
+run's results key, after the collector agreed to this node's plan (dfl_node/runner/
+results_seal.py); in-process they go straight into the collector's queue.
 """
 
 from __future__ import annotations
@@ -9,13 +11,33 @@ from __future__ import annotations
 import base64
 import json
 import queue
+import secrets
+import time
 from pathlib import Path
 from typing import Any, Protocol
 
 import msgpack
 import zmq
 
+from dfl_node.plan import PlanError, RunPlan
+from dfl_node.runner.results_seal import (
+    HELLO,
+    MAX_RECORD_BYTES,
+    NONCE_BYTES,
+    RECORD,
+    VERDICT,
+    SequenceClock,
+    results_key,
+    seal,
+    unseal,
+)
 from dfl_node.transports.encryption import COLLECTOR, Curve
+
+MAX_VERDICT_BYTES = 1 << 16  # a verdict is a nonce and a few section names
+
+
+class NoCollector(TimeoutError):
+    """No collector answered a node's HELLO before it closed; the message is one line."""
 
 
 class Reporter(Protocol):
@@ -25,27 +47,103 @@ class Reporter(Protocol):
 
 
 class ZmqReporter:
-    """PUSH to the collector's PULL: one-way, and queued until the collector is up.
+    """DEALER to the collector's ROUTER: records queued until the collector is up, every one
+    sealed with the plan's results key (dfl_node/runner/results_seal.py).
+
+    The first message is a HELLO with this node's plan hashes; records are held here until the
+    collector's verdict agrees, then sent in order. A verdict that names differing sections
+    raises PlanError (one line) from the `emit` or `close` that reads it: a node never sends
+    results to a collector of another plan, and says so. `close()` waits up to the linger for
+    a verdict still due, and raises NoCollector if none came: the records never left this
+    node (a kept copy is in records/node-<id>.jsonl, FileReporter).
 
     It owns its context so that `close()` can wait (up to the linger) until every queued record
     is out: a launcher-forked node ends with os._exit, which would drop them otherwise. With
     `curve` (--secure) it is a CURVE client of the collector's key.
     """
 
-    def __init__(self, address: str, linger_ms: int = 10_000, curve: Curve | None = None) -> None:
+    def __init__(self, plan: RunPlan, node_id: int, linger_ms: int = 10_000,
+                 curve: Curve | None = None) -> None:
+        self._key = results_key(plan)
+        self._node = node_id
+        self._address = plan.collector
+        self._linger_ms = linger_ms
+        self._seq = SequenceClock()
+        self._nonce = secrets.token_bytes(NONCE_BYTES)
+        self._held: list[bytes] = []
+        self._agreed = False
+        self._refused = ""  # the one line of a differing verdict, once read
         self._ctx = zmq.Context()
-        self._sock = self._ctx.socket(zmq.PUSH)
+        self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, linger_ms)
+        self._sock.setsockopt(zmq.MAXMSGSIZE, MAX_VERDICT_BYTES)
         if curve is not None:
             curve.client(self._sock, curve.services[COLLECTOR])
-        self._sock.connect(address)
+        self._sock.connect(plan.collector)
+        self._send(HELLO, {"type": "hello", "node": node_id, "nonce": self._nonce,
+                           "hashes": plan.section_hashes()})
 
     def emit(self, record: dict[str, Any]) -> None:
-        self._sock.send(msgpack.packb(record, use_bin_type=True))
+        if self._refused:
+            return  # the node is stopping on it already
+        sealed = self._sealed(RECORD, record)
+        self._read_verdict(0)
+        if self._agreed:
+            self._sock.send(sealed)
+        else:
+            self._held.append(sealed)
 
     def close(self) -> None:
-        self._sock.close()
-        self._ctx.term()
+        """Send what is held once the verdict agrees, waiting up to the linger for one still
+        due; PlanError if the collector's plan differs, NoCollector if no verdict came."""
+        try:
+            if not self._agreed and not self._refused:
+                self._read_verdict(self._linger_ms)
+                if not self._agreed:
+                    raise NoCollector(
+                        f"node {self._node}: no collector at {self._address} agreed to the "
+                        f"plan within {self._linger_ms / 1000:g} s; {len(self._held)} "
+                        "record(s) were not sent")
+        finally:
+            self._sock.close()
+            self._ctx.term()
+
+    def _sealed(self, kind: int, record: dict[str, Any]) -> bytes:
+        """The record sealed; a ValueError for one the collector's socket would drop unread."""
+        body = msgpack.packb(record, use_bin_type=True)
+        if len(body) > MAX_RECORD_BYTES:
+            raise ValueError(f"node {self._node}: a {record.get('type')} record of "
+                             f"{len(body)} bytes is over the collector's {MAX_RECORD_BYTES}")
+        return seal(self._key, self._node, self._seq.next(), kind, body)
+
+    def _send(self, kind: int, record: dict[str, Any]) -> None:
+        self._sock.send(self._sealed(kind, record))
+
+    def _read_verdict(self, timeout_ms: int) -> None:
+        """Take the collector's verdict if it is here (waiting up to `timeout_ms`); anything
+        else on the socket, not sealed by the collector of this run, is ignored."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        while not self._agreed and self._sock.poll(
+                max(int((deadline - time.monotonic()) * 1000), 0), zmq.POLLIN):
+            message = unseal(self._key, self._sock.recv())
+            if message is None or message.kind != VERDICT or message.node != self._node:
+                continue
+            try:
+                verdict = msgpack.unpackb(message.body, raw=False)
+            except Exception:  # msgpack raises several unrelated types on garbage
+                continue
+            if not isinstance(verdict, dict) or verdict.get("nonce") != self._nonce:
+                continue
+            differ = verdict.get("differ")
+            if differ:
+                self._refused = (f"node {self._node}: the collector's plan differs in "
+                                 f"{differ}; refusing to send it results")
+                self._held.clear()
+                raise PlanError(self._refused)
+            self._agreed = True
+            for sealed in self._held:
+                self._sock.send(sealed)
+            self._held.clear()
 
 
 class QueueReporter:

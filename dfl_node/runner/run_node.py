@@ -30,24 +30,21 @@ from dfl_node.runner.membership import FailureHandling, SurvivingGraph
 from dfl_node.runner.node_state import Resumed
 from dfl_node.runner.prephase_client import PrephaseChannel, run_prephase
 from dfl_node.runner.profiling import profiled
+from dfl_node.runner.receive_caps import wire_limits
 from dfl_node.runner.reporter import Reporter, params_due, params_record
 from dfl_node.settings.wire import rendezvous_seconds
 from dfl_node.state import checkpoint_layout as checkpoint
 from dfl_node.state.checkpoint_file import write_tensors
 from dfl_node.transports.base import Transport
 from dfl_node.transports.liveness import stall_for_test
-from dfl_node.wire.codec import WireLimits
 from dfl_node.wire.tags import Tag
 
 PLAN_PHASE = "plan"  # the control message that carries a node's plan hashes
 
 
 def make_comm(plan: RunPlan, node_id: int, transport: Transport, clock: VirtualClock) -> Comm:
-    wire = plan.wire
-    limits = WireLimits(max_tensors=int(wire["max_tensors"]),
-                        max_message_bytes=int(wire["max_message_bytes"]))
-    return Comm(node_id, plan.neighbors(node_id), transport, limits, Ledger(node_id),
-                recv_timeout_s=float(wire["recv_timeout_s"]), schedule=clock.schedule,
+    return Comm(node_id, plan.neighbors(node_id), transport, wire_limits(plan), Ledger(node_id),
+                recv_timeout_s=float(plan.wire["recv_timeout_s"]), schedule=clock.schedule,
                 on_frame=clock.tdma_frame, resume_every=plan.checkpoint_every)
 
 

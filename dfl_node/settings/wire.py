@@ -26,8 +26,9 @@ class WireSettings(Section):
     """How long a node waits for a neighbour's message."""
     max_tensors: Count = 4096
     """Most tensors one message may carry (dfl_node/wire/codec.py)."""
-    max_message_bytes: Count = 1 << 30
-    """Largest message a node accepts."""
+    max_message_bytes: Count | None = None
+    """Largest message a node accepts (its tensors' bytes); None: 4 times the model's bytes,
+    at least 1 MiB (dfl_node/runner/receive_caps.py)."""
     rendezvous_s: Positive | None = None
     """How long a node waits for the rest of the mesh to start; None: recv_timeout_s
     (dfl_node/comm/rendezvous.py)."""

@@ -36,7 +36,9 @@ MAXMSGSIZE is a per-frame limit enforced by ZeroMQ: a peer that sends a larger f
 disconnected (and reconnects), and that message is lost before `Comm` can count it, so pass
 `WireLimits.max_frame_bytes`. ZeroMQ applies it to the frame as it crosses the wire, which under
 CURVE is the encrypted frame, `CURVE_OVERHEAD` bytes longer; the limit is raised by that much, so
-that a frame of exactly `max_message_bytes` is delivered with and without --secure.
+that a frame of exactly `max_message_bytes` is delivered with and without --secure. The
+ROUTER's RCVHWM is per connection: `peer_messages` bounds the messages one peer may have
+waiting in this node (dfl_node/runner/receive_caps.py).
 
 With `curve` (--secure, dfl_node/transports/encryption.py) the ROUTER is a CURVE server that
 admits only the neighbours' keys (`peers`, and `admit` for neighbours whose address comes later),
@@ -72,6 +74,7 @@ from dfl_node.transports.liveness import DOWN_EVENT, UP_EVENT, Heartbeat, Livene
 from dfl_node.wire.codec import Frame
 
 _ROUTING_ID = struct.Struct("!I")
+MAX_NODE_ID = 2 ** (8 * _ROUTING_ID.size) - 1  # the largest id a routing id carries
 ZERO_COPY_BYTES = 256 << 10  # frames at least this large are sent zero-copy and tracked
 # A CURVE MESSAGE command wraps each frame: "\x07MESSAGE", an 8-byte nonce, a flags byte and a
 # 16-byte authenticator (RFC 26).
@@ -104,6 +107,7 @@ class ZmqTransport:
         *,
         max_message_bytes: int,
         hwm: int = 1000,
+        peer_messages: int | None = None,
         linger_ms: int = 5000,
         send_timeout_s: float = 60.0,
         context: zmq.Context | None = None,
@@ -134,6 +138,8 @@ class ZmqTransport:
                     peer: curve.nodes[peer] for peer in {*peers, *admit}})
             overhead = CURVE_OVERHEAD if curve is not None else 0
             self._router.setsockopt(zmq.MAXMSGSIZE, max_message_bytes + overhead)
+            if peer_messages is not None:  # per connection: what one peer may have waiting
+                self._router.setsockopt(zmq.RCVHWM, peer_messages)
             self._router.bind(bind_addr)
             if discover is not None:  # before the DEALERs: heartbeats are set up with them
                 peers = {**peers, **discover(self.bound_address)}

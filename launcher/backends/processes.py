@@ -22,7 +22,6 @@ from launcher.backends.base import LocalBackend, LocalMesh, OnRecord
 from launcher.backends.zygote import NodeProcess, Zygote, ZygoteLost
 from launcher.config.backend_catalog import PROCESSES
 from launcher.config.checks import check_listeners_free
-from launcher.config.endpoints import wildcard_bind
 from launcher.node_cli import run_launched
 from launcher.results.cycle_metrics import CycleMetrics
 from launcher.run.collector import Collector, ZmqSource
@@ -133,7 +132,7 @@ class ProcessesBackend(LocalBackend):
         assert self.zygote is not None
         self.zygote.warm_up(warm_up_mode(plan.node(i).device for i in plan.ids) == "full",
                             plan_path)
-        source = ZmqSource(wildcard_bind(plan.collector), curve=load_curve(plan, COLLECTOR))
+        source = ZmqSource(plan, curve=load_curve(plan, COLLECTOR))
         collector = Collector(source, run_dir, plan.ids, cycles, on_record)
         return LocalMesh(collector, partial(run_processes, plan, plan_path, run_dir, self.zygote,
                                             collector))

@@ -113,11 +113,17 @@ def ensure_host_data(plan: RunPlan, data_root: str | None) -> None:
                           f"{data['fingerprint'][:16]})")
 
 
-def place_plan(plan: RunPlan, out_dir: Path) -> None:
-    """This host's run directory with the plan in it (the plan says which run it is)."""
+def check_place(plan: RunPlan, out_dir: Path) -> None:
+    """A LaunchError if `out_dir` holds another run's plan."""
     path = out_dir / "plan.json"
     if path.exists() and RunPlan.load(path).section_hashes() != plan.section_hashes():
         raise LaunchError(f"{path}: holds another run's plan; pick another --out")
+
+
+def place_plan(plan: RunPlan, out_dir: Path) -> None:
+    """This host's run directory with the plan in it (the plan says which run it is)."""
+    check_place(plan, out_dir)
+    path = out_dir / "plan.json"
     (out_dir / "final").mkdir(parents=True, exist_ok=True)
     if not path.exists():
         plan.dump(path)

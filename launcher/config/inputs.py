@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from dfl_node.plan import RunPlan
+from launcher.config.capacity import check_capacity, check_node_ids, check_rounds
 from launcher.config.checks import check_failure_policy
 from launcher.config.layers import resolve_config
 from launcher.config.options import Request
@@ -25,6 +26,7 @@ from topologies.model import Topology
 def resolve(req: Request, claims: PortClaims) -> tuple[dict[str, Any], RunPlan]:
     """Everything a run needs, or a LaunchError naming what is wrong."""
     topo, config = resolve_inputs(req)
+    check_capacity(topo, config, str(req.topology), claims)
     return config, build_plan(topo, config, claims,
                               aggregator=PROTOCOLS[config["protocol"]].server_based)
 
@@ -41,7 +43,9 @@ def resolve_inputs(req: Request) -> tuple[Topology, dict[str, Any]]:
         topo = load_topology(resolve_topology_path(req.topology), node_attributes_model())
     except TopologyError as exc:
         raise LaunchError(str(exc)) from None
+    check_node_ids(topo, req.topology, PROTOCOLS[req.protocol].server_based)
     config = resolve_config(req.protocol, req.config_file, req.options, req.sets)
     check_failure_policy(config, req.protocol, PROTOCOLS[req.protocol].survives_failures)
+    check_rounds(topo, config, PROTOCOLS[req.protocol].server_based)
     config["topology"] = topo.name
     return topo, config

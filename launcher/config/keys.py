@@ -9,6 +9,11 @@ holds the public key and `DIR/<name>.key_secret` the pair (mode 0600). Files are
 ZeroMQ's certificate format and never overwritten: a name already taken is an error before
 anything is written. A host needs the public keys of the run (they also go into the plan) and
 only its own secret file.
+
+`DIR/results.key` (mode 0600) is the run's results key (dfl_node/runner/results_seal.py), for
+runs with or without --secure: a plan made with `--keys DIR` takes it instead of drawing its
+own, so that hosts that each resolve the plan (`dfl-node --topology ... --keys DIR`) seal their
+records with the key of the collector's plan.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import click
 import zmq
 
 from dfl_node.plan import RunPlan
+from dfl_node.runner.results_seal import KEY_BYTES, new_results_key, valid_results_key
 from dfl_node.transports.encryption import (
     AGGREGATOR,
     COLLECTOR,
@@ -38,6 +44,7 @@ from topologies.errors import TopologyError
 from topologies.loader import load_topology, resolve_topology_path
 
 PUBLIC, SECRET = ".key", ".key_secret"
+RESULTS_KEY = "results.key"  # the secret records to the collector are sealed with
 
 
 def certificate_text(name: str, public: bytes, secret: bytes | None) -> str:
@@ -81,15 +88,36 @@ def plan_key_names(plan: RunPlan) -> list[str]:
             *([COORDINATOR] if plan.prephase else [])]
 
 
+def read_results_key(directory: Path) -> str | None:
+    """The results key of `directory` (RESULTS_KEY, made by `dfl-launch keys`), None if it has
+    none; a LaunchError for a file that is not one."""
+    path = directory / RESULTS_KEY
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LaunchError(f"{path}: cannot read the results key: {exc}") from None
+    if not valid_results_key(text):
+        raise LaunchError(f"{path}: is not a results key ({2 * KEY_BYTES} hex digits)")
+    return text
+
+
 def secure_plan(plan: RunPlan, config: dict[str, Any], local_dir: Path | None) -> RunPlan:
-    """The plan with its `secure` section when the config says `secure`, else unchanged.
+    """The plan with the results key of `--keys DIR` when it holds one (hosts that resolve
+    the plan themselves must share it: the plan's own is drawn afresh by each), and with its
+    `secure` section when the config says `secure`.
 
     `local_dir` is given when this host runs the whole mesh (a local launch): every secret key
     must then be readable here. A LaunchError names a missing or unusable file."""
     keys = config.get("keys")
+    shared = read_results_key(Path(keys)) if keys is not None else None
+    if shared is not None:
+        plan = replace(plan, results_key=shared)
     if not config.get("secure"):
-        if keys is not None:
-            raise LaunchError("--keys: only a --secure run uses keys")
+        if keys is not None and shared is None:
+            raise LaunchError(f"--keys {keys}: holds no {RESULTS_KEY} (dfl-launch keys makes "
+                              "it), and only a --secure run uses its other keys")
         return plan
     if not local_spec(plan.transport).secure:
         raise LaunchError("--secure: it secures ZeroMQ sockets; "
@@ -126,12 +154,16 @@ def key_directory(keys: str | None, local_dir: Path | None, names: Sequence[str]
 @click.option("-o", "output", type=click.Path(path_type=Path), required=True,
               help="Directory for the key files (created; existing keys are never overwritten).")
 def keys_cmd(topology: str, output: Path) -> None:
-    """Make the CURVE key pairs of a --secure mesh: one per node, the aggregator, the collector
-    and the coordinator."""
+    """Make the CURVE key pairs of a --secure mesh (one per node, the aggregator, the collector
+    and the coordinator) and the results key every run's records are sealed with."""
     try:
         topo = load_topology(resolve_topology_path(topology))
     except TopologyError as exc:
         raise LaunchError(str(exc)) from None
     names = [*(node_key_name(i) for i in topo.ids), AGGREGATOR, COLLECTOR, COORDINATOR]
+    if (output / RESULTS_KEY).exists():
+        raise LaunchError(f"{output / RESULTS_KEY}: exists; keys are never overwritten "
+                          "(pick another -o)")
     make_keys(output, names)
-    print(f"{len(names)} key pairs in {output}")
+    write_new(output / RESULTS_KEY, new_results_key() + "\n", 0o600)
+    print(f"{len(names)} key pairs and a results key in {output}")

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from dfl_config.limits import MAX_SET_CHARS, oversized_file
 from dfl_config.problems import one_line
 from launcher.config.run_config import AUTO, DEFAULT_MODELS, RunSettings, run_config_model
 from launcher.errors import LaunchError
@@ -41,6 +42,9 @@ def defaults_file(protocol: str) -> Path:
 
 
 def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
+    too_large = oversized_file(path, f"a {what} file")
+    if too_large:
+        raise LaunchError(too_large)
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -75,6 +79,9 @@ def parse_set(item: str, top_keys: set[str], hyper_keys: set[str]) -> dict[str, 
     A key whose first part is not top-level but is a protocol hyper-parameter is under `hyper`,
     so `--set lr=0.05` and `--set accounting.b_hdr=32` work as a researcher expects.
     """
+    if len(item) > MAX_SET_CHARS:
+        raise LaunchError(f"--set {item[:40]!r}...: {len(item)} characters, more than one "
+                          f"--set may hold ({MAX_SET_CHARS})")
     if "=" not in item:
         raise LaunchError(f"--set {item!r}: expected key=value")
     key, raw = item.split("=", 1)

@@ -69,8 +69,9 @@ RUN_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     click.option("--secure", is_flag=True, default=None,
                  help="ZeroMQ CURVE on every socket: only the run's keys get in."),
     click.option("--keys", default=None, metavar="DIR",
-                 help="Key files of a --secure run (dfl-launch keys; default: made into "
-                      "RUN_DIR/keys by a local launch)."),
+                 help="Key files (dfl-launch keys): a --secure run's (default: made into "
+                      "RUN_DIR/keys by a local launch), and DIR/results.key, the run's results "
+                      "key, which hosts resolving the plan themselves must share."),
     click.option("--deadline", type=float, default=None, metavar="SECONDS",
                  help="A neighbour that answers no heartbeat for this long is dead (default 10; "
                       "wire.deadline_s)."),

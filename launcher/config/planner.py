@@ -9,6 +9,7 @@ import numpy as np
 from dfl_node.netsim import tdma
 from dfl_node.netsim.virtual_clock import LinkModel
 from dfl_node.plan import NodeEntry, RunPlan
+from dfl_node.runner.results_seal import new_results_key
 from dfl_node.settings.wire import rendezvous_seconds
 from launcher.config.backend_catalog import local_spec
 from launcher.config.checks import check_protocol
@@ -132,7 +133,7 @@ def build_plan(topology: Topology, config: dict[str, Any], claims: PortClaims,
         collector=endpoint(config, "collector", claims)[1], schedule=schedule,
         aggregator=hub.id if hub else None, cycle_metrics=cycle_section(config),
         checkpoint_every=config["checkpoint_every"], discovery=discovery,
-        eval_at_start=config["eval_at_start"])
+        eval_at_start=config["eval_at_start"], results_key=new_results_key())
     check_protocol(plan)
     return plan
 

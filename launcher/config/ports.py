@@ -9,7 +9,6 @@ holds until the run ends; concurrent launchers skip claimed ports.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import itertools
 import os
@@ -18,6 +17,8 @@ import socket
 import tempfile
 from pathlib import Path
 from typing import IO
+
+from launcher.errors import LaunchError
 
 PORT_FLOOR = 20000
 LOCK_DIR = Path(tempfile.gettempdir()) / "dfl-mesh-ports"
@@ -46,6 +47,11 @@ class PortClaims:
         self._locks: list[IO[bytes]] = []
         self.ports: list[int] = []
 
+    @staticmethod
+    def capacity() -> int:
+        """How many ports the range holds at most (others may hold some of them)."""
+        return max(ephemeral_floor() - PORT_FLOOR, 0)
+
     def claim(self, count: int, host: str = "127.0.0.1") -> list[int]:
         LOCK_DIR.mkdir(parents=True, exist_ok=True)
         # From a random point of the range on (a shuffle of all of it cost 20 ms a claim):
@@ -59,7 +65,8 @@ class PortClaims:
             if port not in self.ports and self._lock(port) and bindable(port, host):
                 got.append(port)
         if len(got) < count:
-            raise OSError(errno.EADDRINUSE, f"only {len(got)} of {count} free ports found")
+            raise LaunchError(f"ports: only {len(got)} of the {count} local ports this run "
+                              f"needs are free in {PORT_FLOOR}..{ephemeral_floor() - 1}")
         self.ports += got
         return got
 

@@ -1,10 +1,12 @@
 """The launcher's collector: node records in, validated, into the run directory.
 
-Nodes push msgpack maps (metrics at each evaluation, `done` with their ledger, `error`). Anything
-that is not a well-formed record from a node of the plan is dropped and counted: the collector
-listens on a real port and must not trust what arrives there. Under --secure the collector's
-socket admits only the nodes' CURVE keys, and a record whose `node` is not its key's owner is
-dropped as `curve_sender_mismatch`.
+Nodes send msgpack maps (metrics at each evaluation, `done` with their ledger, `error`). Anything
+that is not a well-formed record from a node of the plan is dropped and counted (`rejected_records`
+in summary.json): the collector listens on a real port and must not trust what arrives there.
+Over ZeroMQ a record counts only when sealed with the plan's results key, after its node's plan
+agreed with the collector's (ZmqSource; dfl_node/runner/results_seal.py), in every run, with or
+without --secure. Under --secure the collector's socket also admits only the nodes' CURVE keys,
+and a record whose `node` is not its key's owner is dropped as `curve_sender_mismatch`.
 """
 
 from __future__ import annotations
@@ -15,54 +17,129 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 import msgpack
 import zmq
 
+from dfl_node.plan import PlanError, RunPlan
+from dfl_node.runner.results_seal import (
+    HELLO,
+    MAX_RECORD_BYTES,
+    RECORD,
+    VERDICT,
+    SequenceClock,
+    Unsealed,
+    differing,
+    results_key,
+    seal,
+    unseal,
+)
 from dfl_node.transports.encryption import Curve, key_owner
+from launcher.config.endpoints import wildcard_bind
 from launcher.run.faults import launcher_storage_cause
 from launcher.run.outcome import Cause
 
 if TYPE_CHECKING:
     from launcher.results.cycle_metrics import CycleMetrics
 
-MAX_RECORD_BYTES = 64 << 20
 BATCH_RECORDS = 1024  # most records pump_all handles before its caller looks at exit codes again
 KINDS = ("ready", "metrics", "done", "error", "params")
+VERDICT_LINGER_MS = 2000  # a refusing collector's last verdict still goes out before it exits
 # A record's bytes and the node whose CURVE key sent it (None where the source cannot tell).
-Arrival = tuple[bytes, int | None]
+Arrival = tuple[bytes | memoryview, int | None]
+# Or the reason a source itself dropped what arrived (a record without the run's seal, say).
+Refused = str
 
 
 class Source(Protocol):
-    def poll(self, timeout_s: float) -> Arrival | None: ...
+    def poll(self, timeout_s: float) -> Arrival | Refused | None: ...
 
     def close(self) -> None: ...
 
 
-class ZmqSource:
-    """PULL socket bound on the plan's collector address; with `curve` (--secure) a CURVE
-    server that admits the nodes' keys. Unless given one, in a context of its own (also the
-    ZAP handler's), ended with the source: no ZeroMQ thread outlives the run, so the next run
-    of the same launcher (`--seeds`) forks its zygote from a process without one
-    (launcher/backends/zygote.py)."""
+class PlanDiffers(PlanError):
+    """A node's plan is not the collector's; the message (one line) names the sections."""
 
-    def __init__(self, address: str, context: zmq.Context | None = None,
-                 curve: Curve | None = None) -> None:
+
+class ZmqSource:
+    """ROUTER bound on the plan's collector address, taking only messages sealed with the
+    plan's results key (dfl_node/runner/results_seal.py) from nodes of the plan, each with a
+    sequence number above the last one that node sent; with `curve` (--secure) a CURVE server
+    that admits the nodes' keys. A node's HELLO is answered with a verdict on its plan's
+    section hashes; its records count only after an agreeing one (`unannounced` before), and a
+    HELLO whose hashes differ raises PlanDiffers: a collector never writes the results of
+    another plan. Unless given one, in a context of its own (also the ZAP handler's), ended
+    with the source: no ZeroMQ thread outlives the run, so the next run of the same launcher
+    (`--seeds`) forks its zygote from a process without one (launcher/backends/zygote.py)."""
+
+    def __init__(self, plan: RunPlan, address: str | None = None,
+                 context: zmq.Context | None = None, curve: Curve | None = None) -> None:
+        self._key = results_key(plan)
+        self._hashes = plan.section_hashes()
+        self._ids = set(plan.ids)
+        self._last_seq: dict[int, int] = {}
+        self._agreed: set[int] = set()
+        self._seq = SequenceClock()
         self._own: zmq.Context | None = None
         if context is None:
             context = self._own = zmq.Context()
-        self._sock = context.socket(zmq.PULL)
+        self._sock = context.socket(zmq.ROUTER)
         self._zap = curve.serve(self._sock, curve.nodes) if curve is not None else None
         self._sock.setsockopt(zmq.MAXMSGSIZE, MAX_RECORD_BYTES)
         self._sock.setsockopt(zmq.LINGER, 0)
-        self._sock.bind(address)
+        self._sock.bind(address or wildcard_bind(plan.collector))
 
-    def poll(self, timeout_s: float) -> Arrival | None:
-        if not self._sock.poll(int(timeout_s * 1000), zmq.POLLIN):
-            return None
-        frame = self._sock.recv(copy=False)
-        return frame.bytes, (key_owner(frame) if self._zap is not None else None)
+    def poll(self, timeout_s: float) -> Arrival | Refused | None:
+        deadline = time.monotonic() + timeout_s
+        while self._sock.poll(max(int((deadline - time.monotonic()) * 1000), 0), zmq.POLLIN):
+            taken = self._take(self._sock.recv_multipart(copy=False))
+            if taken is not None:
+                return taken
+        return None
+
+    def _take(self, frames: list[zmq.Frame]) -> Arrival | Refused | None:
+        """A sealed record of an agreed node, or the reason it is refused; None for a HELLO,
+        answered here."""
+        identity, *parts = frames
+        message = unseal(self._key, parts[0].buffer) if len(parts) == 1 else None
+        if message is None:
+            return "unauthenticated"
+        if message.node not in self._ids:
+            return "unknown_node"
+        if message.seq <= self._last_seq.get(message.node, -1):
+            return "replayed"
+        self._last_seq[message.node] = message.seq
+        sender = key_owner(parts[0]) if self._zap is not None else None
+        if sender is not None and sender != message.node:
+            return "curve_sender_mismatch"
+        if message.kind == HELLO:
+            return self._hello(identity, message)
+        if message.kind != RECORD:
+            return "bad_record"
+        if message.node not in self._agreed:
+            return "unannounced"
+        return message.body, sender
+
+    def _hello(self, identity: zmq.Frame, message: Unsealed) -> Refused | None:
+        """Answer a node's HELLO with the verdict on its plan; PlanDiffers if it differs."""
+        try:
+            hello = msgpack.unpackb(message.body, raw=False)
+        except Exception:  # msgpack raises several unrelated types on garbage
+            return "bad_record"
+        nonce = hello.get("nonce") if isinstance(hello, dict) else None
+        if not isinstance(nonce, bytes):
+            return "bad_record"
+        differ = differing(self._hashes, hello.get("hashes"))
+        verdict = msgpack.packb({"nonce": nonce, "differ": differ}, use_bin_type=True)
+        self._sock.send_multipart([identity, seal(self._key, message.node, self._seq.next(),
+                                                  VERDICT, verdict)])
+        if differ:
+            self._sock.setsockopt(zmq.LINGER, VERDICT_LINGER_MS)
+            raise PlanDiffers(f"node {message.node}'s plan differs in {differ} from this "
+                              "collector's; refusing to collect its results")
+        self._agreed.add(message.node)
+        return None
 
     def close(self) -> None:
         self._sock.close()
@@ -94,7 +171,7 @@ class Collector:
         self.ids = set(ids)
         self.run_dir = run_dir
         self.metrics_path = run_dir / "metrics.jsonl"
-        self._metrics = self.metrics_path.open("a", encoding="utf-8")
+        self._metrics: IO[str] | None = None  # opened by the first metrics record it keeps
         self.opened = time.monotonic()
         self.opened_at = time.time()  # the same instant as Unix time, for nodes' timestamps
         self.ready_at: dict[int, float] = {}  # seconds after the collector opened
@@ -108,17 +185,27 @@ class Collector:
         self.io_faults: dict[int, dict[str, str]] = {}
         # the run directory refused one of this collector's own writes: the run must end
         self.fault: Cause | None = None
+        # every socket's refusals of the run (a launcher adds the coordinator's), and the
+        # records this collector refused (`rejected_records` in summary.json)
         self.rejected: Counter[str] = Counter()
+        self.rejected_records: Counter[str] = Counter()
         # per-cycle metrics (launcher/results/cycle_metrics.py); `params` records go nowhere else
         self.cycles = cycles
         # the live view (launcher/run/progress.py): every record kept, after it is on disk
         self.on_record = on_record
+
+    def _refuse(self, reason: str) -> None:
+        self.rejected[reason] += 1
+        self.rejected_records[reason] += 1
 
     def pump(self, timeout_s: float) -> bool:
         """Handle at most one record; True if one arrived."""
         arrival = self.source.poll(timeout_s)
         if arrival is None:
             return False
+        if isinstance(arrival, str):
+            self._refuse(arrival)
+            return True
         raw, sender = arrival
         record = self._validate(raw, sender)
         if record is not None:
@@ -140,25 +227,25 @@ class Collector:
         while self.pump(quiet_s):
             pass
 
-    def _validate(self, raw: bytes, sender: int | None) -> dict[str, Any] | None:
+    def _validate(self, raw: bytes | memoryview, sender: int | None) -> dict[str, Any] | None:
         try:
             record = msgpack.unpackb(raw, raw=False, strict_map_key=True)
         except Exception:  # msgpack raises several unrelated types on garbage
-            self.rejected["bad_msgpack"] += 1
+            self._refuse("bad_msgpack")
             return None
         if not isinstance(record, dict) or record.get("type") not in KINDS:
-            self.rejected["bad_record"] += 1
+            self._refuse("bad_record")
             return None
         node = record.get("node")
         if type(node) is not int or node not in self.ids:
-            self.rejected["unknown_node"] += 1
+            self._refuse("unknown_node")
             return None
         if sender is not None and node != sender:
-            self.rejected["curve_sender_mismatch"] += 1
+            self._refuse("curve_sender_mismatch")
             return None
         problem = self._field_problem(record)
         if problem:
-            self.rejected[problem] += 1
+            self._refuse(problem)
             return None
         return record
 
@@ -180,7 +267,7 @@ class Collector:
         kind = record.pop("type")
         if kind == "params":
             if self.cycles is None or not self.cycles.on_params(record, size):
-                self.rejected["unexpected_params"] += 1
+                self._refuse("unexpected_params")
             return
         if kind == "ready":
             self.ready_at[record["node"]] = time.monotonic() - self.opened
@@ -208,6 +295,9 @@ class Collector:
         if self.fault is not None:
             return
         try:
+            if self._metrics is None:  # the run directory of `collect` is made only now
+                self.metrics_path.parent.mkdir(parents=True, exist_ok=True)
+                self._metrics = self.metrics_path.open("a", encoding="utf-8")
             self._metrics.write(json.dumps(record, sort_keys=True) + "\n")
             self._metrics.flush()
         except OSError as exc:
@@ -221,7 +311,8 @@ class Collector:
 
     def close(self) -> None:
         try:
-            self._metrics.close()
+            if self._metrics is not None:
+                self._metrics.close()
         except OSError as exc:  # the buffered part of a refused row, written again and refused
             self.fault = self.fault or launcher_storage_cause(exc, self.metrics_path,
                                                               self.run_dir)
