@@ -2,7 +2,8 @@
 tables (I-VI: cycles to the accuracy thresholds), the network-size sweeps (Figs. 4-5, 11), the
 graph families (Figs. 6-7, 12), the link-probability sweeps (Figs. 8-9) and Algorithm 1's H
 against S (Figs. 13-14), each on FMNIST or CIFAR-10 as the paper ran it, SSD-FL against sDFL,
-pDFL, STC and cSTC with the same init, batches and optimizer draw per seed.
+pDFL, STC and cSTC with the same init, batches and optimizer draw per seed; and one experiment
+of ours, `sstar-grid`, Algorithm 1's S* on the complete graph over a grid of eta and B.
 
 The paper budget runs every axis value the paper names with its five-layer CNN, one epoch per
 iteration and its 20 cycles. Below it, an experiment runs only the points its claims are made
@@ -12,10 +13,21 @@ with the paper's 20 cycles on the small CNN, each iteration the largest share of
 keeps the experiment within the hour here (the five-layer CNN is not affordable there:
 COST_NOTE).
 
+Why the grid answers the paper's inconsistency (its S* = 1 on the complete graph, where the
+literal Algorithm 1 picks 14 of 30): S* depends on two constants the paper never gives, the
+eta of eq. 37 and of H (Theorem 1), which is the learning rate, and Assumption 2's gradient
+bound B. (The batch size M does not enter Algorithm 1: L_i(theta^0) is taken on the whole local
+set.) Both raise eq. 37's threshold Phi^min_S and shrink H's denominator. On a complete graph
+every clique split has conductance about 1/2, and H falls as clusters shrink, so where any
+candidate is feasible the score picks the most clusters; S* = 1 appears only where eta and B are
+large enough that no candidate passes, and Algorithm 1 falls back to one cluster. The grid, its
+S* and fallback per point, shows where in (eta, B) the paper's S* = 1 can come from, and that it
+comes from the fallback, not from the score.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise, product
@@ -26,6 +38,7 @@ from bench.reproduce.arms import Arm
 from bench.reproduce.deviations import Stated
 from bench.reproduce.experiment import Cost, Figure, Recipe, Results
 from bench.reproduce.graphs import topology_file
+from bench.reproduce.measures import Measured
 from protocols.ssdfl.specs import CycleHyper
 from topologies import generators as gen
 from topologies.model import Topology
@@ -49,11 +62,15 @@ GRAPHS: dict[str, Callable[[int], Topology]] = {
 DEFAULT_POINT: dict[str, Any] = {"dataset": "fmnist", "level": "mild", "tau_a": 3, "tau_r": 1,
                                  "N": 30, "graph": "RNG", "p": 0.1, "optimizers": "random"}
 # Axes that are run settings (the rest are the data split and the graph).
-SETTING_OF = {"tau_a": "hyper.tau_a", "tau_r": "hyper.tau_r", "optimizers": "hyper.optimizers"}
+SETTING_OF = {"tau_a": "hyper.tau_a", "tau_r": "hyper.tau_r", "optimizers": "hyper.optimizers",
+              "eta": "hyper.lr", "B": "hyper.clustering.B"}
 TAU = (1, 2, 3, 4, 5)
 SIZES = (10, 20, 30, 40, 50)
 PROBS = (0.1, 0.2, 0.3, 0.4, 0.5)
 BOTH = ("mild", "extreme")
+# The grid of ours: eq. 37's and H's eta (the learning rate) and Assumption 2's B, each over
+# three orders of magnitude around the defaults (eta = 0.01, B = 1: docs/protocols/ssd-fl.md#c6).
+GRID = {"eta": (0.001, 0.01, 0.03, 0.1, 0.3), "B": (0.1, 1.0, 10.0, 100.0)}
 
 
 @dataclass(frozen=True)
@@ -73,7 +90,7 @@ class Budget:
     every_point: bool = True
     """Every axis value the paper names, or only the points the claims are made at."""
     prephase_every: bool = True
-    """A pre-phase experiment (one cycle a run: Figs. 13-14) runs every point."""
+    """A pre-phase experiment (one cycle a run: Figs. 13-14, the grid) runs every point."""
     devices: int | None = None
     """At most this many devices a graph (quick: a smoke run)."""
     small: Mapping[str, Any] = field(default_factory=dict)
@@ -293,6 +310,14 @@ def experiments(recipe: Callable[..., Recipe]) -> dict[str, Recipe]:
             Sweep(axes, ({"tau_a": 1}, {"tau_a": 5}), methods=("SSD-FL",), prephase=True),
             PREPHASE_STATED, Figure("curves", "objective_H", axis="S"), ("s_star",),
             k1=h_finding)
+    out["sstar-grid"] = recipe(
+        Sweep({"graph": ("Comp",), **GRID},
+              ({"eta": 0.01, "B": 1.0}, {"eta": 0.3, "B": 100.0}), methods=("SSD-FL",),
+              prephase=True),
+        {**PREPHASE_STATED, "N": Stated("30 (Fig. 6's complete graph, Sec. VI-E)", 30),
+         "graph": Stated("complete, where the paper reports S* = 1 (Fig. 6 caption)"),
+         "lr": Stated("not stated; swept here as eq. 37's and H's eta")},
+        Figure("along", "s_star", "eta"), ("s_star", "s_argmin_H"), k0=grid_finding)
     return out
 
 
@@ -451,3 +476,35 @@ def h_finding(results: Results) -> str:
                 parts.append(f"{a.label()}: H is smallest at S = {best:g} of {xs[0]:g}.."
                              f"{xs[-1]:g}" + (", falling at every step" if falls else ""))
     return "; ".join(parts) or "no H here"
+
+
+def grid_finding(results: Results) -> str:
+    """S* at every (eta, B) of the grid, `1f` where Algorithm 1 fell back to one cluster
+    because no candidate was feasible, beside the paper's S* = 1."""
+    cells: dict[tuple[float, float], set[str]] = {}
+    for a, ms in results.items():
+        if "eta" in a.at and "B" in a.at:
+            for m in ms:
+                cells.setdefault((float(a.at["eta"]), float(a.at["B"])), set()).add(star(m))
+    if not cells:
+        return "no grid here"
+    etas, bs = sorted({e for e, _ in cells}), sorted({b for _, b in cells})
+    rows = [f"eta = {e:g}: " + ", ".join(f"B = {b:g} S* {'/'.join(sorted(cells[e, b]))}"
+                                          for b in bs if (e, b) in cells) for e in etas]
+    fallback = [k for k, v in sorted(cells.items()) if "1f" in v]
+    scored = [k for k, v in sorted(cells.items()) if "1" in v]
+    return ("; ".join(rows) + ". S* = 1 (the paper's) arises as the fallback, no candidate "
+            f"feasible, at {grid_points(fallback)}; the score chooses it at "
+            f"{grid_points(scored)}.")
+
+
+def grid_points(points: list[tuple[float, float]]) -> str:
+    return ", ".join(f"(eta {e:g}, B {b:g})" for e, b in points) or "no point"
+
+
+def star(m: Measured) -> str:
+    """A run's S*, `1f` when it is the no-feasible-candidate fallback."""
+    if m.run_dir is None or not (m.run_dir / "prephase.json").is_file():
+        return "-"
+    record = json.loads((m.run_dir / "prephase.json").read_text())
+    return f"{record['s_star']}{'f' if record.get('fallback') else ''}"
