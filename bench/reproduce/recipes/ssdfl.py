@@ -8,7 +8,7 @@ of ours, `sstar-grid`, Algorithm 1's S* on the complete graph over a grid of eta
 The paper budget runs every axis value the paper names with its five-layer CNN, one epoch per
 iteration and its 20 cycles. Below it, an experiment runs only the points its claims are made
 at (a claim's condition, both ends of a trend) with every method a claim compares there, so no
-claim goes unmeasured: at quick as a smoke run (one cycle on at most six devices), at medium
+claim goes unmeasured: at quick as a smoke run (one cycle on at most ten devices), at medium
 with the paper's 20 cycles on the small CNN, each iteration the largest share of an epoch that
 keeps the experiment within the hour here (the five-layer CNN is not affordable there:
 COST_NOTE).
@@ -92,7 +92,8 @@ class Budget:
     prephase_every: bool = True
     """A pre-phase experiment (one cycle a run: Figs. 13-14, the grid) runs every point."""
     devices: int | None = None
-    """At most this many devices a graph (quick: a smoke run)."""
+    """At most this many devices a graph (quick: a smoke run; 10, so that one label a device,
+    the extreme level, still covers every class)."""
     small: Mapping[str, Any] = field(default_factory=dict)
     why: Mapping[str, str] = field(default_factory=dict)
     """Why this budget's settings differ from the paper's (deviations.SETTINGS)."""
@@ -105,10 +106,10 @@ COST_NOTE = ("the five-layer CNN costs 20x the small one a training sample here 
              "an epoch an iteration, Fig. 2's 30 runs would take 13 hours, Table I's 6")
 BUDGETS = {
     "quick": Budget(cycles=1, seeds=(0,), model="cnn", eval_size=100, epoch_share=0.0,
-                    every_point=False, prephase_every=False, devices=6,
+                    every_point=False, prephase_every=False, devices=10,
                     small={"transport": "inproc"}, proxy=SMOKE,
-                    why={k: SMOKE for k in ("rounds", "local steps", "model", "P", "N",
-                                            "test set", "seeds")}),
+                    why={k: SMOKE for k in ("rounds", "local steps", "model", "P", "test set",
+                                            "seeds")}),
     # At most 60 minutes an experiment here (2 cores), every run it needs counted: below the
     # paper budget an experiment runs the points its claims name with every method they
     # compare; the paper's 20 cycles then get as much local work per iteration as the hour
@@ -192,8 +193,7 @@ def recipes(budget_name: str, out: Path, data_root: str | None) -> dict[str, Rec
             topology = graph(full["graph"], full["N"], full["p"])
             settings = arm_settings(full, local_steps(share, sizes[topology][0], full["dataset"]))
             if sweep.prephase:
-                settings |= {"rounds": 1, "hyper.local_steps": 1,
-                             "eval_size": BUDGETS["quick"].eval_size}
+                settings |= PREPHASE_RUN
             out_arms += [Arm(m, METHODS[m], topology, at, settings) for m in methods]
         return tuple(out_arms)
 
@@ -227,15 +227,12 @@ def recipes(budget_name: str, out: Path, data_root: str | None) -> dict[str, Rec
 def fitted_share(arms: Callable[[float], tuple[Arm, ...]], common: Mapping[str, Any],
                  sizes: Mapping[str, tuple[int, int]], b: Budget) -> float:
     """The largest share of an epoch (in steps of 1/200, up to the budget's) whose estimate
-    fits `b.minutes`; the smallest (one mini-batch step) when none does."""
-    def seconds(share: float) -> float:
-        chosen = arms(share)
-        return estimate(chosen, common, sizes, b.seeds)
-
+    fits `b.minutes`, so that an experiment with few runs trains more a cycle than one with
+    many; the smallest (one mini-batch step) when none fits."""
     low, high = 0, round(b.epoch_share * 200)
     while low < high:
         mid = (low + high + 1) // 2
-        if seconds(mid / 200) <= 60 * (b.minutes or 0):
+        if estimate(arms(mid / 200), common, sizes, b.seeds) <= 60 * (b.minutes or 0):
             low = mid
         else:
             high = mid - 1
@@ -311,8 +308,10 @@ def experiments(recipe: Callable[..., Recipe]) -> dict[str, Recipe]:
             PREPHASE_STATED, Figure("curves", "objective_H", axis="S"), ("s_star",),
             k1=h_finding)
     out["sstar-grid"] = recipe(
+        # quick's points: one either side of S* = 1 (not the defaults: at quick Fig. 6's
+        # complete-graph run is the same configuration, which a second run may not be)
         Sweep({"graph": ("Comp",), **GRID},
-              ({"eta": 0.01, "B": 1.0}, {"eta": 0.3, "B": 100.0}), methods=("SSD-FL",),
+              ({"eta": 0.03, "B": 1.0}, {"eta": 0.3, "B": 100.0}), methods=("SSD-FL",),
               prephase=True),
         {**PREPHASE_STATED, "N": Stated("30 (Fig. 6's complete graph, Sec. VI-E)", 30),
          "graph": Stated("complete, where the paper reports S* = 1 (Fig. 6 caption)"),
@@ -343,6 +342,9 @@ PREPHASE_STATED = {
     "rounds": Stated("none: H and S* are Algorithm 1's, before training (Sec. V-C, App. G-C)"),
     "N": Stated("not stated"), "graph": Stated("not stated"),
 }
+# What a pre-phase experiment's run is: Algorithm 1 runs before training, so one cycle of one
+# step on 100 test images stands for the training the launcher needs to finish a run.
+PREPHASE_RUN = {"rounds": 1, "hyper.local_steps": 1, "eval_size": 100}
 PREPHASE_WHY = {
     "rounds": "only Algorithm 1's pre-phase is measured; a run trains one cycle",
     "local steps": "one mini-batch step an iteration: the cycle a run needs measures nothing",
@@ -380,7 +382,7 @@ def why_of(b: Budget, sweep: Sweep, share: float) -> dict[str, str]:
                 out[row[axis]] = (f"only {axis} = {', '.join(sorted(map(str, kept)))} of the "
                                   f"paper's {', '.join(map(str, values))}: where the claims "
                                   "are made, within the budget's time")
-    if b.devices:
+    if b.devices and any(p.get("N", DEFAULT_POINT["N"]) > b.devices for p in sweep.points(b)):
         out |= {"N": SMOKE, "graph": SMOKE}
     return out
 
@@ -403,8 +405,9 @@ def notes(b: Budget, sweep: Sweep, share: float) -> tuple[str, ...]:
     if sweep.prephase:
         here = "only Algorithm 1's pre-phase is measured: a run trains one cycle of one step"
     else:
+        every = 1 if sweep.every_cycle else b.eval_every
         here = (f"here {work_text(share)} per iteration, evaluated every "
-                f"{1 if sweep.every_cycle else b.eval_every} cycles")
+                + ("cycle" if every == 1 else f"{every} cycles"))
     if not sweep.every(b):
         here += "; runs at " + "; ".join(", ".join(f"{k}={v}" for k, v in p.items())
                                          for p in sweep.claimed)
