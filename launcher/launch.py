@@ -107,13 +107,13 @@ def run_one(req: Request, out_dir: Path | None, view: ViewOptions, likely: Local
             check_disk_space(plan, run_dir)
             plan_path = run_dir / "plan.json"
             with writing(run_dir):
-                if resuming:
-                    lock.mark()
-                else:
+                if not resuming:
                     start_fresh(run_dir, lock, req)
                 plan = secure_plan(plan, config, run_dir / "keys")
                 resumed_at = (prepare_resume(run_dir, plan, req, config["on_corrupt"])
                               if resuming else 0)
+                if resuming:  # after the checks: a refused resume leaves every file as it was
+                    lock.mark()
                 rundir.prepare(run_dir, config)
                 plan.dump(plan_path)
             display.start(plan)

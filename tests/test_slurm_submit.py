@@ -126,10 +126,11 @@ def endless_run(lab: slurm_lab.Cluster, name: str, *args: str,
     """A submitted run that would not end by itself, once its first evaluation is collected:
     the launcher on the login host, the run directory, the job id."""
     run = lab.root / name
-    proc = start(lab, run, "--rounds", "100000", *args)
+    proc = start(lab, run, "--rounds", "50000", *args)  # under ring6's rounds ceiling
     metrics = run / "metrics.jsonl"
-    wait_for(lambda: metrics.exists() and metrics.read_text().strip(), RUN_S,
-             f"a first evaluation in {metrics}")
+    wait_for(lambda: (metrics.exists() and metrics.read_text().strip()) or proc.poll() is not None,
+             RUN_S, f"a first evaluation in {metrics}")
+    assert proc.poll() is None, (run.parent / f"{name}.log").read_text()
     return proc, run, job_of(run)
 
 
