@@ -24,6 +24,12 @@ from tests.harness import ENV_ROOT, Exited
 TRI = "nodes: [{id: 0}, {id: 1}, {id: 2}]\nedges: [[0, 1], [1, 2], [2, 0]]\n"
 FIXED = "nodes: [{id: 0, port: PORT}, {id: 1}]\nedges: [[0, 1]]\n"
 FAST = ("--dataset", "synthetic", "--rounds", "1")
+# YAML aliases nine deep, nine wide: a small file whose value has 9**9 (387 million) leaves
+# once expanded (the "billion laughs"); a refusal must neither expand nor print it whole.
+LAUGHS = "".join("  - &l{} [{}]\n".format(k, ", ".join([f"*l{k - 1}" if k else "lol"] * 9))
+                 for k in range(9))
+# A code tag that, were it constructed, would end the program with exit 0 at once.
+EXIT_TAG = "!!python/object/apply:sys.exit [0]"
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,10 @@ CASES = [
     Case("topology-missing", plan(topology="{d}/nope.yaml"), ("nope.yaml", "no such file")),
     Case("topology-not-yaml", plan(), ("t.yaml", "YAML"), topo("nodes: [1, 2\n")),
     Case("topology-binary", plan(), ("t.yaml",), topo("\x00\x01\x02")),
+    Case("topology-code-tag", plan(), ("t.yaml", "malformed YAML", "python/object/apply"),
+         topo(f"name: {EXIT_TAG}\n" + TRI)),
+    Case("topology-billion-laughs", plan(), ("t.yaml", "nodes[0]", "must be a mapping"),
+         topo("name: laughs\nnodes:\n" + LAUGHS + "edges: []\n")),
     Case("topology-unknown-key", plan(), ("t.yaml", "colour"), topo(TRI + "colour: red\n")),
     Case("topology-no-nodes", plan(), ("t.yaml", "nodes"), topo("nodes: []\nedges: []\n")),
     Case("node-id-negative", plan(), ("t.yaml", "nodes[0]", "id"),
@@ -94,6 +104,10 @@ CASES = [
          topo(TRI)),
     Case("config-file-unknown-key", plan("--config", "{d}/c.yaml"), ("c.yaml", "roundz"),
          {"t.yaml": TRI, "c.yaml": "roundz: 3\n"}),
+    Case("config-file-code-tag", plan("--config", "{d}/c.yaml"), ("c.yaml", "python/object"),
+         {"t.yaml": TRI, "c.yaml": f"rounds: {EXIT_TAG}\n"}),
+    Case("config-file-billion-laughs", plan("--config", "{d}/c.yaml"), ("c.yaml", "rounds"),
+         {"t.yaml": TRI, "c.yaml": "rounds:\n" + LAUGHS}),
     Case("config-file-missing", plan("--config", "{d}/none.yaml"), ("none.yaml", "not found"),
          topo(TRI)),
     Case("config-file-not-mapping", plan("--config", "{d}/c.yaml"), ("c.yaml", "mapping"),

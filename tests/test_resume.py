@@ -30,7 +30,7 @@ from launcher.run.resume import keep_rounds_through
 from protocols.registry import PROTOCOLS
 from tests.checkpoint_damage import DAMAGES, damage, flip_bit
 from tests.harness import ENV_ROOT, ROOT, Exited, final_files, launch_ok
-from tests.proc_util import wait_for, wait_gone
+from tests.proc_util import children, wait_for, wait_gone
 
 SYNTH = ("--dataset", "synthetic", "--partition", "iid", "--set", "model={name: mlp}")
 # summary keys that must not change when a run is killed and resumed
@@ -51,12 +51,18 @@ def node_ids(run_dir: Path) -> list[int]:
     return [n["id"] for n in json.loads((run_dir / "plan.json").read_text())["nodes"]]
 
 
+# How a run is cut short (tests/test_run_faults.py tests each ending; here, what resumes):
+# SIGKILL of the launcher, the zygote and every node at once; SIGTERM to the launcher, which
+# stops the run in order (exit 143); SIGKILL of the zygote alone, which ends the run (exit 1).
+FAULTS = {"sigkill": -signal.SIGKILL, "sigterm": 143, "zygote": 1}
+
+
 def kill_after_checkpoint(out: Path, round_: int, args: list[str], timeout_s: float = 300,
-                          python: str = sys.executable) -> None:
+                          python: str = sys.executable, fault: str = "sigkill") -> None:
     """Start `dfl-launch` in its own process group, wait until every node has saved round
-    `round_`, then SIGKILL the launcher, the forkserver and every node at once. Node 0 stalls
-    at the start of the next round (dfl_node/transports/liveness.py's fault injection), so
-    however fast the machine, the run cannot end before the kill."""
+    `round_`, then cut the run short by `fault` (FAULTS). Node 0 stalls at the start of the
+    next round (dfl_node/transports/liveness.py's fault injection), so however fast the
+    machine, the run cannot end before the fault."""
     cmd = [python, "-m", "launcher.cli", "--out", str(out), "--quiet", "--no-plots", *args]
     env = {**ENV_ROOT, STALL_ENV: f"0:{round_}:{timeout_s}"}
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
@@ -70,10 +76,18 @@ def kill_after_checkpoint(out: Path, round_: int, args: list[str], timeout_s: fl
 
     try:
         wait_for(saved, timeout_s, f"a complete checkpoint of round {round_}")
+        if fault == "sigterm":
+            proc.send_signal(signal.SIGTERM)
+        elif fault == "zygote":
+            [zygote] = children(proc.pid)  # the launcher forks the zygote, the zygote the nodes
+            os.kill(zygote, signal.SIGKILL)
+        if fault != "sigkill":
+            proc.wait(timeout_s)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    assert proc.returncode == -signal.SIGKILL
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == FAULTS[fault], proc.stderr.read().decode()  # type: ignore[union-attr]
     wait_until_gone(out)
 
 
@@ -119,7 +133,8 @@ def ledger_view(summary: dict[str, Any]) -> dict[str, Any]:
 def assert_resumed_equals_uninterrupted(tmp_path: Path, topology: str, protocol: str,
                                         kill_round: int, *args: str,
                                         python: str = sys.executable,
-                                        after_kill: Callable[[Path], None] | None = None) -> int:
+                                        after_kill: Callable[[Path], None] | None = None,
+                                        fault: str = "sigkill") -> int:
     """Run once through (in-process: the transports agree bit for bit), once over zmq killed
     after `kill_round` (then `after_kill` on its run directory) and resumed; demand equality.
     Returns the round resumed from."""
@@ -127,7 +142,7 @@ def assert_resumed_equals_uninterrupted(tmp_path: Path, topology: str, protocol:
     launch_ok(full, topology, protocol, "--quiet", *args, "--transport", "inproc", python=python)
     cut = tmp_path / "cut"
     kill_after_checkpoint(cut, kill_round, ["--topology", topology, "--protocol", protocol,
-                                            *args], python=python)
+                                            *args], python=python, fault=fault)
     resumed_from = layout.last_complete_round(cut, node_ids(cut))
     assert resumed_from >= kill_round
     if after_kill is not None:
@@ -154,6 +169,16 @@ def test_dpsgd_killed_and_resumed_equals_an_uninterrupted_run(tmp_path: Path) ->
         tmp_path, ring, "d-psgd", 2, *SYNTH, "--rounds", "16", "--eval-every", "4",
         "--checkpoint-every", "2", "--set", "local_steps=2")
     assert resumed_from == 2  # node 0 stalled in round 3, so no node finished it
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", ["sigterm", "zygote"])
+def test_a_run_stopped_by_a_fault_resumes_exactly(tmp_path: Path, fault: str) -> None:
+    """SIGTERM's orderly stop and the zygote's death end a run with exit 143 and 1
+    (tests/test_run_faults.py); what they leave resumes to the uninterrupted run's results."""
+    assert_resumed_equals_uninterrupted(
+        tmp_path, ring_file(tmp_path), "d-psgd", 2, *SYNTH, "--rounds", "4", "--eval-every", "2",
+        "--checkpoint-every", "2", fault=fault)
 
 
 def test_a_metrics_row_the_kill_caught_in_flight_is_written_on_resume(tmp_path: Path) -> None:

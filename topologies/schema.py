@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import reprlib
 from collections.abc import Callable
 from types import GenericAlias
 from typing import Annotated, Any, cast
@@ -41,9 +42,16 @@ JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 DEVICE_RE = re.compile(r"cpu|cuda|cuda:\d+|auto")
 
 
+# A bounded repr: YAML aliases can make a small file a value of billions of elements (the
+# billion laughs), whose plain repr took 59 s and 880 MB before the one-line refusal.
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxdict, _SHORT.maxtuple = 4, 6, 4, 6
+_SHORT.maxstring = _SHORT.maxother = 60
+
+
 def show(value: Any) -> str:
     """A short one-line rendering of an offending value for messages."""
-    text = repr(value)
+    text = _SHORT.repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
