@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import dfl_mesh
+from dfl_node.transports.liveness import STALL_ENV
 from tests.harness import ENV_ROOT, ROOT
 from tests.proc_util import node_pids, wait_for, wait_gone
 
@@ -54,10 +55,14 @@ def test_bad_input_is_the_command_lines_line(tmp_path: Path, ring4: str) -> None
         dfl_mesh.load(tmp_path)
 
 
-def test_an_interrupt_stops_every_node_and_resume_finishes(tmp_path: Path, ring4: str) -> None:
+def test_an_interrupt_stops_every_node_and_resume_finishes(tmp_path: Path, ring4: str,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Ctrl-C (a notebook's kernel interrupt is the same SIGINT) once the mesh has reported:
-    RunInterrupted, no node process left; resume() then finishes the run."""
+    RunInterrupted, no node process left; resume() then finishes the run. Node 0 stalls in
+    round 3 (the liveness fault injection), so the interrupt cannot come after the run ended
+    (it did once in CI: the 60 rounds finished first); the resumed nodes do not stall."""
     run = tmp_path / "run"
+    monkeypatch.setenv(STALL_ENV, "0:3:300")
 
     def interrupt_once_reporting() -> None:
         wait_for(lambda: (run / "metrics.jsonl").is_file()
@@ -74,5 +79,6 @@ def test_an_interrupt_stops_every_node_and_resume_finishes(tmp_path: Path, ring4
     pids = node_pids(run)
     assert len(pids) == 4 and wait_gone(list(pids.values()), 30) == []
     assert json.loads((run / "summary.json").read_text())["status"] == "interrupted"
+    monkeypatch.delenv(STALL_ENV)
     done = dfl_mesh.resume(run, plots=False)
     assert done.ok and done.metrics["round"].max() == 60
