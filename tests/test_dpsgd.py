@@ -60,9 +60,10 @@ def test_er30_zmq_equals_inproc(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_the_default_job_on_real_data(tmp_path: Path) -> None:
     """The README's main job (FMNIST, Dirichlet shards, global eval subset), its first 10
-    rounds: enough to pass 0.6 (0.623 at round 10, 0.672 at round 15 of 30; the runs are
-    deterministic, so the margin is not a matter of luck)."""
-    zmq_sum, _ = assert_transports_identical(tmp_path, "ring20.yaml", "d-psgd", "--rounds", "10")
+    rounds, as 20 processes: enough to pass 0.6 (0.623 at round 10, 0.672 at round 15 of 30;
+    the runs are deterministic, so the margin is not a matter of luck). That ring20's processes
+    equal its inproc run bit for bit is shown above, on synthetic data at a tenth of the cost."""
+    zmq_sum = launch_ok(tmp_path / "zmq", "ring20.yaml", "d-psgd", "--rounds", "10")
     assert len({n["pid"] for n in zmq_sum["nodes"]}) == 20
     assert zmq_sum["dataset"] == "fmnist" and zmq_sum["partition"] == "dirichlet:0.5"
     assert zmq_sum["eval_split"] == "global"

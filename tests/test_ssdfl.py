@@ -213,3 +213,22 @@ def test_topology_optimizer_attribute_is_validated_at_launch(tmp_path: Path) -> 
         proc = launch(tmp_path / "bad", topo, "ssd-fl", *FAST, "--set", "optimizers=topology")
         assert proc.returncode == 2 and proc.stdout == "", proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1 and expect in proc.stderr, proc.stderr
+
+
+def test_the_initial_loss_over_a_sample_of_the_shard(tmp_path: Path) -> None:
+    """`loss_sample` (a smoke reproduction's): L_i(theta^0) over that many of a device's
+    samples, the same in every run of the seed; one at least the shard's size is the paper's
+    loss over the whole shard, exactly."""
+    pendant = topology(tmp_path, PENDANT, "pendant")
+
+    def init_losses(name: str, *args: str) -> dict[str, float]:
+        launch_ok(tmp_path / name, pendant, "ssd-fl", *FAST, "--rounds", "1", "--transport",
+                  "inproc", *args)
+        return {node: row["init_loss"]
+                for node, row in read(tmp_path / name, "prephase.json")["nodes"].items()}
+
+    whole = init_losses("whole")
+    assert init_losses("at-least-the-shard", "--set", "loss_sample=100000") == whole
+    sampled = init_losses("sampled", "--set", "loss_sample=7")
+    assert sampled == init_losses("sampled-again", "--set", "loss_sample=7")
+    assert sampled.keys() == whole.keys() and all(sampled[n] != whole[n] for n in whole)

@@ -75,6 +75,10 @@ class SSDFLHyper(CycleHyper):
     (synchronous DFL, the S = 1 check)."""
     sample_size: Count = 100
     """|D_i|: raw samples per device for eq. 40 (docs/protocols/ssd-fl.md#c13)."""
+    loss_sample: Count | None = None
+    """L_i(theta^0) over this many of the device's training samples, drawn from its own
+    stream; None: over its whole shard, as the paper. A smoke run sets it: the whole shards'
+    forward pass was half the CPU of a one-cycle reproduction."""
     clustering: ClusteringSettings = ClusteringSettings()
     """Algorithm 1 (the pre-phase)."""
 

@@ -161,7 +161,12 @@ class SSDFL(SSDFLSpec, CycleEngine[SSDFLHyper]):
         rng = ctx.rng("prephase/sample")
         idx = np.sort(rng.choice(len(data.y_train), size, replace=len(data.y_train) < size))
         hist = np.bincount(data.y_train, minlength=data.classes).astype(np.float64)
-        _, loss = evaluate(ctx.model, data.x_train, data.y_train, ctx.device)
+        x, y = data.x_train, data.y_train
+        if self.hyper.loss_sample is not None and self.hyper.loss_sample < len(y):
+            rows = np.sort(ctx.rng("prephase/loss").choice(len(y), self.hyper.loss_sample,
+                                                           replace=False))
+            x, y = x[rows], y[rows]
+        _, loss = evaluate(ctx.model, x, y, ctx.device)
         return {
             "degree": np.array(len(ctx.comm.neighbors), dtype=np.int64),
             "label_hist": hist / hist.sum(),

@@ -95,6 +95,8 @@ class Budget:
     """At most this many devices a graph (quick: a smoke run; 10, so that one label a device,
     the extreme level, still covers every class)."""
     small: Mapping[str, Any] = field(default_factory=dict)
+    ssdfl_settings: Mapping[str, Any] = field(default_factory=dict)
+    """Settings of SSD-FL's own arms (its baselines have no pre-phase to set)."""
     why: Mapping[str, str] = field(default_factory=dict)
     """Why this budget's settings differ from the paper's (deviations.SETTINGS)."""
     proxy: str = ""
@@ -107,7 +109,8 @@ COST_NOTE = ("the five-layer CNN costs 20x the small one a training sample here 
 BUDGETS = {
     "quick": Budget(cycles=1, seeds=(0,), model="cnn", eval_size=100, epoch_share=0.0,
                     every_point=False, prephase_every=False, devices=10,
-                    small={"transport": "inproc"}, proxy=SMOKE,
+                    small={"transport": "inproc"}, ssdfl_settings={"hyper.loss_sample": 256},
+                    proxy=SMOKE,
                     why={k: SMOKE for k in ("rounds", "local steps", "model", "P", "test set",
                                             "seeds")}),
     # At most 60 minutes an experiment here (2 cores), every run it needs counted: below the
@@ -194,7 +197,9 @@ def recipes(budget_name: str, out: Path, data_root: str | None) -> dict[str, Rec
             settings = arm_settings(full, local_steps(share, sizes[topology][0], full["dataset"]))
             if sweep.prephase:
                 settings |= PREPHASE_RUN
-            out_arms += [Arm(m, METHODS[m], topology, at, settings) for m in methods]
+            out_arms += [Arm(m, METHODS[m], topology, at,
+                             settings | (b.ssdfl_settings if METHODS[m] == "ssd-fl" else {}))
+                         for m in methods]
         return tuple(out_arms)
 
     def arm_settings(point: Mapping[str, Any], steps: int | str) -> dict[str, Any]:
