@@ -198,7 +198,7 @@ def recipes(budget_name: str, out: Path, data_root: str | None) -> dict[str, Rec
             if sweep.prephase:
                 settings |= PREPHASE_RUN
             out_arms += [Arm(m, METHODS[m], topology, at,
-                             settings | (b.ssdfl_settings if METHODS[m] == "ssd-fl" else {}))
+                             {**settings, **(b.ssdfl_settings if METHODS[m] == "ssd-fl" else {})})
                          for m in methods]
         return tuple(out_arms)
 
