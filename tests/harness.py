@@ -26,6 +26,7 @@ from typing import Any
 
 from safetensors.numpy import load_file
 
+from dfl_node.transports.liveness import STALL_ENV
 from launcher.cli import main as launch_main
 from launcher.node_cli import main as node_main
 from launcher.report_cli import main as report_main
@@ -129,3 +130,17 @@ def assert_transports_identical(
             assert ta[key].tobytes() == tb[key].tobytes(), f"{name}:{key} differs"
         assert a[name] == b[name]
     return zmq_sum, inproc_sum
+
+
+def start_stalled_ring4(tmp_path: Path, rounds: int, hold_s: float) -> subprocess.Popen[str]:
+    """`dfl-launch` of a small d-psgd run on RING4 into TMP/run, node 0 computing `hold_s` at
+    the start of round 1 (the liveness fault injection): a mesh that stays up, sockets
+    listening, while a test attacks it. Its output is piped."""
+    (tmp_path / "ring4.yaml").write_text(RING4)
+    return subprocess.Popen(
+        [sys.executable, "-m", "launcher.cli", "--topology", str(tmp_path / "ring4.yaml"),
+         "--protocol", "d-psgd", "--dataset", "synthetic", "--rounds", str(rounds),
+         "--set", "model={name: mlp, hidden: [8]}", "--out", str(tmp_path / "run"), "--quiet",
+         "--no-plots"],
+        env={**ENV_ROOT, STALL_ENV: f"0:1:{hold_s}"}, cwd=ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)

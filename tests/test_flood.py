@@ -9,8 +9,6 @@ from a stranger grew node 0 from 339 MB to 1.32 GB.
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,10 +25,9 @@ from dfl_node.runner.receive_caps import (
     peer_buffer_bytes,
     wire_limits,
 )
-from dfl_node.transports.liveness import STALL_ENV
 from launcher.config.host_plan import resolve_host_plan
 from launcher.config.options import Request
-from tests.harness import ENV_ROOT, RING4, ROOT
+from tests.harness import start_stalled_ring4
 from tests.proc_util import wait_for
 
 FRAME = 256 << 20
@@ -85,14 +82,8 @@ def test_the_cap_is_the_plans_largest_legitimate_message(tmp_path: Path) -> None
 
 @pytest.mark.slow
 def test_a_strangers_flood_stays_within_the_per_peer_cap(tmp_path: Path) -> None:
-    (tmp_path / "ring4.yaml").write_text(RING4)
     run = tmp_path / "run"
-    launcher = subprocess.Popen(
-        [sys.executable, "-m", "launcher.cli", "--topology", str(tmp_path / "ring4.yaml"),
-         "--protocol", "d-psgd", "--dataset", "synthetic", "--rounds", "3",
-         "--set", "model={name: mlp, hidden: [8]}", "--out", str(run), "--quiet", "--no-plots"],
-        env={**ENV_ROOT, STALL_ENV: f"0:1:{HOLD_S}"}, cwd=ROOT, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
+    launcher = start_stalled_ring4(tmp_path, 3, HOLD_S)
     metrics = run / "metrics.jsonl"
     wait_for(lambda: metrics.exists() and metrics.read_text().count("\n") >= 4, 300, "round 1")
     plan = RunPlan.load(run / "plan.json")

@@ -23,12 +23,11 @@ import zmq
 from dfl_node.plan import PlanError, RunPlan
 from dfl_node.runner.reporter import NoCollector, ZmqReporter
 from dfl_node.runner.results_seal import RECORD, new_results_key, results_key, seal
-from dfl_node.transports.liveness import STALL_ENV
 from launcher.config.host_plan import resolve_host_plan
 from launcher.config.options import Request
 from launcher.config.ports import PortClaims
 from launcher.run.collector import Collector, PlanDiffers, ZmqSource
-from tests.harness import ENV_ROOT, RING4, ROOT
+from tests.harness import ENV_ROOT, ROOT, start_stalled_ring4
 from tests.proc_util import listening, wait_for
 
 ROUNDS = 3
@@ -65,14 +64,8 @@ def forgeries(key: bytes) -> list[list[bytes]]:
 def test_a_forged_record_neither_counts_nor_ends_the_run(tmp_path: Path) -> None:
     """A run without --secure; during it, a DEALER of this process sends the collector forged
     records, and a PUSH (a socket type the collector does not talk to) forged rows too."""
-    (tmp_path / "ring4.yaml").write_text(RING4)
     run = tmp_path / "run"
-    launcher = subprocess.Popen(
-        [sys.executable, "-m", "launcher.cli", "--topology", str(tmp_path / "ring4.yaml"),
-         "--protocol", "d-psgd", "--dataset", "synthetic", "--rounds", str(ROUNDS),
-         "--set", "model={name: mlp, hidden: [8]}", "--out", str(run), "--quiet", "--no-plots"],
-        env={**ENV_ROOT, STALL_ENV: f"0:1:{HOLD_S}"}, cwd=ROOT, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
+    launcher = start_stalled_ring4(tmp_path, ROUNDS, HOLD_S)
     metrics = run / "metrics.jsonl"
     wait_for(lambda: metrics.exists() and metrics.read_text().count("\n") >= 4, 300, "round 1")
     plan = RunPlan.load(run / "plan.json")
