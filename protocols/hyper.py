@@ -33,6 +33,11 @@ class ProtocolHyper(RuntimeHyper):
     The check is on the type, not on a list of names, so every protocol's fields, a plugin's
     included, have it."""
 
+    def step_size_law(self) -> str | None:
+        """The step size as the paper writes it where it varies over rounds (None: a constant
+        `lr`, or none): a reproduction's deviation table shows the law, not the bare `lr`."""
+        return None
+
     @field_validator("*")
     @classmethod
     def _fits_float32(cls, value: Any) -> Any:

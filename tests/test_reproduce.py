@@ -21,6 +21,7 @@ from bench.reproduce.docs_page import command, render
 from bench.reproduce.experiment import curve_at, judge_claim, parse_method, parse_point
 from bench.reproduce.judge import Verdict
 from bench.reproduce.measures import Measured, measure, portfolio_deltas
+from bench.reproduce.outputs import bar_rows
 from bench.reproduce.paperdata import Check, Claim, load_paper
 from bench.reproduce.recipes import RECIPES
 
@@ -284,6 +285,24 @@ def test_a_metric_that_was_not_computed_is_not_measured() -> None:
     nobody = Claim(id="c", text="t", where="w", check=Check(
         kind="higher", metric="delta_all", method="C", than=("B",)))
     assert judge_claim(nobody, runs).verdict == Verdict.NOT_MEASURED
+
+
+def test_an_arm_evaluated_on_its_own_split_only_shares_the_bar_row_of_the_others() -> None:
+    """DMFL-SQ evaluates each client's own split only, the baselines both splits: one
+    majority-class row, its global cells from the baselines (two identical-looking rows
+    before)."""
+    def arm(method: str, bars: dict[str, list[float]]) -> dict:
+        return {"method": method, "at": {},
+                "scalars": {f"majority:{k}": {"values": v} for k, v in bars.items()}
+                | {"chance": {"values": [0.1, 0.1]}}}
+    own = {"avg_accuracy": [0.62, 0.64]}
+    record = {"arms": [arm("A", own), arm("B", own | {"global_avg_accuracy": [0.13, 0.12]})]}
+    rows = bar_rows(record, ("avg_accuracy", "global_avg_accuracy"))
+    assert rows == ["| *majority class* (chance 0.1 +- 0) | every arm | 0.63 +- 0.13 | "
+                    "0.125 +- 0.064 |"]
+    other = {"avg_accuracy": [0.5, 0.5]}
+    record["arms"].append(arm("C", other))
+    assert len(bar_rows(record, ("avg_accuracy", "global_avg_accuracy"))) == 2
 
 
 def test_points_and_methods_are_parsed_as_the_data_files_write_them() -> None:

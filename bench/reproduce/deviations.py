@@ -22,6 +22,7 @@ from bench.reproduce.graphs import materialize
 from dfl_node.settings.data import SyntheticSettings
 from launcher.api.settings import parse, to_argv
 from launcher.config.inputs import resolve_inputs
+from protocols.registry import protocol_class
 
 SETTINGS = ("rounds", "epochs", "local steps", "model", "P", "lr", "batch", "N", "graph",
             "split", "test set", "seeds")
@@ -105,7 +106,7 @@ def used_value(setting: str, config: Resolved, seeds: Sequence[int],
     if setting == "P":
         return parameters(config)
     if setting == "lr":
-        return hyper.get("lr")
+        return step_size(config["protocol"], hyper)
     if setting == "batch":
         return hyper.get("batch_size", hyper.get("batch_grad"))
     if setting in ("N", "graph"):
@@ -119,6 +120,12 @@ def used_value(setting: str, config: Resolved, seeds: Sequence[int],
     if setting == "seeds":
         return ", ".join(map(str, seeds))
     raise ValueError(f"unknown setting {setting!r}")
+
+
+def step_size(protocol: str, hyper: Mapping[str, Any]) -> Any:
+    """The protocol's lr, or its law where it varies over rounds (DSGT's lr/sqrt(t+1))."""
+    law = protocol_class(protocol).Hyper.model_validate(hyper).step_size_law()
+    return law if law is not None else hyper.get("lr")
 
 
 def same_value(a: Any, b: Any) -> bool:

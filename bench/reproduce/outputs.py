@@ -202,17 +202,26 @@ def bar_rows(record: dict[str, Any], columns: tuple[str, ...]) -> list[str]:
     """The majority-class predictor's row under the table (one per distinct data split, when
     arms differ in it) and chance: what a model that learned nothing but its clients' label
     shares scores on each accuracy column."""
-    rows: dict[tuple[str, ...], list[str]] = {}
+    rows: list[tuple[list[str], list[str]]] = []
     for arm in record["arms"]:
-        cells = tuple(fmt_ci(arm["scalars"].get(f"majority:{c}", {}).get("values", []))
-                      if f"majority:{c}" in arm["scalars"] else "" for c in columns)
-        if any(cells):
-            point = ", ".join(f"{k}={v}" for k, v in arm["at"].items()) or "-"
-            rows.setdefault(cells, []).append(point)
+        cells = [fmt_ci(arm["scalars"].get(f"majority:{c}", {}).get("values", []))
+                 if f"majority:{c}" in arm["scalars"] else "" for c in columns]
+        if not any(cells):
+            continue
+        point = ", ".join(f"{k}={v}" for k, v in arm["at"].items()) or "-"
+        # An arm evaluated on fewer splits (its own test split only) shares the bar of the
+        # arms evaluated on both: one row, unless a column's bar differs.
+        for row, points in rows:
+            if all(not a or not b or a == b for a, b in zip(row, cells, strict=True)):
+                row[:] = [a or b for a, b in zip(row, cells, strict=True)]
+                points.append(point)
+                break
+        else:
+            rows.append((cells, [point]))
     chance = {fmt_ci(a["scalars"]["chance"]["values"]) for a in record["arms"]
               if "chance" in a["scalars"]}
     out = []
-    for cells, points in rows.items():
+    for cells, points in rows:
         where = "every arm" if len(rows) == 1 else ", ".join(sorted(set(points)))
         out.append(f"| *majority class* (chance {', '.join(sorted(chance))}) | {where} | "
                    + " | ".join(cells) + " |")
@@ -272,6 +281,9 @@ def draw(record: dict[str, Any], path: Path, marks: Sequence[PaperPoint] = ()) -
         ax.set_xlabel(x_key or axis)
         if x_key == "bits_per_client":
             ax.set_xscale("log")
+    for bar in sorted(majority_bars(record, metric)):
+        ax.axhline(bar, color="grey", linestyle="--", linewidth=0.8,
+                   label=f"majority class {bar:.3g}")
     ax.set_ylabel(metric)
     ax.set_title(f"{record['label']} ({record['paper']}), budget {record['budget']}",
                  fontsize=9)
@@ -279,6 +291,14 @@ def draw(record: dict[str, Any], path: Path, marks: Sequence[PaperPoint] = ()) -
         ax.legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(path)
+
+
+def majority_bars(record: dict[str, Any], metric: str) -> set[float]:
+    """The majority-class share of each distinct data split, on the figure's accuracy axis:
+    a curve under it has learned nothing but its clients' label shares."""
+    key = "majority:" + ("avg_accuracy" if metric == "accuracy" else metric)
+    return {round(a["scalars"][key]["mean"], 4) for a in record["arms"]
+            if a["scalars"].get(key, {}).get("mean") is not None}
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,10 @@ class DMFLSQHyper(ProtocolHyper):
     """gamma, constant (docs/protocols/dmfl-sq.md#a3)."""
     lr_schedule: Literal["constant", "inv_sqrt_T"] = "constant"
     """constant, or inv_sqrt_T: gamma / sqrt(T), the theory's schedule."""
+
+    def step_size_law(self) -> str | None:
+        return f"{self.lr:g}/sqrt(T)" if self.lr_schedule == "inv_sqrt_T" else None
+
     alpha: NonNegative = 0.4
     """Graph coupling weight (eq. 2)."""
     rho: NonNegative = 0.5

@@ -25,6 +25,9 @@ class DSGTHyper(TrainingHyper):
     """alpha_t = lr / sqrt(t + 1)."""
     tracker_clip: NonNegative = 1.2
     """||y_i|| is clipped to this after each update; 0 turns clipping off."""
+
+    def step_size_law(self) -> str:
+        return f"{self.lr:g}/sqrt(t+1)"
     accounting: DenseAccounting = DenseAccounting()
     """Formula constants: 2 P b_fp bits per link and round, plus b_hdr."""
 

@@ -141,7 +141,8 @@ BUDGETS = {
 
 def stated(musmet: bool) -> dict[str, Stated]:
     """What the paper states for its CIFAR-10 (or MUSMET) experiments (Sec. VI)."""
-    lr = {"DMFL-SQ": 0.1, "D-PSGD": 0.035, "CHOCO-SGD": 0.018, "DSGT": 0.045, "q-FFL": 0.18,
+    lr = {"DMFL-SQ": 0.1, "D-PSGD": 0.035, "CHOCO-SGD": 0.018, "DSGT": "0.045/sqrt(t+1)",
+          "q-FFL": 0.18,
           **{a: 0.1 for a in ABLATIONS}}
     common = {
         "rounds": Stated("T = 500 ('the same fixed training horizon' for all methods)", 500),
