@@ -98,10 +98,12 @@ def _one(name: str) -> type[ProtocolSpec] | None:
     return None if found is None else checked(name, *found)
 
 
+@cache
 def node_class(name: str) -> type[Protocol]:
     """`name`'s node class, which a node runs: its `dfl_mesh.protocol_nodes` entry point, a
     subclass of its spec, imported here (and torch with it); a spec that is a Protocol class
-    itself is its own."""
+    itself is its own. Once per process: an inproc mesh's nodes are threads of one process,
+    and each scan of the installed distributions' entry points costs tens of milliseconds."""
     from protocols.base import Protocol
 
     spec = protocol_class(name)
