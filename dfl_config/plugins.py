@@ -5,6 +5,10 @@ What dfl-mesh ships registers exactly as a third-party package does, in pyprojec
 installed package adds a protocol, a model, a dataset or a compressor without an edit to this
 repository. A name two packages register is refused rather than resolved by install order: it
 is left out of the table and reported, naming both packages, where a user asks for it.
+
+A plugin that cannot be loaded (its import raises, or it registers the wrong kind of object) is
+contained the same way: it is left out, and the one line saying why, naming its package, is
+shown where its name is asked for and by `dfl-launch plugins`. Every other name still works.
 """
 
 from __future__ import annotations
@@ -32,9 +36,24 @@ class Plugins:
     found: dict[str, Any] = field(default_factory=dict)
     clashes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     packages: dict[str, str] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    """Names whose entry point could not be loaded, or is not what the group takes: the one
+    line that says why, naming the package."""
+
+    def unavailable(self, name: str) -> bool:
+        """Registered, but not usable: two packages register it, or it failed to load."""
+        return name in self.clashes or name in self.failed
+
+    def refuse(self, name: str, reason: str) -> None:
+        """Take a loaded `name` out of `found`: it is not what the group takes (`reason`)."""
+        self.found.pop(name, None)
+        package = self.packages.get(name, "(unknown package)")
+        self.failed[name] = f"{self.group} entry point {name!r} of {package} {reason}"
 
     def why_not(self, name: str, what: str) -> str:
         """One line: why `name` is no `what` here."""
+        if name in self.failed:
+            return f"{what} {name!r} is unavailable: {self.failed[name]}"
         if name in self.clashes:
             return (f"{what} {name!r} is registered by several packages "
                     f"({' and '.join(self.clashes[name])}); uninstall one of them")
@@ -42,7 +61,8 @@ class Plugins:
 
 
 def discover(group: str) -> Plugins:
-    """Load every entry point of `group`; TypeError (naming the package) if one fails."""
+    """Load every entry point of `group`; one that fails is left out, its reason kept in
+    `failed` (one line naming the package), so that it breaks only what names it."""
     by_name: dict[str, list[EntryPoint]] = {}
     for ep in entry_points(group=group):
         by_name.setdefault(ep.name, []).append(ep)
@@ -52,8 +72,11 @@ def discover(group: str) -> Plugins:
         if len(packages) > 1:
             plugins.clashes[name] = packages
             continue
-        plugins.found[name] = load(group, by_name[name][0], packages[0])
         plugins.packages[name] = packages[0]
+        try:
+            plugins.found[name] = load(group, by_name[name][0], packages[0])
+        except PluginLoadError as exc:
+            plugins.failed[name] = str(exc)
     return plugins
 
 
@@ -68,12 +91,17 @@ def discover_one(group: str, name: str) -> tuple[Any, str] | None:
     return load(group, eps[0], package), package
 
 
+class PluginLoadError(TypeError):
+    """An entry point whose import raised: one line, naming its package and the error."""
+
+
 def load(group: str, ep: EntryPoint, package: str) -> Any:
     try:
         return ep.load()
     except Exception as exc:
-        raise TypeError(f"{group} entry point {ep.name!r} of {package} ({ep.value}) "
-                        f"cannot be loaded: {exc}") from exc
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise PluginLoadError(f"{group} entry point {ep.name!r} of {package} ({ep.value}) "
+                              f"cannot be loaded: {type(exc).__name__}: {first}") from exc
 
 
 def registered(group: str) -> set[str]:

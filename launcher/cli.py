@@ -40,9 +40,10 @@ class Commands(click.Group):
             return
         self.loaded = True
         from launcher.config.keys import keys_cmd
+        from launcher.plugins_list import plugins_cmd
         from protocols.registry import launch_commands
 
-        for command in [keys_cmd, *launch_commands()]:
+        for command in [keys_cmd, plugins_cmd, *launch_commands()]:
             self.add_command(command)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:

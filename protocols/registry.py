@@ -21,9 +21,16 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeGuard
 
-from dfl_config.plugins import NODES_GROUP, PROTOCOLS_GROUP, Plugins, discover, discover_one
+from dfl_config.plugins import (
+    NODES_GROUP,
+    PROTOCOLS_GROUP,
+    PluginLoadError,
+    Plugins,
+    discover,
+    discover_one,
+)
 from protocols.describe import DatasetPreparer, ReportTable, Score
 from protocols.spec import ProtocolSpec
 
@@ -38,18 +45,19 @@ GROUP = PROTOCOLS_GROUP
 @cache
 def _discover() -> tuple[dict[str, type[ProtocolSpec]], Plugins]:
     plugins = discover(GROUP)
-    for name, cls in plugins.found.items():
-        checked(name, cls, plugins.packages[name])
+    for name, cls in list(plugins.found.items()):
+        if not is_spec(cls):
+            plugins.refuse(name, NOT_A_SPEC)
     table = plugins.found
     order = sorted(table, key=lambda n: _rank(n, table))
     return {name: table[name] for name in order}, plugins
 
 
-def checked(name: str, cls: object, package: str) -> type[ProtocolSpec]:
-    if not (isinstance(cls, type) and issubclass(cls, ProtocolSpec)):
-        raise TypeError(f"{GROUP} entry point {name!r} of {package} is not "
-                        "a protocols.spec.ProtocolSpec subclass")
-    return cls
+NOT_A_SPEC = "is not a protocols.spec.ProtocolSpec subclass"
+
+
+def is_spec(cls: object) -> TypeGuard[type[ProtocolSpec]]:
+    return isinstance(cls, type) and issubclass(cls, ProtocolSpec)
 
 
 def _rank(name: str, table: dict[str, type[ProtocolSpec]]) -> tuple[int, str, int, str]:
@@ -93,9 +101,13 @@ def protocol_class(name: str) -> type[ProtocolSpec]:
 
 @cache
 def _one(name: str) -> type[ProtocolSpec] | None:
-    """`name`'s entry point alone, loaded and checked once per process."""
-    found = discover_one(GROUP, name)
-    return None if found is None else checked(name, *found)
+    """`name`'s entry point alone, loaded and checked once per process (None: the whole
+    table is needed, to say why `name` is not there)."""
+    try:
+        found = discover_one(GROUP, name)
+    except PluginLoadError:
+        return None
+    return found[0] if found is not None and is_spec(found[0]) else None
 
 
 @cache
@@ -117,6 +129,19 @@ def node_class(name: str) -> type[Protocol]:
         raise TypeError(f"{NODES_GROUP} entry point {name!r} of {package} is not a "
                         f"protocols.base.Protocol subclass of {spec.__name__}")
     return cls
+
+
+def protocol_plugins() -> Plugins:
+    """The protocols group as discovered: what loaded, what clashed, what failed and why."""
+    return _discover()[1]
+
+
+def compressor_plugins() -> tuple[tuple[str, ...], Mapping[str, str]]:
+    """The compressor parts' entry-point groups, and those of their entry points left out
+    (`group:name` -> why, naming the package)."""
+    from protocols.toolkit.compressor_specs import QUANTIZER_GROUP, REGISTERED, SPARSIFIER_GROUP
+
+    return (SPARSIFIER_GROUP, QUANTIZER_GROUP), REGISTERED.failed
 
 
 def unknown_protocol(name: str) -> str:

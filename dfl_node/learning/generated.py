@@ -43,14 +43,21 @@ def _plugins() -> Plugins:
 @cache
 def generated_datasets() -> dict[str, GeneratedDataset]:
     out = {}
-    for name, cls in _plugins().found.items():
+    for name, cls in list(_plugins().found.items()):
         if not (isinstance(cls, type) and issubclass(cls, GeneratedDataset)):
-            raise TypeError(f"{DATASETS_GROUP} entry point {name!r} of "
-                            f"{_plugins().packages[name]} is not a GeneratedDataset")
+            _plugins().refuse(name, "is not a GeneratedDataset")
+            continue
         out[name] = cls()
     return out
 
 
+def dataset_plugins() -> Plugins:
+    """The datasets group as discovered, objects of the wrong kind refused."""
+    generated_datasets()
+    return _plugins()
+
+
 def dataset_clash(name: str) -> str | None:
-    """One line if `name` is registered by two packages, else None."""
-    return _plugins().why_not(name, "dataset") if name in _plugins().clashes else None
+    """One line if `name` is registered by two packages or failed to load, else None."""
+    generated_datasets()  # a registered object of the wrong kind is refused there
+    return _plugins().why_not(name, "dataset") if _plugins().unavailable(name) else None

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import ValidationError
 
-from dfl_config.plugins import discover
+from dfl_config.plugins import Plugins, discover
 from dfl_config.problems import one_line, suggestion
 from dfl_config.section import Count, NonNegativeInt, Section
 
@@ -150,12 +150,17 @@ class DmflsqCnnSpec(BuiltinSpec):
 MODELS_GROUP = "dfl_mesh.models"
 _PLUGINS = discover(MODELS_GROUP)
 MODEL_SPECS: dict[str, type[ModelSpec]] = {}
-for _name, _spec in _PLUGINS.found.items():
+for _name, _spec in list(_PLUGINS.found.items()):
     if not (isinstance(_spec, type) and issubclass(_spec, ModelSpec)
             and get_args(_spec.model_fields["name"].annotation) == (_name,)):
-        raise TypeError(f"{MODELS_GROUP} entry point {_name!r} of {_PLUGINS.packages[_name]} is "
-                        f"not a ModelSpec whose name is Literal[{_name!r}]")
+        _PLUGINS.refuse(_name, f"is not a ModelSpec whose name is Literal[{_name!r}]")
+        continue
     MODEL_SPECS[_name] = _spec
+
+
+def model_plugins() -> Plugins:
+    """The models group as discovered: what loaded, what clashed, what failed and why."""
+    return _PLUGINS
 
 
 def model_spec(spec: dict[str, Any]) -> ModelSpec:
@@ -163,8 +168,8 @@ def model_spec(spec: dict[str, Any]) -> ModelSpec:
     for a misspelt one, its closest known name) on an unknown model or a bad option."""
     name = spec.get("name")
     if not isinstance(name, str) or name not in MODEL_SPECS:
-        if name in _PLUGINS.clashes:
-            raise ModelError(_PLUGINS.why_not(str(name), "model"))
+        if isinstance(name, str) and _PLUGINS.unavailable(name):
+            raise ModelError(_PLUGINS.why_not(name, "model"))
         known = ", ".join(sorted(MODEL_SPECS))
         raise ModelError(f"unknown model {name!r}{suggestion(str(name), MODEL_SPECS)} "
                          f"(known: {known})")

@@ -9,16 +9,17 @@ validate, and `dfl-launch schema` prints the same model as JSON Schema.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cache
 from typing import Annotated, Any, Literal, Union, get_args
 
-from pydantic import ConfigDict, Field, create_model, field_validator
+from pydantic import BeforeValidator, ConfigDict, Field, create_model, field_validator
 
 from dfl_config.section import Count, Flag, Integer, NonNegativeInt, Section, UnitInterval
 from dfl_node.learning.generated import generated_datasets
 from dfl_node.learning.shards import DEFAULT_EVAL_SIZE, EVAL_SPLITS
 from dfl_node.settings.link import LinkSettings
-from dfl_node.settings.model import MODEL_SPECS
+from dfl_node.settings.model import MODEL_SPECS, model_plugins
 from dfl_node.settings.node import NodeRuntimeAttributes
 from dfl_node.settings.tdma import TdmaSettings
 from dfl_node.settings.wire import WireSettings
@@ -114,9 +115,19 @@ def model_union(protocols: list[str]) -> Any:
             (tag,) = get_args(spec.model_fields["name"].annotation)
             specs[str(tag)] = spec
     kinds = tuple(specs.values())
+    refuse = BeforeValidator(_refuse_unavailable_model)
     if len(kinds) == 1:
-        return kinds[0]
-    return Annotated[Union[kinds], Field(discriminator="name")]  # noqa: UP007
+        return Annotated[kinds[0], refuse]
+    return Annotated[Union[kinds], Field(discriminator="name"), refuse]  # noqa: UP007
+
+
+def _refuse_unavailable_model(value: Any) -> Any:
+    """A model a plugin registers but that failed to load (or two register) is refused with
+    the reason, naming the package, rather than as an unknown name."""
+    name = value.get("name") if isinstance(value, Mapping) else None
+    if isinstance(name, str) and model_plugins().unavailable(name):
+        raise ValueError(model_plugins().why_not(name, "model"))
+    return value
 
 
 @cache

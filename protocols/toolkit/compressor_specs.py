@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import (
     TYPE_CHECKING,
@@ -48,7 +48,7 @@ from pydantic import (
     model_validator,
 )
 
-from dfl_config.plugins import HOME, package_of
+from dfl_config.plugins import HOME, PluginLoadError, package_of
 from dfl_config.problems import one_line
 from dfl_config.section import Count, Integer, Number, Section, tagged_union
 from protocols.toolkit.accounting import MAX_BITS
@@ -182,18 +182,26 @@ class Registered:
     sparsifiers: tuple[type[BaseModel], ...]
     quantizers: tuple[type[BaseModel], ...]
     clashes: Mapping[str, tuple[str, ...]]  # type name -> the packages that register it
+    failed: Mapping[str, str] = field(default_factory=dict)
+    """Entry points left out (`dfl-launch plugins` lists them): entry point -> why, naming
+    the package. A spec's type names are read from its class, so a part that fails to load
+    has none, and a config naming it reads as an unknown type."""
 
 
 def type_names(cls: type[BaseModel]) -> tuple[str, ...]:
     """The values of a spec class's `type: Literal[...]` field."""
-    field = cls.model_fields.get("type")
-    if field is None or get_origin(field.annotation) is not Literal:
+    declared = cls.model_fields.get("type")
+    if declared is None or get_origin(declared.annotation) is not Literal:
         return ()
-    return tuple(str(name) for name in get_args(field.annotation))
+    return tuple(str(name) for name in get_args(declared.annotation))
 
 
 def _load(ep: EntryPoint | _EntryPoint, group: str) -> type[BaseModel]:
-    cls = ep.load()
+    try:
+        cls = ep.load()
+    except Exception as exc:
+        raise PluginLoadError(f"{group} entry point {ep.name!r} of {package_of(ep)} "
+                              f"cannot be loaded: {type(exc).__name__}: {exc}") from exc
     if not (isinstance(cls, type) and issubclass(cls, BaseModel) and type_names(cls)
             and callable(getattr(cls, "build", None))):
         raise TypeError(f"entry point {ep.name!r} of {package_of(ep)} in {group} is not a "
@@ -210,13 +218,18 @@ def discover(shipped: Mapping[str, Iterable[type[BaseModel]]],
     owners: dict[str, set[tuple[str, type[BaseModel]]]] = {
         "identity": {(HOME, IdentitySpec)}, COMPOSED: {(HOME, CompositeSpec)}}
     members: dict[str, list[type[BaseModel]]] = {}
+    failed: dict[str, str] = {}
     for group in (SPARSIFIER_GROUP, QUANTIZER_GROUP):
         members[group] = list(shipped.get(group, ()))
         for cls in members[group]:
             for name in type_names(cls):
                 owners.setdefault(name, set()).add((HOME, cls))
         for ep in found.get(group, ()):
-            cls = _load(ep, group)
+            try:
+                cls = _load(ep, group)
+            except TypeError as exc:  # PluginLoadError, or not a spec class
+                failed[f"{group}:{ep.name}"] = str(exc).splitlines()[0]
+                continue
             members[group].append(cls)
             for name in type_names(cls):
                 owners.setdefault(name, set()).add((package_of(ep), cls))
@@ -227,7 +240,8 @@ def discover(shipped: Mapping[str, Iterable[type[BaseModel]]],
         kept = [cls for cls in classes if not set(type_names(cls)) & set(clashes)]
         return tuple(dict.fromkeys(kept))
 
-    return Registered(clear(members[SPARSIFIER_GROUP]), clear(members[QUANTIZER_GROUP]), clashes)
+    return Registered(clear(members[SPARSIFIER_GROUP]), clear(members[QUANTIZER_GROUP]), clashes,
+                      failed)
 
 
 def _refuse_clashes(clashes: Mapping[str, tuple[str, ...]]) -> BeforeValidator:
