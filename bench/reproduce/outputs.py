@@ -243,6 +243,8 @@ def draw(record: dict[str, Any], path: Path, marks: Sequence[PaperPoint] = ()) -
         errs = [a["scalars"].get(metric, {}).get("ci95") or 0.0 for a in arms]
         ax.bar(range(len(arms)), means, yerr=errs, capsize=3, label="here")
         ax.set_xticks(range(len(arms)), labels, rotation=45, ha="right", fontsize=7)
+        if metric.startswith("bits"):  # the variants span orders of magnitude, as the paper's
+            ax.set_yscale("log")
         marked = [(i, p.y) for p in marks for i, a in enumerate(arms)
                   if a["method"] == p.method]
         if marked:
