@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -64,9 +64,12 @@ def _tagged(node: Mapping[str, Any], tag: int | str) -> bool:
                for prop in node.get("properties", {}).values() if isinstance(prop, Mapping))
 
 
-def suggestion(word: str, known: Iterable[str]) -> str:
-    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]}?)" if close else ""
+def suggestion(word: str, known: Iterable[str],
+               key: Callable[[str], str] = lambda name: name) -> str:
+    """` (did you mean X?)` for the closest of `known` (compared by `key(X)`), or ""."""
+    names = {key(name): name for name in sorted(known, reverse=True)}
+    close = difflib.get_close_matches(word, list(names), n=1, cutoff=0.6)
+    return f" (did you mean {names[close[0]]}?)" if close else ""
 
 
 def one_line(error: ValidationError, model: type[BaseModel] | Mapping[str, Any],
@@ -79,7 +82,12 @@ def one_line(error: ValidationError, model: type[BaseModel] | Mapping[str, Any],
     if first["type"] == "extra_forbidden":
         path, keys = walk(schema, loc[:-1])
         where = dotted((*prefix, *path, loc[-1]))
-        return f"{where}: unknown key{suggestion(str(loc[-1]), keys)}"
+        word = str(loc[-1])
+        # A key of a section one level down, given without it (`lrr` for `hyper.lr`).
+        hint = suggestion(word, keys) or suggestion(word, [
+            f"{key}.{sub}" for key in keys for sub in walk(schema, (*loc[:-1], key))[1]],
+            key=lambda qualified: qualified.rsplit(".", 1)[-1])
+        return f"{where}: unknown key{hint}"
     path, _ = walk(schema, loc)
     where = dotted((*prefix, *path)) or "(top level)"
     if first["type"] == "union_tag_invalid":

@@ -132,3 +132,20 @@ def test_a_misspelt_topology_key_is_exit_2_with_its_path_and_the_key_meant(
     assert len(err) == 1, err
     assert str(file) in err[0] and f"{where}: unknown key (did you mean {meant}?)" in err[0], err
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("given", "meant"), [("lrr=0.1", "hyper.lr"),
+                                              ("batchsize=4", "hyper.batch_size"),
+                                              ("roundz=3", "rounds")])
+def test_a_bare_key_of_a_section_is_told_its_section(
+        given: str, meant: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    """`--set lrr=0.1` meant `hyper.lr`: the suggestion looks one section down when no key of
+    the level given is close (before: `lrr: unknown key`, no suggestion)."""
+    out = tmp_path / "run"
+    assert run_cli(["--topology", ring_file(tmp_path), "--protocol", "d-psgd", "--set", given,
+                    "--out", str(out)], monkeypatch) == 2
+    err = capfd.readouterr().err.strip().splitlines()
+    key = given.split("=")[0]
+    assert err == [f"dfl-launch: --set {given}: {key}: unknown key (did you mean {meant}?)"]
+    assert not out.exists()

@@ -11,7 +11,7 @@ building blocks, which do the runtime's duties for it:
 - `Payload` / `dense`: tensors with their formula bits;
 - `mix`: sum_j W_ij x_j over the node's row, in ascending j, for every gossip protocol.
 
-docs/extending/protocols.md walks through a protocol written with them.
+docs/extending/protocol.md walks through a protocol written with them.
 """
 
 from dfl_node.runner.context import NodeContext
