@@ -36,7 +36,8 @@ edges:
 HOLDERS = {"seg": (0, 1), "sn": (1, 2), "dep": (0, 2)}
 SMALL = ("--rounds", str(ROUNDS), "--eval-every", str(ROUNDS), "--transport", "inproc",
          "--set", "scenes={size: 16, train_size: 45, test_size: 8, min_size: 12}",
-         "--set", "hyper.depth=1", "--set", "hyper.epochs=1")
+         "--set", "hyper.depth=1", "--set", "hyper.epochs=1",
+         "--set", "hyper.warmup_rounds=0")  # policies from round 1 (docs/protocols/dsc.md#a20)
 
 
 @pytest.fixture
@@ -69,8 +70,10 @@ def test_the_options_default_to_the_paper_and_the_launcher_shows_them(
     entry: Callable[..., Exited]
 ) -> None:
     hyper = DSCHyper()
-    assert (hyper.policy_scope, hyper.warmup_rounds, hyper.payload_bytes) == ("client", 0, None)
-    assert hyper.training().warmup_epochs == 0
+    assert (hyper.policy_scope, hyper.payload_bytes) == ("client", None)
+    # The specification's optional round-1 warm-up is the default (docs/protocols/dsc.md#a20).
+    assert hyper.warmup_rounds == 1
+    assert hyper.training().warmup_epochs == hyper.epochs
     assert DSCHyper(tau=0.5).tau == 0.5
     # Rounds become epochs for the trainer; the longer warm-up wins.
     assert DSCHyper(warmup_rounds=2, epochs=3, warmup_epochs=1).training().warmup_epochs == 6

@@ -35,7 +35,10 @@ SHARED = 66_232  # the mini backbone's `shared` group (docs/protocols/dsc.md)
 TINY = ("--rounds", str(ROUNDS), "--eval-every", str(ROUNDS),
         "--set", "scenes={size: 16, train_size: 60, test_size: 16, min_size: 12}",
         "--set", f"hyper.depth={DEPTH}", "--set", "hyper.epochs=1",
-        "--set", "tdma.interference_range=1")
+        "--set", "tdma.interference_range=1",
+        # policies learned from round 1, so that two rounds exercise them (the default warms up
+        # for one round, docs/protocols/dsc.md#a20)
+        "--set", "hyper.warmup_rounds=0")
 
 
 @pytest.fixture

@@ -30,10 +30,14 @@ def _open_unit(value: float) -> float:
 
 class MultiTaskTrainingHyper(TrainingHyper):
     """The local training's settings, shared by the DSC family's hyper models. Mini-run
-    defaults (docs/protocols/dsc.md#a15); the paper's full runs use lr = policy_lr = 1e-4."""
+    defaults (docs/protocols/dsc.md#a15, #a20); the paper's full runs use lr = policy_lr = 1e-4
+    (and decoder_lr None, the paper's one step size)."""
 
     lr: Positive = 0.05
-    """SGD step size on backbone and decoders."""
+    """SGD step size on the backbone (and on the decoders where `decoder_lr` is None)."""
+    decoder_lr: Positive | None = 0.005
+    """SGD step size on the decoders (a tenth of the mini run's `lr`); None: `lr`
+    (docs/protocols/dsc.md#a20)."""
     batch_size: Count = 16
     """Mini-batch size."""
     momentum: NonNegative = 0.9
@@ -56,6 +60,9 @@ class MultiTaskTrainingHyper(TrainingHyper):
     """Hard Gumbel samples with soft gradients."""
     task_weights: dict[Task, NonNegative] = Field(default_factory=dict)
     """lambda_t per task; a task not named weighs 1."""
+    standardise_depth: Flag = True
+    """Dep's decoder learns the node's training depths standardised, (d - mean) / std, and is
+    read back in metres; false: it outputs metres (docs/protocols/dsc.md#a20)."""
 
 
 class DSCHyper(MultiTaskTrainingHyper):
@@ -72,7 +79,7 @@ class DSCHyper(MultiTaskTrainingHyper):
     policy_scope: PolicyScope = "client"
     """client: u_{i,t} learned by each client (the paper, #a5); task: the logits of task t
     averaged over the neighbours holding t every round (docs/protocols/dsc.md#a19)."""
-    warmup_rounds: NonNegativeInt = 0
+    warmup_rounds: NonNegativeInt = 1
     """Rounds whose local epochs run every block with the logits frozen before policies are
     learned (the spec's optional warm-up, docs/protocols/dsc.md#a4)."""
     payload_bytes: Count | None = None

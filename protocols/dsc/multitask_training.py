@@ -5,7 +5,8 @@ Per mini-batch (x, {y_t}): for every task t of the node's portfolio draw Gumbel-
 from its logits, run the stem once and each task's route, and sum the weighted task losses
 (Eq. 9-10: L_i = sum_t lambda_t L_t). The policy regularisers (lambda_sp sparsity + lambda_sh
 sharing, routing_policy) are added. One backward pass; then an SGD step on the weights (backbone
-and decoders) and an Adam step on the policy logits, the two optimisers the paper names. During
+and decoders, the decoders at their own `decoder_lr`, docs/protocols/dsc.md#a20) and an Adam step
+on the policy logits, the two optimisers the paper names. During
 `warmup_epochs` every block runs and the logits are not trained (docs/protocols/dsc.md#a4). The
 Gumbel temperature decays per epoch, T_g = t0 * decay^(epochs since warm-up)
 (docs/protocols/dsc.md#a15).
@@ -14,6 +15,9 @@ Task criteria (as AdaShare; the paper names only seg's cross-entropy): seg cross
 ignoring `IGNORE`; sn 1 - cos over pixels
 with a true normal; dep L1 over pixels with true depth > 0; kp and edge L1.
 
+`standardise_depth` (docs/protocols/dsc.md#a20) has Dep's decoder learn the node's training
+depths standardised and read back in metres; the loss and the metrics stay in metres.
+
 Batches follow the node's `mtl/batches` stream and Gumbel noise its `mtl/gumbel` stream, and the
 optimiser state lives in the trainer across rounds (SGD momentum is kept,
 docs/protocols/dsc.md#a15).
@@ -21,7 +25,7 @@ docs/protocols/dsc.md#a15).
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -56,13 +60,28 @@ def task_loss(task: str, pred: torch.Tensor, target: torch.Tensor) -> torch.Tens
 
 def make_optimizers(model: RoutedMultiTaskNet,
                     cfg: MultiTaskTrainingHyper) -> tuple[torch.optim.SGD, torch.optim.Adam]:
-    """SGD over the `shared` and `decoders` groups, Adam over `policy` (paper §V)."""
-    weights = [{"name": g, "params": list(model.named_group(g).values())}
-               for g in ("shared", "decoders")]
+    """SGD over the `shared` (at `lr`) and `decoders` (at `decoder_lr`) groups, Adam over
+    `policy` (paper §V)."""
+    decoder_lr = cfg.lr if cfg.decoder_lr is None else cfg.decoder_lr
+    weights: list[dict[str, Any]] = [
+        {"name": "shared", "params": list(model.named_group("shared").values())},
+        {"name": "decoders", "params": list(model.named_group("decoders").values()),
+         "lr": decoder_lr}]
     policy = [{"name": "policy", "params": list(model.named_group("policy").values())}]
     return (torch.optim.SGD(weights, lr=cfg.lr, momentum=cfg.momentum,
                             weight_decay=cfg.weight_decay),
             torch.optim.Adam(policy, lr=cfg.policy_lr))
+
+
+def depth_statistics(data: TaskSet) -> tuple[float, float]:
+    """(mean, std) of the valid (> 0) training depths: what Dep's decoder reads its output
+    against under `standardise_depth` (docs/protocols/dsc.md#a20)."""
+    depths = data.targets["dep"]
+    valid = depths[depths > 0].astype(np.float64)
+    if not len(valid):
+        raise ValueError("standardise_depth: the node has no valid training depth")
+    std = float(valid.std())
+    return float(valid.mean()), std if std > 0 else 1.0
 
 
 def to_tensors(data: TaskSet, idx: np.ndarray,
@@ -85,6 +104,8 @@ class LocalTrainer:
         if missing:
             raise ValueError(f"node {node}: no labels for tasks {missing}")
         self.model, self.data, self.cfg = model, data, cfg
+        if cfg.standardise_depth and "dep" in model.tasks:
+            model.read_output_as("dep", *depth_statistics(data))
         self.device = torch.device(device)
         self.sgd, self.adam = make_optimizers(model, cfg)
         self.batches = numpy_stream(seed, node, "mtl/batches")

@@ -118,14 +118,25 @@ class RoutedBackbone(nn.Module):
 
 
 class AsppHead(nn.Module):
-    """Parallel dilated 3x3 convs from the latent to the task's channels, summed, upsampled."""
+    """Parallel dilated 3x3 convs from the latent to the task's channels, summed, upsampled.
+
+    `decoding` (shift, scale), None by default: the head's output o is read as shift + scale o,
+    so that a regression target of mean `shift` and spread `scale` (depth in metres) is learned
+    as a standardised one (docs/protocols/dsc.md#a20). Plain floats, not buffers: they are
+    recomputed from the node's own training labels whenever its trainer is built, so neither
+    the checkpoint nor the exchanged state carries them.
+    """
 
     def __init__(self, c_in: int, c_out: int, dilations: Sequence[int]) -> None:
         super().__init__()
         self.branches = nn.ModuleList(nn.Conv2d(c_in, c_out, 3, 1, d, d) for d in dilations)
+        self.decoding: tuple[float, float] | None = None
 
     def forward(self, latent: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
         out = sum(branch(latent) for branch in self.branches)
+        if self.decoding is not None:
+            shift, scale = self.decoding
+            out = shift + scale * out
         return F.interpolate(out, size=size, mode="bilinear", align_corners=False)
 
 
@@ -154,6 +165,12 @@ class RoutedMultiTaskNet(nn.Module):
         size = (x.shape[2], x.shape[3])
         return {t: self.decoders[t](self.channel(self.backbone.route(h, g)), size)
                 for t, g in gates.items()}
+
+    def read_output_as(self, task: str, shift: float, scale: float) -> None:
+        """Task `task`'s decoder output o is read as shift + scale o (`AsppHead.decoding`)."""
+        head = self.decoders[task]
+        assert isinstance(head, AsppHead)
+        head.decoding = (shift, scale)
 
     def named_group(self, group: str) -> dict[str, nn.Parameter]:
         """The parameters of one of `GROUPS`, by name, in registration order."""
