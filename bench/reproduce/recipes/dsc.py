@@ -140,13 +140,12 @@ MEDIUM_WHY = (
     "20.1, 80.3, 31.56, 0.44). A DSC run costs about 260 CPU seconds at R = 10 here (10 to 12 "
     "minutes of wall time beside another queue's runs)")
 MEDIUM_CUT = (
-    "sweep points cut before rounds: Table 2 at tau = 1 only (0.1 and 0.5 at the paper budget), "
-    "the J sweep at J = 1, 5, 15 and tau = 0.1, 1, Fig. 8 at N = 10 only")
+    "sweep points cut before rounds: the J sweep at J = 1, 5, 15 and tau = 0.1, 1, Fig. 8 at "
+    "N = 10 only")
 MEDIUM_TAU = (
-    "tau = 1 alone here: there the proposed method's W mixes about as much as FedAvg's (rho(W) "
-    "0.9587 against 0.958, seed 0), so Table 2 compares how each rule weights its neighbours; "
-    "at tau = 0.1 a node keeps most of its own model, and Similarity against FedAvg would be "
-    "barely mixing against mixing")
+    "tau = 1 first (Figs. 4, 5 and 8 run at it): there the proposed method's W mixes about as "
+    "much as FedAvg's (rho(W) 0.9587 against 0.958, seed 0), so those figures compare how each "
+    "rule weights its neighbours; at tau = 0.1 a node keeps most of its own model")
 BUDGETS = {
     "quick": Budget(rounds=1, epochs=1, seeds=(0,), depths=(1, 5), taus=(0.1,),
                     sweep_taus=(0.1,), sizes=(10,), radio_sizes=(10,), snrs=(0.0, 30.0),
@@ -154,7 +153,7 @@ BUDGETS = {
                     why={"rounds": SMOKE, "epochs": SMOKE},
                     cut=f"one or two points of every axis: {SMOKE}",
                     small={"transport": "inproc"}),
-    "medium": Budget(rounds=10, epochs=4, seeds=(0, 1, 2), depths=(1, 5, 15), taus=(1.0,),
+    "medium": Budget(rounds=10, epochs=4, seeds=(0, 1, 2), depths=(1, 5, 15), taus=(1.0, 0.1, 0.5),
                      sweep_taus=(0.1, 1.0), sizes=(10,), radio_sizes=(10, 20, 30),
                      snrs=(0.0, 10.0, 20.0, 30.0),
                      radio_rounds=2, scenes=SHARED_PRIOR,
