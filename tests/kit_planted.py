@@ -31,14 +31,6 @@ class PushSumDeclaresXAlone(PushSum):
         return Payload({**x, "w": w}, dense(x).bits)
 
 
-ENTRY_POINTS = """\
-[dfl_mesh.protocols]
-push-sum = push_sum:PushSum
-push-sum-forgets-weight = tests.kit_planted:PushSumForgetsWeight
-push-sum-declares-x-alone = tests.kit_planted:PushSumDeclaresXAlone
-"""
-
-
 def push_sum_bits(run: object, r: int, src: int, dst: int) -> int:
     """The paper's count: the scaled model and the weight, 32 bits per value, per link."""
     from dfl_mesh.testing import FinishedRun

@@ -2,10 +2,10 @@
 
 A sleep that synchronises is a guess at how long something takes, and an assertion on elapsed
 time is a guess at how loaded the machine is: both pass on an idle box and fail on a busy one.
-Tests wait for an event or a state instead (`dfl_mesh.testing.processes.wait_for`, `Event.wait`, a zmq
-poll), and count rounds or heartbeats instead of seconds. A sleep that is the scenario itself
-(a node that starts late) is listed in ALLOWED with its reason, and every entry there must still
-match a sleep, so the list stays true. An assertion on elapsed time has no exception.
+Tests wait for an event or a state instead (`dfl_mesh.testing.processes.wait_for`, `Event.wait`,
+a zmq poll), and count rounds or heartbeats instead of seconds. A sleep that is the scenario
+itself (a node that starts late) is listed in ALLOWED with its reason, and every entry there must
+still match a sleep, so the list stays true. An assertion on elapsed time has no exception.
 """
 
 from __future__ import annotations

@@ -13,15 +13,20 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.harness import ROOT
-from tests.kit_planted import ENTRY_POINTS
 
 PUSH_SUM = ROOT / "tests" / "plugins" / "push_sum"
+
+ENTRY_POINTS = """\
+[dfl_mesh.protocols]
+push-sum = push_sum:PushSum
+push-sum-forgets-weight = tests.kit_planted:PushSumForgetsWeight
+push-sum-declares-x-alone = tests.kit_planted:PushSumDeclaresXAlone
+"""
 
 
 @pytest.fixture(scope="module")

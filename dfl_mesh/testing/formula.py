@@ -98,11 +98,16 @@ def assert_formula_bits(protocol: str, hand_count: HandCount | None = None, *,
 
 def formula_disagreement(run: FinishedRun, hand_count: HandCount | None) -> str | None:
     charged, sent = run.charged, run.sent
-    for r, src, dst in sorted(set(charged) - sent):
-        return (f"round {r}, link {src}->{dst}: {_bits(charged[(r, src, dst)])} charged, but no "
-                "data message went on it")
-    for r, src, dst in sorted(sent - set(charged)):
-        return f"round {r}, link {src}->{dst}: a data message went, and no formula bits were charged"
+    idle = sorted(set(charged) - sent)
+    if idle:
+        r, src, dst = idle[0]
+        return (f"round {r}, link {src}->{dst}: {_bits(charged[idle[0]])} charged, but no data "
+                "message went on it")
+    free = sorted(sent - set(charged))
+    if free:
+        r, src, dst = free[0]
+        return (f"round {r}, link {src}->{dst}: a data message went, and no formula bits were "
+                "charged")
     if hand_count is None:
         return None
     links = sorted({(r, a, b) for r in range(run.plan.rounds) for a, b in _directed(run.plan)}

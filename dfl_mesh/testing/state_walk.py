@@ -114,7 +114,7 @@ def _walk(value: Any, path: str, slot: tuple[int, str], ancestors: frozenset[int
         ident = None if isinstance(value, SCALARS) else id(value)
         yield path, Leaf(kind, digest, slot, ancestors, ident)
         return
-    if isinstance(value, NOT_STATE) or callable(value) and not hasattr(value, "__dict__") \
+    if isinstance(value, NOT_STATE) or (callable(value) and not hasattr(value, "__dict__")) \
             or id(value) in seen or depth > MAX_DEPTH:
         return
     seen.add(id(value))
