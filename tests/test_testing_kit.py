@@ -13,10 +13,13 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from dfl_mesh.testing import assert_formula_bits, audit_checkpoint_fields
+from dfl_mesh.testing.formula import HandCount
 from tests.harness import ROOT
 
 PUSH_SUM = ROOT / "tests" / "plugins" / "push_sum"
@@ -82,3 +85,38 @@ def test_formula_bits_pass_push_sum_and_fail_on_bits_of_x_alone(
     assert wrong["said"] == (f"push-sum-declares-x-alone: round 0, link 0->1: the payloads "
                              f"declared {p * 32} bits (values {p * 32}), the hand count says "
                              f"{(p + 1) * 32}")
+
+
+# The shipped protocols that learn on the kit's synthetic mesh, and what of each the audit must
+# leave out: SSD-FL's eq. 10 buffers (protocols/ssdfl/direction.py) are reset at every round's
+# start, before they are read.
+SHIPPED_AUDITS = {"d-psgd": (), "dsgt": (), "choco-sgd": (), "dmfl-sq": (), "qffl": (),
+                  "ssd-fl": ("direction",), "sdfl": ("direction",), "stc": ("direction",)}
+
+
+@pytest.mark.parametrize("protocol", sorted(SHIPPED_AUDITS))
+def test_every_value_a_shipped_round_changes_is_checkpointed(protocol: str,
+                                                             tmp_path: Path) -> None:
+    audit = audit_checkpoint_fields(protocol, workdir=tmp_path, ignore=SHIPPED_AUDITS[protocol])
+    assert audit.changed and all(change.covered for change in audit.changed.values())
+
+
+def test_the_audit_without_ignore_names_ssd_fls_round_scratch(tmp_path: Path) -> None:
+    """The ignore entries above are not stale: without them the audit names those buffers."""
+    with pytest.raises(AssertionError,
+                       match=r"direction\._momentum\['1\.weight'\] \(tensor; node 0, round 0\)"):
+        audit_checkpoint_fields("ssd-fl", workdir=tmp_path)
+
+
+def dense_models(copies: int) -> HandCount:
+    """`copies` dense float32 models per link and round (D-PSGD: 1, DSGT: 2, with y)."""
+    return lambda run, r, src, dst: copies * run.model_values(src) * 32
+
+
+@pytest.mark.parametrize("protocol, count", [("d-psgd", dense_models(1)),
+                                             ("dsgt", dense_models(2)),
+                                             ("choco-sgd", None), ("dmfl-sq", None)])
+def test_shipped_formula_bits_are_charged_where_messages_went(
+        protocol: str, count: HandCount | None, tmp_path: Path) -> None:
+    run = assert_formula_bits(protocol, count, workdir=tmp_path)
+    assert len(run.charged) == 3 * 10  # every directed link of the kit's topology, every round
