@@ -35,7 +35,7 @@ class Protocol(ProtocolSpec[H], ABC):
 
     # Attributes (dotted paths reach inside) whose state the next round reads beside the model:
     # samplers, copies, trackers, counters. A checkpoint saves them (dfl_node/state/codec.py);
-    # the resume test of every registered protocol fails when one is missing.
+    # dfl_mesh.testing's state audit and resume check fail when one is missing.
     checkpoint_fields: tuple[str, ...] = ()
 
     def __init__(self, ctx: NodeContext) -> None:

@@ -13,6 +13,9 @@ from launcher.config.ports import PortClaims
 from tests.harness import RING4, Exited, in_process
 
 ROOT = Path(__file__).resolve().parents[1]
+# Plugin packages' own tests run where their plugin is installed (tests/test_plugins.py), not
+# in this suite's process.
+collect_ignore = ["plugins"]
 # The data shared by every checkout of this machine: CI copies the directory "shared" next to
 # the checkout.
 SHARED_DATA = ROOT.parent / "shared" / "data"

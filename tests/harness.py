@@ -1,5 +1,6 @@
 """Runs of the programs for tests, and the exactness harness: run a plan under both transports
-and demand identical `final/` files.
+and demand identical `final/` files (compared by the exactness kit, dfl_mesh.testing, which
+plugin authors' tests use too).
 
 Each protocol adds one line: `assert_transports_identical(tmp_path, "ring20", "<protocol>")`.
 
@@ -24,8 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from safetensors.numpy import load_file
-
+from dfl_mesh.testing.compare import final_difference, final_files
 from dfl_node.transports.liveness import STALL_ENV
 from launcher.cli import main as launch_main
 from launcher.node_cli import main as node_main
@@ -105,10 +105,6 @@ def launch_ok(
     return json.loads((out / "summary.json").read_text())
 
 
-def final_files(run_dir: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted((run_dir / "final").glob("*.safetensors"))}
-
-
 def assert_transports_identical(
     tmp_path: Path, topology: str, protocol: str, *args: str, python: str = sys.executable,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -116,19 +112,11 @@ def assert_transports_identical(
                         python=python)
     inproc_sum = launch_ok(tmp_path / "inproc", topology, protocol, "--transport", "inproc", *args,
                            python=python)
-    a, b = final_files(tmp_path / "zmq"), final_files(tmp_path / "inproc")
-    models = [name for name in a if not name.endswith("-copies.safetensors")]  # + extra_state
-    nodes = len(zmq_sum["nodes"]) + len(zmq_sum.get("aggregators", []))
-    assert sorted(a) == sorted(b) and len(models) == nodes
-    for name in a:
-        ta, tb = (
-            load_file(str(tmp_path / "zmq" / "final" / name)),
-            load_file(str(tmp_path / "inproc" / "final" / name)),
-        )
-        assert ta.keys() == tb.keys()
-        for key in ta:
-            assert ta[key].tobytes() == tb[key].tobytes(), f"{name}:{key} differs"
-        assert a[name] == b[name]
+    differ = final_difference(tmp_path / "zmq", tmp_path / "inproc")
+    assert differ is None, differ
+    models = [name for name in final_files(tmp_path / "zmq")
+              if not name.endswith("-copies.safetensors")]  # + extra_state
+    assert len(models) == len(zmq_sum["nodes"]) + len(zmq_sum.get("aggregators", []))
     return zmq_sum, inproc_sum
 
 

@@ -2,10 +2,10 @@
 
 A sleep that synchronises is a guess at how long something takes, and an assertion on elapsed
 time is a guess at how loaded the machine is: both pass on an idle box and fail on a busy one.
-Tests wait for an event or a state instead (`tests.proc_util.wait_for`, `Event.wait`, a zmq
-poll), and count rounds or heartbeats instead of seconds. A sleep that is the scenario itself
-(a node that starts late) is listed in ALLOWED with its reason, and every entry there must still
-match a sleep, so the list stays true. An assertion on elapsed time has no exception.
+Tests wait for an event or a state instead (`dfl_mesh.testing.processes.wait_for`, `Event.wait`,
+a zmq poll), and count rounds or heartbeats instead of seconds. A sleep that is the scenario
+itself (a node that starts late) is listed in ALLOWED with its reason, and every entry there must
+still match a sleep, so the list stays true. An assertion on elapsed time has no exception.
 """
 
 from __future__ import annotations
@@ -18,14 +18,16 @@ import pytest
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
+# The exactness kit (dfl_mesh.testing) is test code too: plugin authors' tests wait through it.
+KIT = ROOT / "dfl_mesh" / "testing"
 
 # "path::function" (the path from the repository root, the function's dotted name within the
 # module, "<module>" for module level) -> why that function may sleep.
 ALLOWED: dict[str, str] = {
-    "tests/proc_util.py::poll": (
-        "the suite's one polling wait, under wait_for and wait_gone: it looks at a state that "
-        "nothing signals (another process's, a file's) every tenth of a second, and its caller "
-        "fails the test when the deadline passes"
+    "dfl_mesh/testing/processes.py::poll": (
+        "the suite's (and the exactness kit's) one polling wait, under wait_for and wait_gone: "
+        "it looks at a state that nothing signals (another process's, a file's) every tenth of "
+        "a second, and its caller fails the test when the deadline passes"
     ),
     "tests/test_rendezvous.py::start.body": (
         "lateness is the scenario, not a synchronisation: a node starts five receive timeouts "
@@ -198,7 +200,7 @@ def _violations(source: str, path: str) -> Iterator[tuple[str, int, str]]:
 
 def _suite() -> list[tuple[str, int, str]]:
     found = []
-    for file in sorted(TESTS.rglob("*.py")):
+    for file in sorted([*TESTS.rglob("*.py"), *KIT.rglob("*.py")]):
         path = file.relative_to(ROOT).as_posix()
         found.extend(_violations(file.read_text(), path))
     return found

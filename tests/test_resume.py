@@ -7,9 +7,7 @@ exactly too."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -21,22 +19,18 @@ import pytest
 import torch
 
 import dfl_mesh
+from dfl_mesh.testing.compare import metrics_rows, results_difference
+from dfl_mesh.testing.kill import kill_after_checkpoint, node_ids
 from dfl_node.learning.training import BatchSampler
 from dfl_node.state import checkpoint_file as checkpoint
 from dfl_node.state import checkpoint_layout as layout
 from dfl_node.state import codec as statecodec
-from dfl_node.transports.liveness import STALL_ENV
 from launcher.run.resume import keep_rounds_through
 from protocols.registry import PROTOCOLS
 from tests.checkpoint_damage import DAMAGES, damage, flip_bit
-from tests.harness import ENV_ROOT, ROOT, Exited, final_files, launch_ok
-from tests.proc_util import children, wait_for, wait_gone
+from tests.harness import ENV_ROOT, ROOT, Exited, launch_ok
 
 SYNTH = ("--dataset", "synthetic", "--partition", "iid", "--set", "model={name: mlp}")
-# summary keys that must not change when a run is killed and resumed
-LEDGER_KEYS = ("wire_bytes", "payload_bytes", "framing_bytes", "control_bytes", "prephase_bytes",
-               "virtual_seconds", "ledger", "bits_per_client", "formula", "rejected_messages",
-               "avg_accuracy", "worst_accuracy", "nodes_accuracy")
 
 
 def ring_file(tmp_path: Path, n: int = 6) -> str:
@@ -45,57 +39,6 @@ def ring_file(tmp_path: Path, n: int = 6) -> str:
     edges = "\n".join(f"  - [{i}, {(i + 1) % n}]" for i in range(n))
     path.write_text(f"nodes:\n{nodes}\nedges:\n{edges}\n")
     return str(path)
-
-
-def node_ids(run_dir: Path) -> list[int]:
-    return [n["id"] for n in json.loads((run_dir / "plan.json").read_text())["nodes"]]
-
-
-# How a run is cut short (tests/test_run_faults.py tests each ending; here, what resumes):
-# SIGKILL of the launcher, the zygote and every node at once; SIGTERM to the launcher, which
-# stops the run in order (exit 143); SIGKILL of the zygote alone, which ends the run (exit 1).
-FAULTS = {"sigkill": -signal.SIGKILL, "sigterm": 143, "zygote": 1}
-
-
-def kill_after_checkpoint(out: Path, round_: int, args: list[str], timeout_s: float = 300,
-                          python: str = sys.executable, fault: str = "sigkill") -> None:
-    """Start `dfl-launch` in its own process group, wait until every node has saved round
-    `round_`, then cut the run short by `fault` (FAULTS). Node 0 stalls at the start of the
-    next round (dfl_node/transports/liveness.py's fault injection), so however fast the
-    machine, the run cannot end before the fault."""
-    cmd = [python, "-m", "launcher.cli", "--out", str(out), "--quiet", "--no-plots", *args]
-    env = {**ENV_ROOT, STALL_ENV: f"0:{round_}:{timeout_s}"}
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True)
-
-    def saved() -> bool:
-        assert proc.poll() is None, f"the run ended before round {round_}: " + \
-            proc.stderr.read().decode()[-2000:]  # type: ignore[union-attr]
-        return ((out / "plan.json").is_file()
-                and layout.last_complete_round(out, node_ids(out)) >= round_)
-
-    try:
-        wait_for(saved, timeout_s, f"a complete checkpoint of round {round_}")
-        if fault == "sigterm":
-            proc.send_signal(signal.SIGTERM)
-        elif fault == "zygote":
-            [zygote] = children(proc.pid)  # the launcher forks the zygote, the zygote the nodes
-            os.kill(zygote, signal.SIGKILL)
-        if fault != "sigkill":
-            proc.wait(timeout_s)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert proc.returncode == FAULTS[fault], proc.stderr.read().decode()  # type: ignore[union-attr]
-    wait_until_gone(out)
-
-
-def wait_until_gone(run_dir: Path, timeout_s: float = 30) -> None:
-    """Every node process of the killed run has exited (their pids are in their logs)."""
-    pids = [int(line.split()[3]) for log in (run_dir / "logs").glob("node-*.log")
-            for line in log.read_text().splitlines()[:1] if line.startswith("node ")]
-    assert wait_gone(pids, timeout_s) == [], "nodes outlived their launcher"
 
 
 def resume(run_dir: Path, *args: str,
@@ -112,24 +55,6 @@ def resume_ok(run_dir: Path, python: str = sys.executable) -> dict[str, Any]:
     return json.loads((run_dir / "summary.json").read_text())
 
 
-def metrics_rows(run_dir: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
-def node_ledgers(run_dir: Path) -> dict[str, Any]:
-    """Every node's cells (per link, round and kind), rejections and formula bits; liveness
-    heartbeats depend on timing and are left out."""
-    ledger = json.loads((run_dir / "ledger.json").read_text())
-    keys = ("cells", "rejected", "formula_cells", "per_link")
-    return {node: {k: rec.get(k) for k in keys} for node, rec in ledger.items()}
-
-
-def ledger_view(summary: dict[str, Any]) -> dict[str, Any]:
-    view = {k: summary.get(k) for k in LEDGER_KEYS}
-    view["nodes_accuracy"] = [(n["id"], n["accuracy"], n["loss"]) for n in summary["nodes"]]
-    return view
-
-
 def assert_resumed_equals_uninterrupted(tmp_path: Path, topology: str, protocol: str,
                                         kill_round: int, *args: str,
                                         python: str = sys.executable,
@@ -142,7 +67,8 @@ def assert_resumed_equals_uninterrupted(tmp_path: Path, topology: str, protocol:
     launch_ok(full, topology, protocol, "--quiet", *args, "--transport", "inproc", python=python)
     cut = tmp_path / "cut"
     kill_after_checkpoint(cut, kill_round, ["--topology", topology, "--protocol", protocol,
-                                            *args], python=python, fault=fault)
+                                            *args], python=python, fault=fault, cwd=ROOT,
+                          env=ENV_ROOT)
     resumed_from = layout.last_complete_round(cut, node_ids(cut))
     assert resumed_from >= kill_round
     if after_kill is not None:
@@ -154,13 +80,8 @@ def assert_resumed_equals_uninterrupted(tmp_path: Path, topology: str, protocol:
 def assert_ends_as(resumed: Path, full: Path, summary: dict[str, Any]) -> None:
     """The resumed run's results are the uninterrupted run's, byte for byte."""
     assert summary["status"] == "ok"
-    assert final_files(resumed) == final_files(full)
-    assert ledger_view(summary) == ledger_view(json.loads((full / "summary.json").read_text()))
-    rows, reference = metrics_rows(resumed), metrics_rows(full)
-    key = lambda row: (row["round"], row["node"])  # noqa: E731
-    assert len({key(r) for r in rows}) == len(rows), "a metrics row is duplicated"
-    assert sorted(rows, key=key) == sorted(reference, key=key)
-    assert node_ledgers(resumed) == node_ledgers(full)
+    differ = results_difference(resumed, full)
+    assert differ is None, differ
 
 
 def test_dpsgd_killed_and_resumed_equals_an_uninterrupted_run(tmp_path: Path) -> None:
@@ -383,7 +304,8 @@ def test_refused_checkpoints_fall_back_to_the_newest_intact_round_and_end_exactl
     full = tmp_path / "full"
     launch_ok(full, ring, "d-psgd", "--quiet", *args, "--transport", "inproc")
     cut = tmp_path / "cut"
-    kill_after_checkpoint(cut, 4, ["--topology", ring, "--protocol", "d-psgd", *args])
+    kill_after_checkpoint(cut, 4, ["--topology", ring, "--protocol", "d-psgd", *args], cwd=ROOT,
+                          env=ENV_ROOT)
     assert layout.complete_rounds(cut, node_ids(cut)) == [2, 4]
     reasons = {node: damage(kind, cut, node, 4, older=2)
                for node, kind in enumerate(DAMAGES, start=1)}
