@@ -12,7 +12,7 @@ lists what differs and counts what is identical; exit 1 if anything differs.
     python -m bench.recorded_runs record /tmp/after.json      # on the new code
     python -m bench.recorded_runs compare /tmp/before.json /tmp/after.json
 
-`--only NAME ...` records a subset (names as in `RUNS`). About 5 minutes on 2 busy cores.
+`--only NAME ...` records a subset (names as in `RUNS`). 6 to 12 minutes on 2 busy cores.
 """
 
 from __future__ import annotations
@@ -46,8 +46,9 @@ RUNS: dict[str, tuple[int, str, tuple[str, ...]]] = {
     "dsgt": (4, "dsgt", (*SYNTH, "--rounds", "3")),
     "qffl": (4, "qffl", (*SYNTH, "--rounds", "3")),
     "qffl-zmq": (4, "qffl", (*SYNTH, "--rounds", "3", "--transport", "zmq")),
+    # theta_0 = 0.3: every client silent in round 0, some in round 1; silence costs b_trig
     "dmfl-sq": (6, "dmfl-sq", (*SYNTH, "--rounds", "4", "--set", "trigger=constant",
-                               "--set", "theta0=0.02")),
+                               "--set", "theta0=0.3", "--set", "hyper.accounting.b_trig=1")),
     "dmfl-sq-zmq": (6, "dmfl-sq", (*SYNTH, "--rounds", "3", "--transport", "zmq",
                                    "--on-failure", "continue")),
     "dmfl-sq-tdma": (4, "dmfl-sq", (*SYNTH, "--rounds", "2", "--set", "schedule=tdma")),
