@@ -1,7 +1,8 @@
 """The protocol interface: one object per node, driven round by round by the runtime.
 
-A protocol speaks only through `ctx.comm` and advances `ctx.clock` by its schedule; it never
-touches a socket, a file or the collector.
+A protocol speaks only through the SDK's shapes (protocols/sdk/exchange.py), which send on
+`ctx.comm`, charge `ctx.formula` and advance `ctx.clock` for it; it never touches a socket, a
+file or the collector.
 """
 
 from __future__ import annotations

@@ -6,9 +6,14 @@ The layer, family-independence and no-cycle contracts live in pyproject.toml and
 
 from __future__ import annotations
 
+import ast
+import importlib.util
+from pathlib import Path
+
 import grimp
 import pytest
 
+from protocols import sdk
 from protocols.registry import PROTOCOLS
 
 FAMILIES = ("protocols.gossip", "protocols.dmflsq", "protocols.ssdfl", "protocols.dsc")
@@ -30,12 +35,32 @@ def test_every_protocol_lives_in_a_family_package() -> None:
     assert all(family_of(module) for module in homes.values()), homes
 
 
+def through_the_sdk(graph: grimp.ImportGraph) -> dict[str, set[str]]:
+    """dfl_node module -> the modules that import one of its names from `protocols.sdk`,
+    which re-exports them (the families' one door to the runtime)."""
+    users: dict[str, set[str]] = {}
+    for module in graph.find_downstream_modules("protocols.sdk"):
+        spec = importlib.util.find_spec(module)
+        if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+            continue
+        for node in ast.walk(ast.parse(Path(spec.origin).read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "protocols.sdk":
+                for alias in node.names:
+                    home = sdk._HOMES.get(alias.name, "")
+                    if home.startswith("dfl_node"):
+                        users.setdefault(home, set()).add(module)
+    return users
+
+
 def test_runtime_holds_no_module_that_one_family_alone_uses(graph: grimp.ImportGraph) -> None:
     """A module of dfl_node whose every importer sits in one protocol family belongs to that
-    family's package: the runtime is what several algorithms share."""
+    family's package: the runtime is what several algorithms share. A name a family imports
+    from `protocols.sdk` counts as an import of the runtime module it comes from."""
     single = {}
+    via_sdk = through_the_sdk(graph)
     for module in sorted(graph.find_descendants("dfl_node")):
-        importers = graph.find_modules_that_directly_import(module)
+        importers = graph.find_modules_that_directly_import(module) - {"protocols.sdk"}
+        importers |= via_sdk.get(module, set())
         families = {family_of(m) for m in importers}
         if importers and len(families) == 1 and None not in families:
             single[module] = families.pop()

@@ -9,17 +9,32 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from dfl_node.comm.channel import Comm
-from dfl_node.ledgers.formula import FormulaLedger
+from dfl_node.comm.channel import Comm, Received
 from dfl_node.ledgers.traffic import Ledger
 from dfl_node.wire.codec import encode
 from dfl_node.wire.tags import Tag
-from protocols.toolkit.max_consensus import central_argmax, max_consensus
+from protocols.sdk import Payload
+from protocols.toolkit.max_consensus import CONSENSUS_KIND, Step, central_argmax, max_consensus
 from tests.test_comm import inproc_transports, run_mesh
 from topologies.generators import erdos_renyi, grid, random_geometric, ring
 from topologies.model import Topology
 
 Graph = dict[int, tuple[int, ...]]
+PAIR_BITS = {"psi": 37}  # eq. (19)'s b_loss + ceil(log2 n) for n = 20
+
+
+def sub_rounds(comm: Comm, round_: int, sent: list[tuple[int, Payload]] | None = None) -> Step:
+    """Max-consensus's sub-rounds straight on a Comm (the protocols run them on the SDK's
+    Exchange, which adds the ledger and clock duties): the pair's schema, then one exchange
+    per sub-round; each payload is kept in `sent`."""
+    comm.set_schema("psi", {"value": ("float32", (1,)), "id": ("int64", (1,))})
+
+    def step(k: int, payload: Payload) -> dict[int, Received]:
+        if sent is not None:
+            sent.append((k, payload))
+        return comm.exchange(Tag(CONSENSUS_KIND, round_, "psi", step=k), payload.tensors)
+
+    return step
 
 
 def adjacency(topology: Topology) -> Graph:
@@ -35,7 +50,8 @@ def run_consensus(
 ) -> dict[int, tuple[float, int]]:
     def program(comm: Comm) -> tuple[float, int]:
         comm.round = 3
-        return max_consensus(comm, 3, values[comm.node_id], rounds, tie_break=tie_break)
+        return max_consensus(sub_rounds(comm, 3), comm.node_id, values[comm.node_id], rounds,
+                             pair_bits=PAIR_BITS, tie_break=tie_break)
 
     return run_mesh(inproc_transports(graph), graph, program, ledgers)
 
@@ -125,22 +141,23 @@ def test_consensus_traffic_is_data_on_its_own_kind() -> None:
     assert Tag("cons", 0).is_control is False
 
 
-def test_every_sub_round_charges_the_pair_it_sent_on_each_link() -> None:
-    """With a formula ledger, K sub-rounds charge K pairs per directed link, in the round given:
-    eq. (19)'s K (b_loss + ceil(log2 n)) per link, charged where the pairs are sent."""
+def test_every_sub_round_sends_one_pair_stating_its_bits() -> None:
+    """K sub-rounds, each one payload of one (float32, int64) pair that states eq. (19)'s
+    b_loss + ceil(log2 n) bits, which the SDK's exchange charges on every link it is sent on."""
     topology = GRAPHS["er20"]
     graph = adjacency(topology)
-    formulas = {i: FormulaLedger(i) for i in graph}
     rounds = topology.diameter()
+    sent: dict[int, list[tuple[int, Payload]]] = {i: [] for i in graph}
 
     def program(comm: Comm) -> tuple[float, int]:
         comm.round = 5
-        return max_consensus(comm, 5, float(comm.node_id), rounds,
-                             formula=formulas[comm.node_id], pair_bits={"psi": 37})
+        return max_consensus(sub_rounds(comm, 5, sent[comm.node_id]), comm.node_id,
+                             float(comm.node_id), rounds, pair_bits=PAIR_BITS)
 
     run_mesh(inproc_transports(graph), graph, program)
-    for i, formula in formulas.items():
-        assert formula.state() == [[5, j, "psi", 37 * rounds] for j in sorted(graph[i])]
+    for payloads in sent.values():
+        assert [k for k, _ in payloads] == list(range(rounds))
+        assert all(dict(p.bits) == PAIR_BITS and p.nbytes == 12 for _, p in payloads)
 
 
 def test_malformed_pairs_are_refused_even_if_buffered_early() -> None:
@@ -154,9 +171,9 @@ def test_malformed_pairs_are_refused_even_if_buffered_early() -> None:
             bad = {"value": np.array([9.0]), "id": np.array([1], np.int64)}  # float64
             comm.transport.send(0, encode(1, Tag("cons", 0, "psi", step=0), bad))
             comm.barrier()
-            return max_consensus(comm, 0, 2.0, 1)
+            return max_consensus(sub_rounds(comm, 0), 1, 2.0, 1, pair_bits=PAIR_BITS)
         comm.barrier()  # the bad message is buffered by now (per-connection order)
-        return max_consensus(comm, 0, 1.0, 1)
+        return max_consensus(sub_rounds(comm, 0), 0, 1.0, 1, pair_bits=PAIR_BITS)
 
     results = run_mesh(inproc_transports(graph), graph, program, ledgers)
     assert results == {0: (2.0, 1), 1: (2.0, 1)}
@@ -179,7 +196,8 @@ def test_bad_arguments_fail_before_any_message() -> None:
         errors = []
         for kwargs in ({"rounds": -1}, {"rounds": 1, "tie_break": "lowest"}):
             with pytest.raises(ValueError) as info:
-                max_consensus(comm, 0, 1.0, **kwargs)
+                max_consensus(sub_rounds(comm, 0), comm.node_id, 1.0, pair_bits=PAIR_BITS,
+                              **kwargs)
             errors.append(str(info.value))
         return errors
 

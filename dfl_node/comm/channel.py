@@ -242,6 +242,13 @@ class Comm:
         """Every neighbour's message `tag`, keyed and ordered by ascending neighbour id."""
         return self._await(self.neighbors, tag)
 
+    def gather(self, sources: Sequence[int], tag: Tag) -> dict[int, Received]:
+        """The message `tag` of each of the neighbours `sources`, by ascending id (a subset:
+        a weight row's neighbours, or the aggregator of a star)."""
+        for src in sources:
+            self._check_neighbor(src)
+        return self._await(tuple(sorted(set(sources))), tag)
+
     def exchange(self, tag: Tag, tensors: Tensors) -> dict[int, Received]:
         """Send mine to every neighbour, then gather theirs (ordered by neighbour id)."""
         sent = self._broadcast(tag, tensors)

@@ -26,11 +26,16 @@ from __future__ import annotations
 
 import torch
 
-from dfl_node.learning.flat import flatten, unflatten_into
-from dfl_node.learning.training import grad_of
-from dfl_node.runner.context import NodeContext
 from protocols.dmflsq.specs import ChocoHyper, ChocoSpec
-from protocols.sdk import Exchange, LocalSGD, Protocol
+from protocols.sdk import (
+    Exchange,
+    LocalSGD,
+    NodeContext,
+    Protocol,
+    flatten,
+    grad_of,
+    unflatten_into,
+)
 from protocols.toolkit.copies import PublicCopies
 
 

@@ -64,16 +64,22 @@ import torch
 from torch.nn import functional as F
 from torch.nn.utils import parameters_to_vector
 
-from dfl_node.comm.channel import Received
-from dfl_node.learning.training import BatchSampler, grad_of
-from dfl_node.runner.context import NodeContext
-from dfl_node.runner.membership import SurvivingGraph
-from dfl_node.wire.tags import Tag
 from protocols.dmflsq.dmflsq_bits import ceil_log2, psi_pair_bits
 from protocols.dmflsq.specs import DMFLSQHyper, DMFLSQSpec
-from protocols.sdk import LocalSGD, Payload, Protocol
+from protocols.sdk import (
+    BatchSampler,
+    ComputeStep,
+    Exchange,
+    LocalSGD,
+    NodeContext,
+    Payload,
+    Protocol,
+    Received,
+    SurvivingGraph,
+    grad_of,
+)
 from protocols.toolkit.copies import PublicCopies
-from protocols.toolkit.max_consensus import max_consensus
+from protocols.toolkit.max_consensus import CONSENSUS_KIND, max_consensus
 from protocols.toolkit.trigger import fires, silence, threshold
 
 MODEL_PHASE = "dmflsq-model"
@@ -131,7 +137,13 @@ class DMFLSQ(DMFLSQSpec, Protocol[DMFLSQHyper]):
         self.sel_batches = BatchSampler(ctx.data.x_train, ctx.data.y_train, hyper.batch_sel,
                                         ctx.rng("sel-batch"), ctx.device)
         self.sgd = LocalSGD(ctx, hyper.batch_grad, stream="grad-batch")
-        ctx.comm.set_validator(MODEL_PHASE, self.copies.validator())
+        # Virtual time: one compute step, K_Psi tiny consensus steps, one model step costed at
+        # the largest message the compressor can produce (the same at every node).
+        self.compute = ComputeStep(ctx, self.sgd)
+        self.psi = Exchange(ctx, PSI_PHASE, kind=CONSENSUS_KIND, clock_bytes=self.psi_bytes)
+        self.innovations = Exchange(ctx, MODEL_PHASE, validator=self.copies.validator(),
+                                    clock_bytes=self.model_bytes,
+                                    silence=silence(hyper.accounting))
 
         self.rounds_run = 0
         self.triggers = 0
@@ -159,15 +171,6 @@ class DMFLSQ(DMFLSQSpec, Protocol[DMFLSQHyper]):
             return self.hyper.lr / math.sqrt(self.ctx.plan.rounds)
         return self.hyper.lr
 
-    def send_innovation(self, r: int, payload: Payload) -> dict[int, Received | None]:
-        """The one place a model message leaves (or its silence): sent to every neighbour and
-        charged on every link what it states, eq. (18)'s bracket, or b_trig alone when silent."""
-        received = self.ctx.comm.exchange_optional(Tag("data", r, MODEL_PHASE),
-                                                   payload.tensors or None)
-        for j in self.neighbors:
-            self.ctx.formula.charge_all(r, j, payload.bits)
-        return received
-
     def run_round(self, r: int) -> dict[str, float]:
         ctx, hyper, me = self.ctx, self.hyper, self.ctx.node_id
         model = ctx.model
@@ -179,13 +182,16 @@ class DMFLSQ(DMFLSQSpec, Protocol[DMFLSQHyper]):
         with torch.no_grad():
             w = parameters_to_vector(self.params).to(torch.float32)
             g = parameters_to_vector([grad_of(p) for p in self.params]).to(torch.float32)
+        self.compute()
 
         # Phase B: fairness selection by scalar max-consensus on (f_hat, id).
         psi_bits = 0
         if self.consensus:
-            _, winner = max_consensus(ctx.comm, r, f_hat, self.k_psi, tie_break=hyper.tie_break,
-                                      phase=PSI_PHASE, formula=ctx.formula,
-                                      pair_bits=self.pair_bits)
+            def sub_round(k: int, pair: Payload) -> dict[int, Received]:
+                return self.psi(r, pair, step=k)
+
+            _, winner = max_consensus(sub_round, me, f_hat, self.k_psi,
+                                      pair_bits=self.pair_bits, tie_break=hyper.tie_break)
             winner = int(winner)
             self.selected[winner] += 1
             psi_bits = self.k_psi * sum(self.pair_bits.values()) * len(self.neighbors)
@@ -215,27 +221,22 @@ class DMFLSQ(DMFLSQSpec, Protocol[DMFLSQHyper]):
             theta = threshold(hyper.trigger, hyper.theta0, r)
             fired = bool(fires(s_norm, theta))
             k = 0
-            payload = silence(hyper.accounting)
+            payload = None
             if fired:
                 compressed = self.copies.publish(s)
                 k = compressed.k
                 payload = compressed.payload(hyper.accounting)
 
-        received = self.send_innovation(r, payload)
+        # Charged on every link what it states, eq. (18)'s bracket, or b_trig alone when silent.
+        received = self.innovations.optional(r, payload)
 
         # Phase E: neighbour copies.
         with torch.no_grad():
             self.copies.absorb(received)
             residual = float(torch.linalg.vector_norm(self.copies.innovation(w_new))) ** 2
-        model_bits = payload.total_bits * len(self.neighbors)
-
-        # Virtual time: one compute step, K_Psi tiny consensus steps, one model step costed at
-        # the largest message the compressor can produce (the same at every node).
-        ctx.clock.sync_step(0, self.sgd.take_steps())
-        if self.consensus:
-            for _ in range(self.k_psi):
-                ctx.clock.sync_step(self.psi_bytes, 0)
-        ctx.clock.sync_step(self.model_bytes, 0)
+        link_bits = payload.total_bits if payload is not None else sum(
+            self.innovations.silence.values())
+        model_bits = link_bits * len(self.neighbors)
 
         self.rounds_run += 1
         self.triggers += int(fired)

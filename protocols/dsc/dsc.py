@@ -45,13 +45,6 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from dfl_node.comm.channel import Received
-from dfl_node.learning.flat import flatten, unflatten_into
-from dfl_node.netsim.tdma import Link
-from dfl_node.netsim.virtual_clock import LinkModel, LinkStats
-from dfl_node.plan import RunPlan
-from dfl_node.runner.context import NodeContext
-from dfl_node.wire.tags import Tag
 from protocols.dsc.dsc_mixing import Affinity, Policies, Weights, affinity, softmax_weights
 from protocols.dsc.hyper import DSCHyper
 from protocols.dsc.multitask_training import LocalTrainer
@@ -60,7 +53,20 @@ from protocols.dsc.routed_model import RoutedMultiTaskNet, build_multitask_model
 from protocols.dsc.specs import DSCSpec
 from protocols.dsc.taskdata import TASKS
 from protocols.dsc.workload import SceneData, plan_portfolios, routed_spec, scene_data, task_score
-from protocols.sdk import Exchange, Payload, Protocol
+from protocols.sdk import (
+    ComputeStep,
+    Exchange,
+    Link,
+    LinkModel,
+    LinkStats,
+    NodeContext,
+    Payload,
+    Protocol,
+    Received,
+    RunPlan,
+    flatten,
+    unflatten_into,
+)
 
 PHASE_POLICY = "dsc/policy"
 PHASE_LOGITS = "dsc/logits"
@@ -94,17 +100,17 @@ class DSC(DSCSpec, Protocol[DSCHyper]):
         self.push_sum = self.uses_eq18 and self.hyper.mixing == "push_sum"
         self.attach_weight = self.uses_eq18 and self.hyper.mixing != "row_softmax"
         size = sum(p.numel() for p in self.shared)
-        schema = {"psi": ("float32", (size,))}
-        schema |= {"w": ("float32", (1,))} if self.attach_weight else {}
-        schema |= {"y": ("float32", (1,))} if self.push_sum else {}
-        ctx.comm.set_schema(PHASE_PARAMS, schema)
         if self.hyper.payload_bytes is not None:
-            extras = 4 * (len(schema) - 1)  # w and y travel at their real size
+            extras = 4 * (int(self.attach_weight) + int(self.push_sum))  # w, y: their real size
             ctx.clock.model = NominalPayload.over(
                 ctx.clock.model, {4 * size + extras: self.hyper.payload_bytes + extras})
+        # The local epochs are a step of their own; every frame then charges its messages' formula
+        # bits (the nominal psi's where `payload_bytes` is set) on the clock too.
+        self.local_epochs = ComputeStep(ctx)
         self.policy_frame = Exchange(ctx, PHASE_POLICY, validator=self.check_policies)
         self.shares_policies = self.hyper.policy_scope == "task" and not self.is_reference
         self.logit_frame = Exchange(ctx, PHASE_LOGITS, validator=self.check_logits)
+        self.params_frame = Exchange(ctx, PHASE_PARAMS, clock="formula")
         self.column: Weights | None = None  # sender-side weights w_{n,i}, attached per message
         self.row: Weights | None = None  # receiver-side weights w_{i,n}, known before mixing
         self.rows: list[Weights] = []  # the row of W actually used, per round
@@ -141,7 +147,7 @@ class DSC(DSCSpec, Protocol[DSCHyper]):
 
     def run_round(self, r: int) -> dict[str, float]:
         self.loss = self.trainer.run_epochs(self.hyper.epochs)
-        self.ctx.clock.sync_step(0, self.hyper.epochs * self.steps_per_epoch)
+        self.local_epochs(self.hyper.epochs * self.steps_per_epoch)
         self.prepare_round(r)
         if self.shares_policies:
             self.share_task_policies(r)
@@ -168,9 +174,9 @@ class DSC(DSCSpec, Protocol[DSCHyper]):
         mine = self.model.policies()
         u = torch.stack([mine[t] for t in self.model.tasks])
         # Under TDMA the frame's other senders put their own policy sizes on their links.
-        self.ctx.clock.expect({n: self.policy_bytes(n) for n in self.ctx.plan.clients})
         theirs = self.policy_frame(r, Payload({"U": u}, {"policy": FP32_BITS * u.numel()}),
-                                   compute_steps=0)
+                                   senders_bytes={n: self.policy_bytes(n)
+                                                  for n in self.ctx.plan.clients})
         policies: dict[int, Policies] = {self.me: {t: v.numpy() for t, v in mine.items()}}
         for n, msg in theirs.items():
             tasks = self.portfolios[n]
@@ -191,10 +197,10 @@ class DSC(DSCSpec, Protocol[DSCHyper]):
         keep one policy per task (docs/protocols/dsc.md#a19)."""
         logits = self.model.policy_logits
         mine = torch.stack([logits[t].detach() for t in self.model.tasks])
-        self.ctx.clock.expect({n: 2 * self.policy_bytes(n) for n in self.ctx.plan.clients})
         theirs = self.logit_frame(r, Payload({"L": mine},
                                              {"policy_logits": FP32_BITS * mine.numel()}),
-                                  compute_steps=0)
+                                  senders_bytes={n: 2 * self.policy_bytes(n)
+                                                 for n in self.ctx.plan.clients})
         held: dict[str, dict[int, torch.Tensor]] = {t: {self.me: logits[t].detach()}
                                                     for t in self.model.tasks}
         for n, msg in theirs.items():
@@ -228,7 +234,7 @@ class DSC(DSCSpec, Protocol[DSCHyper]):
         y = torch.ones(1)
         row = self.row
         for j in range(self.depth):
-            theirs = self.send_step(Tag("data", r, PHASE_PARAMS, step=j), psi, y)
+            theirs = self.send_step(r, j, psi, y)
             row = self.step_row(row, psi, theirs)
             psi = combine(row, self.me, psi, theirs, "psi")
             if self.push_sum:
@@ -237,24 +243,17 @@ class DSC(DSCSpec, Protocol[DSCHyper]):
         assert row is not None
         return row
 
-    def send_step(self, tag: Tag, psi: torch.Tensor, y: torch.Tensor) -> dict[int, Received]:
-        """One frame: PARAMS{psi (, y) (, w)} to every neighbour, theirs back; each message
-        charged (formula and clock) what it carries, 32 bits a value."""
+    def send_step(self, r: int, j: int, psi: torch.Tensor, y: torch.Tensor) -> dict[int, Received]:
+        """Step j, one frame: PARAMS{psi (, y) (, w_{n,i})} to every neighbour n, theirs back;
+        each message charged (formula and clock) what it carries, 32 bits a value."""
         base = {"psi": psi, **({"y": y} if self.push_sum else {})}
-        comm, nominal = self.ctx.comm, self.hyper.payload_bytes
-        if self.column is not None:
-            column = self.column
-            sent = {n: params({**base, "w": torch.tensor([column[n]])}, nominal)
-                    for n in comm.neighbors}
-            theirs = comm.exchange_each(tag, {n: msg.tensors for n, msg in sent.items()})
-        else:
-            sent = dict.fromkeys(comm.neighbors, params(base, nominal))
-            theirs = comm.exchange(tag, base)
-        for n in theirs:
-            self.ctx.formula.charge_all(tag.round, n, sent[n].bits)
-        self.ctx.clock.sync_step(max((msg.total_bits // 8 for msg in sent.values()), default=0),
-                                 0)
-        return theirs
+        nominal = self.hyper.payload_bytes
+        if self.column is None:
+            return self.params_frame(r, params(base, nominal), step=j)
+        column = self.column
+        return self.params_frame.each(
+            r, {n: params({**base, "w": torch.tensor([column[n]])}, nominal)
+                for n in self.params_frame.out_neighbours}, step=j)
 
     # Reporting.
 

@@ -22,11 +22,11 @@ from collections.abc import Mapping
 
 import torch
 
-from dfl_node.comm.channel import Received
 from protocols.dsc.dsc import DSC
 from protocols.dsc.dsc_mixing import Weights, fedamp_row, fedavg_row, model_cosine
 from protocols.dsc.hyper import DSCFedAMPHyper, DSCFedAvgHyper
 from protocols.dsc.specs import DSCFedAMPSpec, DSCFedAvgSpec, DSCMaxSpec, DSCNoAggSpec
+from protocols.sdk import Received
 
 
 class DSCNoAgg(DSCNoAggSpec, DSC):

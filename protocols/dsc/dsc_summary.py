@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from dfl_node.plan import RunPlan
 from protocols.dsc.delta import delta_report
 from protocols.dsc.dsc_mixing import perron_vector, subdominant_modulus
+from protocols.sdk import RunPlan
 
 TaskMetrics = dict[int, dict[str, dict[str, float]]]
 

@@ -31,7 +31,6 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from dfl_node.learning.seeds import numpy_stream, torch_stream
 from protocols.dsc.hyper import MultiTaskTrainingHyper
 from protocols.dsc.routed_model import RoutedMultiTaskNet
 from protocols.dsc.routing_policy import (
@@ -43,6 +42,7 @@ from protocols.dsc.routing_policy import (
 )
 from protocols.dsc.task_metrics import meter_for
 from protocols.dsc.taskdata import IGNORE, TaskSet
+from protocols.sdk import numpy_stream, torch_stream
 
 
 def task_loss(task: str, pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

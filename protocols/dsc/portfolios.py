@@ -20,8 +20,8 @@ from pydantic import AfterValidator, ValidationError
 
 from dfl_config.problems import one_line
 from dfl_config.section import Section
-from dfl_node.learning.seeds import numpy_stream
 from protocols.dsc.taskdata import TASKS, Task
+from protocols.sdk import numpy_stream
 
 Portfolio = tuple[str, ...]
 PortfolioScheme = Literal["nyu", "taskonomy"]

@@ -28,12 +28,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from dfl_node.learning.models import on_cpu, reset_parameters
-from dfl_node.learning.seeds import torch_stream
 from protocols.dsc.routed_spec import Backbone, RoutedSpec
 from protocols.dsc.routing_policy import POLICY_BYTES_PER_ENTRY, binary_policy
 from protocols.dsc.semantic_channel import SemanticChannel
 from protocols.dsc.taskdata import output_channels
+from protocols.sdk import on_cpu, reset_parameters, torch_stream
 
 GROUPS = ("shared", "decoders", "policy")
 FP32_BYTES = 4

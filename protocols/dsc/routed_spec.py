@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 from dfl_config.section import Number, Section, tagged_union
-from dfl_node.settings.model import ModelSpec
+from protocols.sdk import ModelSpec
 
 Backbone = Literal["mini", "resnet18", "resnet34"]
 

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from dfl_config.section import Count, Flag, NonNegative, Positive, Section
-from dfl_node.learning.seeds import numpy_stream
 from protocols.dsc.portfolios import PortfolioScheme
 from protocols.dsc.taskdata import TaskSet, dirichlet_sizes
+from protocols.sdk import numpy_stream
 
 CLASSES = ("background", "sphere", "box", "pyramid", "cone")
 # Base albedo per class (RGB); each object mixes it with a random colour (hue jitter).

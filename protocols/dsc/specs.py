@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from dfl_config.section import Section
-from dfl_node.plan import RunPlan
 from protocols.capabilities import RunReport
 from protocols.describe import DatasetPreparer
 from protocols.dsc import dsc_report
@@ -21,6 +20,7 @@ from protocols.dsc.portfolios import DSCNodeAttributes
 from protocols.dsc.routed_spec import RoutedSpec
 from protocols.dsc.scenes import SceneOptions
 from protocols.dsc.workload import check_scene_plan, prepare_nyu, prepare_scenes
+from protocols.sdk import RunPlan
 from protocols.spec import ProtocolSpec
 
 

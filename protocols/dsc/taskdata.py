@@ -16,7 +16,7 @@ from typing import Literal, get_args
 
 import numpy as np
 
-from dfl_node.learning.seeds import numpy_stream
+from protocols.sdk import numpy_stream
 
 Task = Literal["seg", "sn", "dep", "kp", "edge"]
 TASKS: tuple[str, ...] = get_args(Task)

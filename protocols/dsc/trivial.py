@@ -15,11 +15,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from dfl_node.plan import RunPlan
 from protocols.dsc.delta import Metrics
 from protocols.dsc.task_metrics import meter_for
 from protocols.dsc.taskdata import IGNORE, TaskSet
 from protocols.dsc.workload import scene_data
+from protocols.sdk import RunPlan
 
 
 def trivial_map(task: str, target: np.ndarray, seg_classes: int) -> np.ndarray:

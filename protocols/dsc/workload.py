@@ -29,12 +29,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from dfl_config.problems import one_line
-from dfl_node.plan import RunPlan
 from protocols.dsc.nyu import FOLDERS, NYU_CLASSES, NyuOptions, count_images, load_nyu, read
 from protocols.dsc.portfolios import Portfolio, node_portfolios
 from protocols.dsc.routed_spec import RoutedSpec
 from protocols.dsc.scenes import CLASSES, SceneOptions, node_scenes, train_sizes
 from protocols.dsc.taskdata import TaskSet, dirichlet_sizes, node_share
+from protocols.sdk import RunPlan
 
 DATASETS = ("scenes", "nyuv2")
 

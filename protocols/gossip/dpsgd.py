@@ -22,11 +22,17 @@ from __future__ import annotations
 
 import torch
 
-from dfl_node.learning.training import grad_of
-from dfl_node.runner.context import NodeContext
-from dfl_node.runner.membership import SurvivingGraph
 from protocols.gossip.specs import DPSGDHyper, DPSGDSpec
-from protocols.sdk import Exchange, LocalSGD, Protocol, dense, mix
+from protocols.sdk import (
+    Exchange,
+    LocalSGD,
+    NodeContext,
+    Protocol,
+    SurvivingGraph,
+    dense,
+    grad_of,
+    mix,
+)
 
 
 class DPSGD(DPSGDSpec, Protocol[DPSGDHyper]):

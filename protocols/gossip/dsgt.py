@@ -26,12 +26,19 @@ import math
 
 import torch
 
-from dfl_node.learning.flat import flatten, unflatten_into
-from dfl_node.learning.seeds import torch_stream
-from dfl_node.learning.training import grad_of
-from dfl_node.runner.context import NodeContext
 from protocols.gossip.specs import DSGTHyper, DSGTSpec
-from protocols.sdk import Exchange, LocalSGD, Protocol, dense, mix
+from protocols.sdk import (
+    Exchange,
+    LocalSGD,
+    NodeContext,
+    Protocol,
+    dense,
+    flatten,
+    grad_of,
+    mix,
+    torch_stream,
+    unflatten_into,
+)
 
 
 class DSGT(DSGTSpec, Protocol[DSGTHyper]):

@@ -14,25 +14,30 @@ w^0 is the run's shared initialisation, known to every node, so no broadcast pre
 and round t's download carries w^{t+1}: each client then evaluates the global model on its own
 test split, as the paper evaluates q-FFL. With q = 0 the update is FedSGD with step lr.
 
-The star's send/gather/broadcast is not a neighbour exchange, so it stays on `ctx.comm`; the
-formula bits still come from the dense payload sent. Formula bits: P 32 up and P 32 down per
-client and round, B_client = 2 T P 32 (stated). The clock charges two synchronous steps of P 4
-bytes (up with the client's gradient, then down).
+The round is the SDK's `Star`: the upload, the aggregator's gather, its answer to every client
+and the clients' download. Formula bits: P 32 up and P 32 down per client and round,
+B_client = 2 T P 32 (stated). The clock charges two synchronous steps of P 4 bytes (up with the
+client's gradient, then down).
 """
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 
-from dfl_node.learning.flat import flatten, unflatten_into
-from dfl_node.learning.training import grad_of
-from dfl_node.runner.context import NodeContext
-from dfl_node.wire.tags import Tag
 from protocols.gossip.specs import QFFLHyper, QFFLSpec
-from protocols.sdk import LocalSGD, Protocol, dense
+from protocols.sdk import (
+    LocalSGD,
+    NodeContext,
+    Payload,
+    Protocol,
+    Star,
+    dense,
+    flatten,
+    grad_of,
+    unflatten_into,
+)
 
 UP, DOWN = "qffl-up", "qffl-down"
 
@@ -47,23 +52,21 @@ class QFFL(QFFLSpec, Protocol[QFFLHyper]):
         self.server: int = server
         self.params = list(ctx.model.parameters())
         size = sum(p.numel() for p in self.params)
-        ctx.comm.set_schema(UP, {"delta": ("float32", (size,)), "h": ("float64", (1,))})
-        ctx.comm.set_schema(DOWN, {"w": ("float32", (size,))})
-        self.message_bytes = 4 * size
         self.is_server = ctx.node_id == self.server
         if not self.is_server:
             self.checkpoint_fields = ("sgd",)
             self.sgd = LocalSGD(ctx, self.hyper.batch_size)
+        # h_k travels as one float64 beside Delta_k and is not charged (the paper's 2 T P 32).
+        self.star = Star(ctx, self.server,
+                         up=(UP, {"delta": ("float32", (size,)), "h": ("float64", (1,))}),
+                         down=(DOWN, {"w": ("float32", (size,))}),
+                         learner=None if self.is_server else self.sgd, clock_bytes=4 * size)
 
     def run_round(self, r: int) -> dict[str, float]:
-        info = self.aggregate(r) if self.is_server else self.client_round(r)
-        compute = 0 if self.is_server else self.sgd.take_steps()
-        self.ctx.clock.sync_step(self.message_bytes, compute)  # up
-        self.ctx.clock.sync_step(self.message_bytes, 0)  # down
-        return info
+        return self.aggregate(r) if self.is_server else self.client_round(r)
 
     def client_round(self, r: int) -> dict[str, float]:
-        ctx, hp = self.ctx, self.hyper
+        hp = self.hyper
         loss = self.sgd.gradient()
         with torch.no_grad():
             g = flatten(grad_of(p) for p in self.params)
@@ -74,17 +77,15 @@ class QFFL(QFFLSpec, Protocol[QFFLHyper]):
             f_q = math.pow(loss, hp.q)
             h = hp.q * math.pow(loss, hp.q - 1) * float(dw @ dw) if hp.q else 0.0
             h += hp.lipschitz * f_q
-        up = dense({"delta": f_q * dw}, hp.accounting)
-        ctx.comm.send(self.server, Tag("data", r, UP),
-                      {**up.tensors, "h": np.array([h], dtype=np.float64)})
-        ctx.formula.charge_all(r, self.server, up.bits)
-        w = ctx.comm.recv(self.server, Tag("data", r, DOWN))["w"]
+        delta = dense({"delta": f_q * dw}, hp.accounting)
+        h_k = torch.tensor([h], dtype=torch.float64)
+        self.star.upload(r, Payload({**delta.tensors, "h": h_k}, delta.bits))
+        w = self.star.download(r)["w"]
         unflatten_into(self.params, w.to(self.params[0].device))
         return {"train_loss": loss, "grad_norm": norm, "h": h}
 
     def aggregate(self, r: int) -> dict[str, float]:
-        ctx = self.ctx
-        uploads = ctx.comm.gather_neighbors(Tag("data", r, UP))
+        uploads = self.star.collect(r)
         with torch.no_grad():
             w = flatten(self.params)
             total = torch.zeros_like(w)
@@ -96,8 +97,5 @@ class QFFL(QFFLSpec, Protocol[QFFLHyper]):
                 raise FloatingPointError(f"qffl: sum of h_k is {h_sum} at round {r}")
             w_new = w - total / h_sum
             unflatten_into(self.params, w_new)
-        down = dense({"w": w_new}, self.hyper.accounting)
-        ctx.comm.broadcast(Tag("data", r, DOWN), down.tensors)
-        for k in sorted(uploads):
-            ctx.formula.charge_all(r, k, down.bits)
+        self.star.answer(r, dense({"w": w_new}, self.hyper.accounting))
         return {"h_sum": h_sum}

@@ -2,7 +2,9 @@
 
 Accounting is the point of dfl-mesh, so it is not a duty a protocol may forget: whatever builds
 a message (a compressor, or `dense` for plain float tensors) states its formula bits per
-component beside the tensors, and `Exchange` charges them on every link the message crossed.
+component beside the tensors, and every shape of `Exchange` charges them on every link the
+message is sent on. A message that states no bits is refused at the send (`require_bits`): a
+forgotten charge is an error, never a silent zero in `bits_per_client`.
 """
 
 from __future__ import annotations
@@ -36,3 +38,12 @@ def dense(tensors: Mapping[str, torch.Tensor], acc: DenseAccounting | None = Non
     acc = acc or DenseAccounting()
     values = sum(t.numel() for t in tensors.values())
     return Payload(tensors, {"values": values * acc.b_fp, "header": acc.b_hdr})
+
+
+def require_bits(payload: Payload, phase: str) -> None:
+    """ValueError unless the payload carries tensors and states a positive number of bits."""
+    if not payload.tensors or payload.total_bits <= 0:
+        raise ValueError(
+            f"phase {phase!r}: a message must carry tensors and state its formula bits, got "
+            f"tensors {sorted(payload.tensors)} and bits {dict(payload.bits)}; build it with "
+            "dense(...) or a compressor's payload, or send nothing (Exchange.optional)")

@@ -19,8 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from dfl_node.plan import RunPlan
-from dfl_node.runner.prephase_client import Coordination
+from protocols.sdk import Coordination, RunPlan
 from protocols.ssdfl.clustering import (
     ClusteringConfig,
     ClusteringResult,

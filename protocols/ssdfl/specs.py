@@ -13,10 +13,9 @@ import numpy as np
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo, field_validator
 
 from dfl_config.section import Count, NonNegative, NonNegativeInt, Positive
-from dfl_node.plan import RunPlan
-from dfl_node.runner.prephase_client import Coordination
 from protocols.capabilities import PrePhase
 from protocols.hyper import TrainingHyper
+from protocols.sdk import Coordination, RunPlan
 from protocols.spec import ProtocolSpec
 from protocols.ssdfl import ssdfl_report
 from protocols.ssdfl.clustering import ClusteringConfig, ClusteringSettings

@@ -39,10 +39,16 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from dfl_node.learning.training import evaluate, grad_of
-from dfl_node.runner.context import NodeContext
-from dfl_node.wire.tags import Tag
-from protocols.sdk import LocalSGD, Protocol, mix
+from protocols.sdk import (
+    Exchange,
+    LocalSGD,
+    NodeContext,
+    Protocol,
+    dense,
+    evaluate,
+    grad_of,
+    mix,
+)
 from protocols.ssdfl.direction import UnifiedDirection
 from protocols.ssdfl.optimizers import OptimizerSpec, draw_optimizer
 from protocols.ssdfl.specs import CycleHyper, CycleSpec, H, SSDFLHyper, SSDFLSpec
@@ -68,10 +74,10 @@ class CycleEngine(CycleSpec[H], Protocol[H]):
                                                self.sgd.batches.batch_size)
         self.optimizer = node_optimizer(ctx, self.hyper)
         self.direction = UnifiedDirection(self.optimizer)
-        layout = {n: ("float32", tuple(p.shape)) for n, p in self.params.items()}
-        for phase in (INTRA, INTER):
-            ctx.comm.set_schema(phase, layout)
-        self.message_bytes = sum(p.numel() * p.element_size() for p in self.params.values())
+        # Each iteration is one synchronous step on the row's neighbours: a dense model per
+        # directed link, 32 bits a value (docs/protocols/sdfl.md#bits).
+        self.intra = Exchange(ctx, INTRA, learner=self.sgd)
+        self.inter = Exchange(ctx, INTER)
         self.cluster = -1
         self.intra_row: Row = {}
         self.inter_row: Row = {}
@@ -100,38 +106,28 @@ class CycleEngine(CycleSpec[H], Protocol[H]):
         """Eq. 11: mix the in-cluster neighbours' theta^q, minus the local update at theta_i^q."""
         row = self.intra_row_at(r, q)
         mine = {n: p.detach().clone() for n, p in self.params.items()}
-        tag = Tag("data", r, INTRA, q)
-        peers = self.send_row(row, tag, mine)
-        update, loss = self.local_update()
-        theirs = {j: self.ctx.comm.recv(j, tag) for j in peers}
-        mixed = mix(row, self.ctx.node_id, mine, theirs)
+        sent = self.intra.post(r, dense(mine), to=self.peers(row), step=q)
+        update, loss = self.local_update()  # while theta_i^q travels
+        mixed = mix(row, self.ctx.node_id, mine, sent.gather())
         with torch.no_grad():
             for name, p in self.params.items():
                 p.copy_(mixed[name] - update[name])
-        self.ctx.clock.sync_step(self.message_bytes if peers else 0, self.sgd.take_steps())
         return loss
 
     def inter_iteration(self, r: int, q: int) -> None:
         """Eq. 18: theta_i <- sum_j a_ji theta_j over the row's neighbours; no training."""
         row = self.inter_row_at(r, q)
         mine = {n: p.detach().clone() for n, p in self.params.items()}
-        tag = Tag("data", r, INTER, q)
-        peers = self.send_row(row, tag, mine)
-        theirs = {j: self.ctx.comm.recv(j, tag) for j in peers}
-        mixed = mix(row, self.ctx.node_id, mine, theirs)
+        sent = self.inter.post(r, dense(mine), to=self.peers(row), step=q)
+        mixed = mix(row, self.ctx.node_id, mine, sent.gather())
         with torch.no_grad():
             for name, p in self.params.items():
                 p.copy_(mixed[name])
-        self.ctx.clock.sync_step(self.message_bytes if peers else 0, 0)
 
-    def send_row(self, row: Row, tag: Tag, mine: Params) -> list[int]:
-        """Send theta_i^q to the row's neighbours (ascending); they are the ones to wait for.
-        Not an SDK `Exchange`: the row is a subset of the neighbours that changes per iteration,
-        and the local update runs between the sends and the receives."""
-        peers = [j for j in row if j != self.ctx.node_id]
-        for j in peers:
-            self.ctx.comm.send(j, tag, mine)
-        return peers
+    def peers(self, row: Row) -> list[int]:
+        """The row's neighbours: whom theta_i^q goes to and whose theta_j^q is mixed (rows are
+        symmetric). A subset of the neighbours that changes per iteration."""
+        return [j for j in row if j != self.ctx.node_id]
 
     def local_update(self) -> tuple[Params, float]:
         """theta_i^q - theta_i^{q,E} after E optimizer steps from theta_i^q (eta g~ for E = 1)."""

@@ -33,7 +33,7 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
-from dfl_node.runner.context import NodeContext
+from protocols.sdk import NodeContext
 from protocols.ssdfl.specs import (
     CSTCHyper,
     CSTCSpec,

@@ -21,7 +21,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from dfl_node.learning.seeds import numpy_stream
+from protocols.sdk import numpy_stream
 from topologies.mixing import WEIGHTS, lazy
 
 SHARED = -1  # the node id of streams every device derives alike

@@ -2,5 +2,6 @@
 specs (a plugin point: entry-point groups `dfl_mesh.sparsifiers`, `dfl_mesh.quantizers`) and
 their position coding, public model copies, event triggers and scalar max-consensus.
 
-May import `dfl_node`, `topologies` and the protocol SDK; never a protocol family.
+May import `topologies` and the protocol SDK (the runtime only through it); never a protocol
+family.
 """

@@ -16,60 +16,53 @@ and -0.0 tie. NaN ranks above every number (a diverged client is the worst one),
 total and the result cannot depend on arrival order. The selected pair travels whole, so every
 node that agrees on the id also reports the same value bits.
 
-Messages use the tag kind "cons" (ledger traffic "data": it is the algorithm's traffic), phase
-`phase`, step k, with tensors {"value": float32[1], "id": int64[1]}; the phase gets that exact
-schema. K = diam(G) is the protocol's to compute from the plan. Given a formula ledger, every
-sub-round charges each link the bits of the pair it carried (`pair_bits`, as the paper counts
-one pair), so the charge is made where the pairs are sent.
+Each sub-round is one call of `step(k, payload)`: a neighbour exchange on the SDK's
+`Exchange` (tag kind "cons", ledger traffic "data": it is the algorithm's traffic; step k) of
+{"value": float32[1], "id": int64[1]}, whose payload states `pair_bits`, as the paper counts
+one pair, so that the exchange charges them on every link a pair is sent on and the clock
+advances once per sub-round. K = diam(G) is the protocol's to compute from the plan.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
+import torch
 
-from dfl_node.comm.channel import Comm
-from dfl_node.ledgers.formula import FormulaLedger
-from dfl_node.wire.tags import Tag
+from protocols.sdk.payload import Payload
 from protocols.toolkit.options import TIE_BREAKS
 
 CONSENSUS_KIND = "cons"
-SCHEMA = {"value": ("float32", (1,)), "id": ("int64", (1,))}
 
 Pair = tuple[float, int]
+# One synchronous sub-round: send the payload to every neighbour, theirs back by neighbour id.
+Step = Callable[[int, Payload], Mapping[int, Mapping[str, torch.Tensor]]]
 
 
 def max_consensus(
-    comm: Comm,
-    round_: int,
+    step: Step,
+    me: int,
     value: float | np.float32,
     rounds: int,
     *,
+    pair_bits: Mapping[str, int],
     tie_break: str = "larger_id",
-    phase: str = "psi",
-    formula: FormulaLedger | None = None,
-    pair_bits: Mapping[str, int] | None = None,
 ) -> Pair:
-    """Run `rounds` sub-rounds of max-consensus on (value, comm.node_id); return the final pair.
+    """Run `rounds` sub-rounds of max-consensus on (value, me); return the final pair.
 
-    `comm.round` must be `round_` (within the window). Every node of the graph calls it with
-    the same `round_`, `rounds`, `tie_break` and `phase`. rounds = 0 returns the own pair.
-    With `formula`, each sub-round charges `pair_bits` on every link a pair was sent on.
+    Every node of the graph calls it with the same `rounds` and `tie_break`, each sub-round k
+    through `step(k, payload)`. rounds = 0 returns the own pair.
     """
     _check_tie_break(tie_break)
     if type(rounds) is not int or rounds < 0:
         raise ValueError(f"max_consensus: rounds must be an int >= 0, got {rounds!r}")
-    comm.set_schema(phase, SCHEMA)
-    best = (float(np.float32(value)), comm.node_id)
+    best = (float(np.float32(value)), me)
     for k in range(rounds):
-        tensors: dict[str, np.ndarray] = {"value": np.array([best[0]], np.float32),
-                                          "id": np.array([best[1]], np.int64)}
-        received = comm.exchange(Tag(CONSENSUS_KIND, round_, phase, step=k), tensors)
-        if formula is not None and pair_bits:
-            for dst in comm.neighbors:
-                formula.charge_all(round_, dst, pair_bits)
+        tensors = {"value": torch.tensor([best[0]], dtype=torch.float32),
+                   "id": torch.tensor([best[1]], dtype=torch.int64)}
+        received = step(k, Payload(tensors, pair_bits))
         pairs = [best] + [(float(t["value"][0]), int(t["id"][0])) for t in received.values()]
         best = max(pairs, key=lambda pair: _rank(pair, tie_break))
     return best

@@ -6,15 +6,14 @@ theta at the first round). Schedules:
 - "constant": theta_t = theta_0;
 - "inv_sqrt_t": theta_t = theta_0 / sqrt(t + 1);
 - "zero": theta_t = 0, so every finite norm fires (the "no event-triggering" ablation).
-A silent node sends nothing on the data plane (`Comm.exchange_optional`); what the formula
-charges for its silence on each link is `silence(acc)`, the trigger term alone.
+A silent node sends nothing on the data plane (`Exchange.optional`); what the formula charges
+for its silence on each link is `silence(acc)`, the trigger term alone.
 """
 
 from __future__ import annotations
 
 import math
 
-from protocols.sdk.payload import Payload
 from protocols.toolkit.accounting import MessageAccounting
 from protocols.toolkit.options import SCHEDULES
 
@@ -39,6 +38,7 @@ def fires(norm: float, theta: float) -> bool:
     return norm >= theta
 
 
-def silence(acc: MessageAccounting) -> Payload:
-    """No tensors; eq. (18) still charges the trigger term b_trig on the link (chi = 0)."""
-    return Payload({}, {"trigger": acc.b_trig})
+def silence(acc: MessageAccounting) -> dict[str, int]:
+    """The bits of sending nothing: eq. (18) still charges the trigger term b_trig on the link
+    (chi = 0)."""
+    return {"trigger": acc.b_trig}
