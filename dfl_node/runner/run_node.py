@@ -105,6 +105,8 @@ def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: 
     with profiled(node_id, out_dir):
         for r in range(resumed.round if resumed else 0, plan.rounds):
             comm.round = r
+            if plan.round_graphs is not None:  # a directed or time-varying graph: r's arcs
+                comm.set_round_links(plan.out_neighbors(node_id, r), plan.in_neighbors(node_id, r))
             if stalled := stall_for_test(node_id, r):
                 ctx.log.info(stalled)
             began, cpu_began = time.perf_counter(), time.process_time()
