@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dfl_config.section import Count
 from protocols.capabilities import DynamicGraphs
+from protocols.dynamic import dynamic_report
 from protocols.hyper import DenseAccounting, TrainingHyper
 from protocols.spec import ProtocolSpec
 
@@ -25,7 +26,10 @@ class EpidemicHyper(TrainingHyper):
 
 class SGPSpec(DynamicGraphs, ProtocolSpec[SGPHyper]):
     Hyper = SGPHyper
+    report_family = "sgp"
+    report_table = dynamic_report.TABLE
 
 
 class EpidemicSpec(DynamicGraphs, ProtocolSpec[EpidemicHyper]):
     Hyper = EpidemicHyper
+    report_family = "sgp"
