@@ -4,6 +4,7 @@ one-peer exponential graph of 16 nodes (Ying et al. 2021)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +13,8 @@ import pytest
 
 from tests.harness import Exited, launch_ok
 from topologies.errors import TopologyError
-from topologies.loader import load_topology, parse_topology
+from topologies.generators import one_peer_exponential
+from topologies.loader import load_topology, parse_topology, resolve_topology_path
 from topologies.schedules import RoundGraphs
 from topologies.writer import dump_topology
 
@@ -34,8 +36,13 @@ EXPO16 = ("name: expo16\ndirected: true\nschedule: {kind: one-peer-exponential}\
 
 
 def test_the_one_peer_exponential_graph_sends_to_i_plus_2_to_the_k() -> None:
-    graphs = parse_topology({"nodes": nodes(16), "directed": True,
-                             "schedule": {"kind": "one-peer-exponential"}}, "e.yaml").round_graphs()
+    shipped = load_topology(resolve_topology_path("expo16"))
+    assert shipped == parse_topology(shipped.to_dict(), "expo16.yaml")
+    assert dataclasses.replace(shipped, generator=None, name="e") == parse_topology(
+        {"name": "e", "nodes": nodes(16), "directed": True,
+         "schedule": {"kind": "one-peer-exponential"}}, "e.yaml")  # edges derived alike
+    assert one_peer_exponential(16) == dataclasses.replace(shipped, name="topology")
+    graphs = shipped.round_graphs()
     for r in range(6):
         hop = 2 ** (r % 4)  # tau = log2 16
         assert graphs.arcs(r, seed=0) == tuple(sorted((i, (i + hop) % 16) for i in range(16)))

@@ -13,6 +13,7 @@ from safetensors.numpy import load_file
 
 from dfl_node.learning.models import build_model
 from dfl_node.learning.shards import load_node_data
+from protocols.sdk.mixing import push_row
 from tests.harness import assert_transports_identical, launch_ok, random_peers_file
 from tests.test_dpsgd import softmax_grad
 from tests.test_resume import assert_resumed_equals_uninterrupted
@@ -37,6 +38,22 @@ def test_zmq_equals_inproc_and_the_bits_are_the_hand_count(tmp_path: Path) -> No
                      for c in rec["formula_cells"])
     assert charged == sorted((r, u, v) for r in range(rounds) for u, v in
                              graphs.arcs(r, plan["seed"]))
+
+
+def test_push_rows_make_a_column_stochastic_matrix() -> None:
+    """Stacking every node's `push_row` gives P with columns summing to 1 and p_ij =
+    1 / (1 + d_out(j)) on self and in-arcs, zero elsewhere (the SDK's mixing helper)."""
+    arcs = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 0), (0, 2), (0, 3), (2, 4)]
+    out_degree = {j: sum(u == j for u, _ in arcs) for j in range(5)}
+    p = np.zeros((5, 5))
+    for i in range(5):
+        row = push_row(i, [u for u, v in arcs if v == i], out_degree.__getitem__)
+        assert list(row) == sorted(row)  # the order `mix` sums in
+        for j, weight in row.items():
+            p[i, j] = weight
+    np.testing.assert_allclose(p.sum(axis=0), 1.0, rtol=0, atol=1e-15)
+    assert p[2, 0] == 0.25 and p[0, 0] == 0.25 and p[1, 2] == 0.0
+    assert np.abs(p.sum(axis=1) - 1).max() > 0.1  # not row-stochastic: what w corrects
 
 
 DIRECTED5 = """\
