@@ -149,3 +149,41 @@ def test_dpsgd_runs_on_the_one_peer_exponential_graph_of_16_nodes(tmp_path: Path
         assert data == {(0, (node + 1) % 16), (1, (node + 2) % 16)}
     plan = json.loads((run / "plan.json").read_text())
     assert plan["weights"] == []  # per round, from the schedule
+
+
+def test_the_comm_sends_on_the_rounds_out_arcs_and_gathers_from_its_in_arcs() -> None:
+    """A directed triangle that turns round every round: in round r node i sends to
+    i + 1 + r mod 2 alone and gathers from the one node that sends to it; data goes only
+    where the round's arcs say, the closing barrier still over every link."""
+    from dfl_node.comm.channel import Comm
+    from dfl_node.ledgers.traffic import Ledger
+    from tests.test_comm import (
+        SCHEMAS,
+        TRIANGLE,
+        gossip_tag,
+        inproc_transports,
+        run_mesh,
+        value,
+    )
+
+    def program(comm: Comm) -> list[dict[int, object]]:
+        got = []
+        for r in range(4):
+            comm.round = r
+            to = (comm.node_id + 1 + r % 2) % 3
+            frm = (comm.node_id - 1 - r % 2) % 3
+            comm.set_round_links([to], [frm])
+            theirs = comm.exchange(gossip_tag(r), {"w": value(comm.node_id, r)})
+            got.append({j: bool(t["w"].equal(value(j, r))) for j, t in theirs.items()})
+            comm.end_round()
+        with pytest.raises(ValueError, match="not among its links"):
+            comm.set_round_links([comm.node_id], [])
+        return got
+
+    ledgers = {i: Ledger(i) for i in TRIANGLE}
+    results = run_mesh(inproc_transports(TRIANGLE), TRIANGLE, program, ledgers, schemas=SCHEMAS)
+    for i, rounds in results.items():
+        assert rounds == [{(i - 1 - r % 2) % 3: True} for r in range(4)]
+        sent = {(c["round"], c["dst"]) for c in ledgers[i].to_json()["cells"]
+                if c["traffic"] == "data" and c["src"] == i}
+        assert sent == {(r, (i + 1 + r % 2) % 3) for r in range(4)}

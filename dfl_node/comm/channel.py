@@ -56,7 +56,7 @@ Directed and time-varying graphs: `neighbors` are every node this one may ever e
 admits messages on. The runtime sets each round's arcs with `set_round_links` before the round:
 from then on the data plane's `broadcast`, `exchange`, `exchange_each` and `exchange_optional`
 send to the round's out-neighbours and gather from its in-neighbours (for one undirected graph
-both are `neighbors`, the default); `barrier` and `close` stay over every link.
+both are `neighbors`, the default); `barrier`, `end_round` and `close` stay over every link.
 
 Timeouts: every receive (one neighbour or all) has one deadline, `recv_timeout_s` after the call;
 messages that are refused or meant for other tags do not extend it. `PeerTimeout` names the
@@ -94,6 +94,7 @@ DEFAULT_WINDOW = 2
 _DTYPE_NAMES = {np.dtype(name): name for name in DTYPES}
 HELLO_PHASE = "hello"
 BYE_PHASE = "bye"
+ROUND_END_PHASE = "round-end"  # `end_round`'s barrier
 END_OF_STEP = "end"  # exchange_optional's marker phase is f"{phase}/{END_OF_STEP}"
 LIVENESS_POLL_S = 0.2  # how often a wait looks at the liveness of the neighbours it waits for
 
@@ -325,6 +326,11 @@ class Comm:
         tag = Tag("ctrl", round_, HELLO_PHASE, step=self._barriers)
         self._barriers += 1
         self._exchange_every_link(tag, {})
+
+    def end_round(self) -> None:
+        """A barrier over every link, tagged by the round alone: its messages are the same
+        bytes in a run resumed at any round (`barrier`'s count of earlier barriers is not)."""
+        self._exchange_every_link(Tag("ctrl", self._round, ROUND_END_PHASE), {})
 
     def close(self) -> None:
         """Closing barrier, then transport close.

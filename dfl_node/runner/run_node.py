@@ -198,7 +198,7 @@ def keep_in_step(comm: Comm) -> None:
     the nodes it sends to, whose window (DEFAULT_WINDOW rounds) then refuses its messages as
     stale_or_future; on one undirected graph every exchange is such a barrier already. The
     cost is one empty control message per link and round, in the ledger's control traffic."""
-    comm.barrier()
+    comm.end_round()
 
 
 def graph_change(proto: NodeAlgorithm) -> Callable[[SurvivingGraph], None]:
