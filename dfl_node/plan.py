@@ -13,8 +13,11 @@ import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
+
+from topologies.schedules import RoundGraphs
 
 SCHEMA_VERSION = 1
 
@@ -140,9 +143,36 @@ class RunPlan:
         adjacency = self.adjacency()
         return max((max(hop_depths(adjacency, i).values()) for i in self.ids), default=0)
 
-    def weight_row(self, node_id: int) -> dict[int, float]:
-        """Row i of the mixing matrix, self included, keyed by node id in sorted order."""
+    def weight_row(self, node_id: int, round_: int | None = None) -> dict[int, float]:
+        """Row i of the mixing matrix, self included, keyed by node id in sorted order; on a
+        directed or time-varying topology, of round `round_`'s graph (topologies/schedules.py),
+        which such a topology cannot do without."""
+        if self.round_graphs is not None:
+            if round_ is None:
+                raise PlanError(f"topology {self.topology_name} is directed or time-varying: "
+                                "its mixing weights are per round (weight_row(node, round))")
+            return self.round_graphs.weight_row(node_id, round_, self.seed)
         return dict(sorted((j, w) for i, j, w in self.weights if i == node_id))
+
+    @cached_property
+    def round_graphs(self) -> RoundGraphs | None:
+        """The arcs of every round of a directed or time-varying topology; None for one
+        undirected graph, whose arcs are both directions of every edge in every round."""
+        if not (self.topology.get("directed") or self.topology.get("schedule")):
+            return None
+        return RoundGraphs.from_topology(self.topology)
+
+    def out_neighbors(self, node_id: int, round_: int) -> list[int]:
+        """Whom `node_id` sends to in round `round_`, ascending."""
+        if self.round_graphs is None:
+            return self.neighbors(node_id)
+        return self.round_graphs.out_neighbors(node_id, round_, self.seed)
+
+    def in_neighbors(self, node_id: int, round_: int) -> list[int]:
+        """From whom `node_id` receives in round `round_`, ascending."""
+        if self.round_graphs is None:
+            return self.neighbors(node_id)
+        return self.round_graphs.in_neighbors(node_id, round_, self.seed)
 
     def with_addresses(self, table: Mapping[int, tuple[str, str]]) -> RunPlan:
         """This plan with every node's (address, host) from a discovery's `table`."""

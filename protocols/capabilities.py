@@ -59,6 +59,15 @@ class SurvivesFailures:
         """From the next round on, run on `graph` (dead nodes gone)."""
 
 
+class DynamicGraphs:
+    """Runs on directed and time-varying topologies (topologies/schedules.py): the protocol
+    sends to the round's out-neighbours, gathers from its in-neighbours (the runtime sets both
+    on the comm before each round) and reads any mixing weights per round
+    (`plan.weight_row(node, r)`); the launcher refuses such a topology to any other protocol."""
+
+    dynamic_graphs: ClassVar[bool] = True
+
+
 class ServerBased:
     """An aggregator node beside the clients (q-FFL): the plan adds one, the next free id."""
 

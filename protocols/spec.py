@@ -46,6 +46,7 @@ class ProtocolSpec(Generic[H]):
     server_based: ClassVar[bool] = False
     needs_prephase: ClassVar[bool] = False
     survives_failures: ClassVar[bool] = False
+    dynamic_graphs: ClassVar[bool] = False
 
     # What the launcher shows of the protocol (protocols/describe.py), read through the
     # registry; the launcher knows no protocol by name.

@@ -38,6 +38,19 @@ nodes: [{id: 0}, {id: 1}, {id: 2}, {id: 3}]
 edges: [[0, 1], [1, 2], [2, 3], [3, 0]]
 """
 
+
+
+def random_peers_file(directory: Path, n: int, peers: int) -> str:
+    """A complete graph of `n` nodes on which each node sends to `peers` of the others drawn
+    afresh every round (Epidemic Learning's EL-Local sampling; topologies/schedules.py)."""
+    path = directory / f"peers{n}-{peers}.yaml"
+    edges = ", ".join(f"[{i}, {j}]" for i in range(n) for j in range(i + 1, n))
+    path.write_text(f"schedule: {{kind: random-peers, peers: {peers}}}\n"
+                    f"nodes: [{', '.join(f'{{id: {i}}}' for i in range(n))}]\n"
+                    f"edges: [{edges}]\n")
+    return str(path)
+
+
 ROOT = Path(__file__).resolve().parents[1]
 ENV_ROOT = {**os.environ, "PYTHONPATH": str(ROOT)}
 

@@ -16,7 +16,8 @@ import pytest
 from protocols import sdk
 from protocols.registry import PROTOCOLS
 
-FAMILIES = ("protocols.gossip", "protocols.dmflsq", "protocols.ssdfl", "protocols.dsc")
+FAMILIES = ("protocols.gossip", "protocols.dmflsq", "protocols.ssdfl", "protocols.dsc",
+            "protocols.dynamic")
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import protocols.sdk as sdk
 
 ROOT = Path(__file__).resolve().parents[1]
 PROTOCOLS = ROOT / "protocols"
-FAMILIES = ("gossip", "dmflsq", "ssdfl", "dsc", "toolkit")
+FAMILIES = ("gossip", "dmflsq", "ssdfl", "dsc", "dynamic", "toolkit")
 DUTIES = {"set_schema", "charge_all", "sync_step"}
 
 

@@ -135,6 +135,8 @@ def describe(topology: Topology) -> dict[str, Any]:
         "algebraic_connectivity": algebraic_connectivity(adj),
         "metropolis": {"slem": slem(w), "spectral_gap": spectral_gap(w)},
         "generator": topology.generator,
+        "directed": topology.directed,
+        "schedule": topology.schedule.to_dict() if topology.schedule else None,
     }
 
 
@@ -168,6 +170,10 @@ def show(topology: str, as_json: bool) -> None:
             ).strip()
         ),
     ]
+    if info["directed"] or info["schedule"]:
+        kind = info["schedule"]["kind"] if info["schedule"] else "none"
+        lines.insert(4, f"directed: {'yes' if info['directed'] else 'no'}, schedule: {kind}"
+                        " (edges: the union of every round's arcs)")
     click.echo("\n".join(lines))
 
 

@@ -31,6 +31,7 @@ from networkx.utils import UnionFind
 
 from topologies.errors import TopologyError
 from topologies.model import EdgeSpec, NodeSpec, Topology
+from topologies.schedules import GraphSchedule, RoundGraphs
 
 REPAIRS = ("bridge", "resample")
 DEFAULT_MAX_TRIES = 100_000
@@ -316,6 +317,19 @@ def watts_strogatz(
     return _sample(kind, params, seed, draw, repair, max_tries)
 
 
+def one_peer_exponential(n: int) -> Topology:
+    """Ying et al. 2021's time-varying directed graph: in round r node i sends to node
+    i + 2^(r mod ceil(log2 n)) mod n alone (topologies/schedules.py); its edges are the union,
+    n ceil(log2 n) arcs."""
+    _require(n >= 2, "one-peer-exponential", f"n must be at least 2, got {n}")
+    schedule = GraphSchedule("one-peer-exponential")
+    arcs = RoundGraphs.of(range(n), (), directed=True, schedule=schedule).union()
+    return Topology(nodes=tuple(NodeSpec(i) for i in range(n)),
+                    edges=tuple(EdgeSpec(u, v, directed=True) for u, v in arcs),
+                    generator={"name": "one-peer-exponential", "params": {"n": n}},
+                    directed=True, schedule=schedule)
+
+
 GENERATORS: dict[str, Callable[..., Topology]] = {
     "ring": ring,
     "line": line,
@@ -327,10 +341,12 @@ GENERATORS: dict[str, Callable[..., Topology]] = {
     "random-geometric": random_geometric,
     "barabasi-albert": barabasi_albert,
     "watts-strogatz": watts_strogatz,
+    "one-peer-exponential": one_peer_exponential,
 }
 ALIASES = {
     "er": "erdos-renyi",
     "rgg": "random-geometric",
     "ba": "barabasi-albert",
     "ws": "watts-strogatz",
+    "expo": "one-peer-exponential",
 }

@@ -26,10 +26,12 @@ from dfl_config.problems import dotted, one_line, walk
 from dfl_config.section import Section
 from topologies.errors import TopologyError
 from topologies.model import EdgeSpec, NodeSpec, Topology
+from topologies.schedules import GraphSchedule, RoundGraphs, strongly_connected
 from topologies.schema import (
     LINK_ATTRIBUTES,
     EdgeFields,
     NodeFields,
+    ScheduleFields,
     TopologyFile,
     file_model,
     show,
@@ -152,10 +154,55 @@ class _Checker:
 
     def topology(self, parsed: TopologyFile, default_name: str) -> Topology:
         nodes = self.nodes(parsed.nodes)
-        edges = self.edges(parsed.edges or [], {n.id for n in nodes})
+        ids = {n.id for n in nodes}
+        directed = bool(parsed.directed)
+        edges = self.edges(parsed.edges or [], ids, directed)
+        schedule = self.schedule(parsed.schedule, ids, directed) if parsed.schedule else None
+        if schedule is not None:
+            edges = self.union_edges(edges, schedule, sorted(ids), directed,
+                                     given=parsed.edges is not None)
         self.check_connected(nodes, edges)
+        if directed and not strongly_connected(sorted(ids), [e.pair for e in edges]):
+            raise self.fail("edges", "directed graph is not strongly connected (some node "
+                                     "cannot reach another along the arcs)")
         name = default_name if parsed.name is None else parsed.name
-        return Topology(nodes=nodes, edges=edges, generator=parsed.generator, name=name)
+        return Topology(nodes=nodes, edges=edges, generator=parsed.generator, name=name,
+                        directed=directed, schedule=schedule)
+
+    def schedule(self, parsed: ScheduleFields, ids: set[int], directed: bool) -> GraphSchedule:
+        if len(ids) < 2:
+            raise self.fail("schedule", "a graph schedule needs at least 2 nodes")
+        graphs = []
+        for k, graph in enumerate(parsed.graphs or []):
+            fields = [EdgeFields(u=u, v=v) for u, v in graph]
+            edges = self.edges(fields, ids, directed, where=f"schedule.graphs[{k}]")
+            graphs.append(tuple(e.pair for e in edges))
+        return GraphSchedule(parsed.kind, tuple(graphs), parsed.peers or 0)
+
+    def union_edges(self, edges: tuple[EdgeSpec, ...], schedule: GraphSchedule,
+                    ids: list[int], directed: bool, given: bool) -> tuple[EdgeSpec, ...]:
+        """A schedule's `edges`: the union of its arcs, derived where the file leaves them out;
+        random-peers draws from them, so it needs them."""
+        if schedule.kind == "random-peers":
+            if not given:
+                raise self.fail("edges", "random-peers draws each round's peers from edges; "
+                                         "give them (every pair for the complete graph)")
+            base = RoundGraphs.of(ids, (e.pair for e in edges), directed).base
+            short = [i for i in ids if len(RoundGraphs.out_of(base, i)) < schedule.peers]
+            if short:
+                raise self.fail("schedule.peers", f"{schedule.peers} is more than the "
+                                f"out-degree of node(s) {short[:5]}")
+            return edges
+        union = RoundGraphs.of(ids, (), directed, schedule).union()
+        links = sorted(set(union if directed else ((min(a), max(a)) for a in union)))
+        if given:
+            written = sorted(e.pair for e in edges)
+            if written != links:
+                raise self.fail("edges", "must be the union of the schedule's graphs (or be "
+                                         f"left out): {len(written)} written, {len(links)} in "
+                                         "the union")
+            return edges
+        return tuple(EdgeSpec(u, v, directed=directed) for u, v in links)
 
     def nodes(self, parsed: Sequence[NodeFields]) -> tuple[NodeSpec, ...]:
         nodes: list[NodeSpec] = []
@@ -190,18 +237,19 @@ class _Checker:
             nodes.append(node)
         return tuple(nodes)
 
-    def edges(self, parsed: Sequence[EdgeFields], ids: set[int]) -> tuple[EdgeSpec, ...]:
+    def edges(self, parsed: Sequence[EdgeFields], ids: set[int], directed: bool = False,
+              where: str = "edges") -> tuple[EdgeSpec, ...]:
         seen: dict[tuple[int, int], str] = {}
         edges: list[EdgeSpec] = []
         for i, item in enumerate(parsed):
-            label = f"edges[{i}] ({show(item.u)}, {show(item.v)})"
+            label = f"{where}[{i}] ({show(item.u)}, {show(item.v)})"
             for key, end in (("u", item.u), ("v", item.v)):
                 if end not in ids:
                     raise self.fail(f"{label}: {key}", f"node {end} is not in nodes")
             if item.u == item.v:
                 raise self.fail(label, "self-loop")
             edge = EdgeSpec(item.u, item.v, item.model_dump(include=set(LINK_ATTRIBUTES),
-                                                            exclude_none=True))
+                                                            exclude_none=True), directed)
             if edge.pair in seen:
                 raise self.fail(label, f"duplicate edge (same as {seen[edge.pair]})")
             seen[edge.pair] = label

@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from topologies.errors import TopologyError
+from topologies.schedules import GraphSchedule, RoundGraphs
 
 if TYPE_CHECKING:  # imported where used: reading a file needs neither (see loader.py)
     import networkx as nx
@@ -54,14 +55,16 @@ class NodeSpec:
 
 @dataclass(frozen=True)
 class EdgeSpec:
-    """One undirected edge, stored with u < v, and its link attributes (weight, latency_ms, ...)."""
+    """One undirected edge, stored with u < v, and its link attributes (weight, latency_ms, ...);
+    in a directed topology an arc u -> v ("u sends to v"), stored as written."""
 
     u: int
     v: int
     attrs: dict[str, Any] = field(default_factory=dict)
+    directed: bool = False
 
     def __post_init__(self) -> None:
-        if self.u > self.v:
+        if self.u > self.v and not self.directed:
             u, v = self.v, self.u
             object.__setattr__(self, "u", u)
             object.__setattr__(self, "v", v)
@@ -79,12 +82,19 @@ class EdgeSpec:
 
 @dataclass(frozen=True)
 class Topology:
-    """An undirected graph of nodes with optional generator metadata (how it was made)."""
+    """A graph of nodes with optional generator metadata (how it was made).
+
+    Undirected and the same in every round unless `directed` (the edges are arcs) or given a
+    `schedule` (each round its own arcs, topologies/schedules.py); then `edges` are the union
+    of every arc a round may use, and the neighbour and matrix views below are of that union,
+    read as an undirected graph (the links a run connects)."""
 
     nodes: tuple[NodeSpec, ...]
     edges: tuple[EdgeSpec, ...]
     generator: dict[str, Any] | None = None
     name: str = "topology"
+    directed: bool = False
+    schedule: GraphSchedule | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(sorted(self.nodes, key=lambda n: n.id)))
@@ -109,7 +119,17 @@ class Topology:
 
     @cached_property
     def _edges_by_pair(self) -> dict[tuple[int, int], EdgeSpec]:
-        return {e.pair: e for e in self.edges}
+        return {(min(e.pair), max(e.pair)): e for e in self.edges}
+
+    @property
+    def dynamic(self) -> bool:
+        """Whether a round's arcs are not simply both directions of every edge."""
+        return self.directed or self.schedule is not None
+
+    def round_graphs(self) -> RoundGraphs:
+        """The arcs of every round (topologies/schedules.py)."""
+        return RoundGraphs.of(self.ids, (e.pair for e in self.edges), self.directed,
+                              self.schedule)
 
     def index(self, node_id: int) -> int:
         """Row/column of `node_id` in every matrix of this topology."""
@@ -172,6 +192,10 @@ class Topology:
         out: dict[str, Any] = {"name": self.name}
         if self.generator is not None:
             out["generator"] = self.generator
+        if self.directed:
+            out["directed"] = True
+        if self.schedule is not None:
+            out["schedule"] = self.schedule.to_dict()
         out["nodes"] = [n.to_dict() for n in self.nodes]
         out["edges"] = [e.to_dict() for e in self.edges]
         return out

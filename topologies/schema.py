@@ -20,7 +20,7 @@ import re
 import reprlib
 from collections.abc import Callable
 from types import GenericAlias
-from typing import Annotated, Any, cast
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import (
     BeforeValidator,
@@ -195,6 +195,39 @@ class _PairOrMapping:
 Edge = Annotated[EdgeFields, BeforeValidator(_edge_as_mapping), _PairOrMapping]
 
 
+Pair = Annotated[
+    tuple[int, int],
+    _must_be(lambda x: isinstance(x, list) and len(x) == 2 and all(map(_is_int, x)),
+             "a pair [u, v] of node ids"),
+]
+
+
+class ScheduleFields(Section):
+    """How the arcs change from round to round (topologies/schedules.py)."""
+
+    kind: Literal["cycle", "one-peer-exponential", "random-peers"]
+    """cycle: `graphs` in turn; one-peer-exponential: i -> i + 2^(r mod ceil(log2 n));
+    random-peers: each node sends to `peers` of its out-neighbours in `edges`, drawn per round."""
+    graphs: list[list[Pair]] | None = None
+    """cycle: the round graphs, each a list of [u, v] pairs (read as `directed` says)."""
+    peers: Annotated[int, Field(ge=1), _must_be(lambda x: _is_int(x) and x >= 1,
+                                                "a positive integer")] | None = None
+    """random-peers: how many peers each node sends to per round (at most its out-degree)."""
+
+    @model_validator(mode="after")
+    def _fields_of_kind(self) -> ScheduleFields:
+        wanted = {"cycle": "graphs", "random-peers": "peers"}.get(self.kind)
+        for name in ("graphs", "peers"):
+            given = getattr(self, name) is not None
+            if given and name != wanted:
+                raise ValueError(f"{name}: not a key of kind {self.kind}")
+            if not given and name == wanted:
+                raise ValueError(f"kind {self.kind} needs {name}")
+        if self.graphs == []:
+            raise ValueError("graphs: a cycle needs at least one graph")
+        return self
+
+
 class TopologyFile(Section):
     """A topology file: its nodes and edges, optionally a name and how it was generated."""
 
@@ -207,6 +240,13 @@ class TopologyFile(Section):
     the graph they make must be connected."""
     generator: dict[Any, Any] | None = None
     """How the file was made (generator name, params, seed, repair), kept as written."""
+    directed: Annotated[bool, _must_be(lambda x: isinstance(x, bool), "true or false")] | None \
+        = None
+    """true: every edge [u, v] is an arc, u sends to v (the union must be strongly connected)."""
+    schedule: ScheduleFields | None = None
+    """Arcs that change per round (docs/topologies.md#graph-schedules); `edges` are then the
+    union of every round's arcs (derived when absent) or, for random-peers, the graph drawn
+    from."""
 
     @field_validator("nodes", mode="before")
     @classmethod

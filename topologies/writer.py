@@ -32,6 +32,10 @@ def dump_topology(topology: Topology, header: str | None = None) -> str:
     lines.append(yaml.safe_dump({"name": data["name"]}, default_flow_style=False).rstrip())
     if "generator" in data:
         lines.append(_block({"generator": data["generator"]}))
+    if "directed" in data:
+        lines.append("directed: true")
+    if "schedule" in data:
+        lines.append(_block({"schedule": data["schedule"]}))
     lines.append("nodes:")
     lines.extend(f"  - {_flow(node)}" for node in data["nodes"])
     lines.append("edges:" if data["edges"] else "edges: []")

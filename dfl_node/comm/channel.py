@@ -51,6 +51,13 @@ message under the protocol's tag (slot 0). An exchange returns only once every n
 message is here, so no node sends step j+1 before it holds all of step j. After each exchange,
 `on_frame` gets the payload bytes that crossed each of this node's links (the virtual clock).
 
+Directed and time-varying graphs: `neighbors` are every node this one may ever exchange with
+(the union of a graph schedule's arcs, topologies/schedules.py), the links it connects and
+admits messages on. The runtime sets each round's arcs with `set_round_links` before the round:
+from then on the data plane's `broadcast`, `exchange`, `exchange_each` and `exchange_optional`
+send to the round's out-neighbours and gather from its in-neighbours (for one undirected graph
+both are `neighbors`, the default); `barrier`, `end_round` and `close` stay over every link.
+
 Timeouts: every receive (one neighbour or all) has one deadline, `recv_timeout_s` after the call;
 messages that are refused or meant for other tags do not extend it. `PeerTimeout` names the
 missing neighbours. A Comm and its transport are used by one thread only.
@@ -87,6 +94,7 @@ DEFAULT_WINDOW = 2
 _DTYPE_NAMES = {np.dtype(name): name for name in DTYPES}
 HELLO_PHASE = "hello"
 BYE_PHASE = "bye"
+ROUND_END_PHASE = "round-end"  # `end_round`'s barrier
 END_OF_STEP = "end"  # exchange_optional's marker phase is f"{phase}/{END_OF_STEP}"
 LIVENESS_POLL_S = 0.2  # how often a wait looks at the liveness of the neighbours it waits for
 
@@ -133,6 +141,8 @@ class Comm:
             raise ValueError(f"node {node_id} cannot be its own neighbour")
         self.node_id = node_id
         self.neighbors = tuple(sorted(set(neighbors)))
+        self.out_neighbors = self.neighbors  # the round's (set_round_links)
+        self.in_neighbors = self.neighbors
         self.transport = transport
         self.limits = limits
         self.ledger = ledger
@@ -201,6 +211,17 @@ class Comm:
         self._validators[phase] = validator
         self._recheck_buffered(phase)
 
+    def set_round_links(self, out_neighbors: Sequence[int], in_neighbors: Sequence[int]) -> None:
+        """Whom the data plane sends to and gathers from until the next call (this round's
+        arcs, from the plan: both ends know them without a message)."""
+        out, into = tuple(sorted(set(out_neighbors))), tuple(sorted(set(in_neighbors)))
+        strangers = sorted(set(out + into) - set(self.neighbors))
+        if strangers:
+            raise ValueError(f"node {self.node_id}: {strangers} are not among its links")
+        if self.schedule is not None and (out, into) != (self.neighbors, self.neighbors):
+            raise ValueError(f"node {self.node_id}: a TDMA schedule sends on every link")
+        self.out_neighbors, self.in_neighbors = out, into
+
     def send(self, dst: int, tag: Tag, tensors: Tensors) -> None:
         self._check_neighbor(dst)
         if self.schedule is not None and self._scheduled(tag):
@@ -214,11 +235,11 @@ class Comm:
         self._broadcast(tag, tensors)
         self._settle()
 
-    def _broadcast(self, tag: Tag, tensors: Tensors) -> int:
-        """Send to every neighbour; the payload bytes of the message."""
+    def _broadcast(self, tag: Tag, tensors: Tensors, to: Sequence[int] | None = None) -> int:
+        """Send to the round's out-neighbours (or `to`); the payload bytes of the message."""
         if not self._scheduled(tag):
             outgoing = self._outgoing(tag, tensors)
-            for dst in self.neighbors:
+            for dst in self.out_neighbors if to is None else to:
                 self._post(dst, outgoing)
             return outgoing.message.payload_bytes
         if tag.slot != 0:
@@ -239,8 +260,8 @@ class Comm:
         return got[src]
 
     def gather_neighbors(self, tag: Tag) -> dict[int, Received]:
-        """Every neighbour's message `tag`, keyed and ordered by ascending neighbour id."""
-        return self._await(self.neighbors, tag)
+        """Every in-neighbour's message `tag`, keyed and ordered by ascending neighbour id."""
+        return self._await(self.in_neighbors, tag)
 
     def gather(self, sources: Sequence[int], tag: Tag) -> dict[int, Received]:
         """The message `tag` of each of the neighbours `sources`, by ascending id (a subset:
@@ -250,11 +271,18 @@ class Comm:
         return self._await(tuple(sorted(set(sources))), tag)
 
     def exchange(self, tag: Tag, tensors: Tensors) -> dict[int, Received]:
-        """Send mine to every neighbour, then gather theirs (ordered by neighbour id)."""
+        """Send mine to every out-neighbour, then gather the in-neighbours' (by id)."""
         sent = self._broadcast(tag, tensors)
         theirs = self.gather_neighbors(tag)
         self._settle()
         self._frame_done(tag, sent, theirs)
+        return theirs
+
+    def _exchange_every_link(self, tag: Tag, tensors: Tensors) -> dict[int, Received]:
+        """A control step with every neighbour, whatever the round's arcs (barrier, close)."""
+        self._broadcast(tag, tensors, to=self.neighbors)
+        theirs = self._await(self.neighbors, tag)
+        self._settle()
         return theirs
 
     def exchange_each(self, tag: Tag, per_neighbor: Mapping[int, Tensors]) -> dict[int, Received]:
@@ -263,10 +291,10 @@ class Comm:
         For messages that differ per link (DSC attaches the weight w_{n,i} meant for receiver n);
         under TDMA the sends go out in slot order like a broadcast, and the step is one frame.
         """
-        if sorted(per_neighbor) != list(self.neighbors):
+        if sorted(per_neighbor) != list(self.out_neighbors):
             raise ValueError(f"node {self.node_id}: exchange_each needs one message per "
-                             f"neighbour {list(self.neighbors)}, got {sorted(per_neighbor)}")
-        order = self._send_order or [(0, dst) for dst in self.neighbors]
+                             f"neighbour {list(self.out_neighbors)}, got {sorted(per_neighbor)}")
+        order = self._send_order or [(0, dst) for dst in self.out_neighbors]
         sent = {}
         for slot, dst in order:
             outgoing = self._outgoing(replace(tag, slot=slot) if self._scheduled(tag) else tag,
@@ -290,7 +318,7 @@ class Comm:
         self.exchange(marker, {})
         theirs = {
             src: self._take((src, tag)) if (src, tag) in self._inbox else None
-            for src in self.neighbors
+            for src in self.in_neighbors
         }
         self._frame_done(tag, sent, theirs)
         return theirs
@@ -304,7 +332,12 @@ class Comm:
         round_ = self._round if tag_round < 0 else tag_round
         tag = Tag("ctrl", round_, HELLO_PHASE, step=self._barriers)
         self._barriers += 1
-        self.exchange(tag, {})
+        self._exchange_every_link(tag, {})
+
+    def end_round(self) -> None:
+        """A barrier over every link, tagged by the round alone: its messages are the same
+        bytes in a run resumed at any round (`barrier`'s count of earlier barriers is not)."""
+        self._exchange_every_link(Tag("ctrl", self._round, ROUND_END_PHASE), {})
 
     def close(self) -> None:
         """Closing barrier, then transport close.
@@ -317,7 +350,7 @@ class Comm:
             return
         self._closed = True
         try:
-            self.exchange(Tag("ctrl", self._round, BYE_PHASE), {})
+            self._exchange_every_link(Tag("ctrl", self._round, BYE_PHASE), {})
         finally:
             if self._inbox:
                 self.ledger.record_rejected("unconsumed", len(self._inbox))
@@ -328,6 +361,8 @@ class Comm:
         """Leave `dead` out of every later exchange (the mesh agreed they are gone); their
         buffered messages are discarded and counted as "dead_peer"."""
         self.neighbors = tuple(j for j in self.neighbors if j not in dead)
+        self.out_neighbors = tuple(j for j in self.out_neighbors if j not in dead)
+        self.in_neighbors = tuple(j for j in self.in_neighbors if j not in dead)
         self._send_order = [(slot, dst) for slot, dst in self._send_order if dst not in dead]
         self.suspects -= dead
         for key in [key for key in self._inbox if key[0] in dead]:

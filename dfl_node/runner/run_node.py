@@ -105,12 +105,16 @@ def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: 
     with profiled(node_id, out_dir):
         for r in range(resumed.round if resumed else 0, plan.rounds):
             comm.round = r
+            if plan.round_graphs is not None:  # a directed or time-varying graph: r's arcs
+                comm.set_round_links(plan.out_neighbors(node_id, r), plan.in_neighbors(node_id, r))
             if stalled := stall_for_test(node_id, r):
                 ctx.log.info(stalled)
             began, cpu_began = time.perf_counter(), time.process_time()
             first_round_began_at = first_round_began_at or time.time()
             info = proto.run_round(r)
             failures.after_round(r, on_graph_change)
+            if plan.round_graphs is not None:
+                keep_in_step(comm)
             round_seconds[str(r)] = time.perf_counter() - began
             round_cpu_seconds[str(r)] = time.process_time() - cpu_began
             first_round_at = first_round_at or time.time()
@@ -185,6 +189,16 @@ def meet_mesh(comm: Comm, plan: RunPlan, resumed_at: int | None = None) -> None:
                 comm.barrier()
     finally:
         comm.ledger.quiet_phases = frozenset()
+
+
+def keep_in_step(comm: Comm) -> None:
+    """End a round of a directed or time-varying graph with a barrier over every link. An arc
+    carries no answer, so a node that receives nothing in a round (a random-peers draw, an
+    isolated node of a cycle's graph) would not wait for anyone and could run rounds ahead of
+    the nodes it sends to, whose window (DEFAULT_WINDOW rounds) then refuses its messages as
+    stale_or_future; on one undirected graph every exchange is such a barrier already. The
+    cost is one empty control message per link and round, in the ledger's control traffic."""
+    comm.end_round()
 
 
 def graph_change(proto: NodeAlgorithm) -> Callable[[SurvivingGraph], None]:

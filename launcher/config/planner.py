@@ -26,7 +26,7 @@ from launcher.config.run_config import dataset_sections
 from launcher.data.prepare import prepare_data
 from launcher.errors import LaunchError
 from launcher.results.cycle_metrics import cycle_section
-from protocols.registry import protocol_class
+from protocols.registry import PROTOCOLS, protocol_class
 from topologies.errors import TopologyError
 from topologies.mixing import mixing_matrix
 from topologies.model import Topology
@@ -94,6 +94,10 @@ def aggregator_entry(topology: Topology, config: dict[str, Any],
 
 
 def mixing_weights(topology: Topology, name: str) -> tuple[tuple[int, int, float], ...]:
+    """The mixing matrix's nonzero entries; none for a directed or time-varying topology, whose
+    weights are per round (`RunPlan.weight_row(node, r)`)."""
+    if topology.dynamic:
+        return ()
     try:
         matrix = mixing_matrix(topology, name)
     except TopologyError as exc:
@@ -115,6 +119,7 @@ def build_plan(topology: Topology, config: dict[str, Any], claims: PortClaims,
     """`aggregator`: the protocol is server-based, so the plan gets a hub node beside the
     topology's clients (its data, fairness and bits never count as a client's)."""
     local_spec(config["transport"])
+    check_dynamic_graph(topology, config)
     schedule = schedule_section(topology, config)
     if aggregator and schedule.get("mode") != "sync":
         raise LaunchError(f"schedule: {config['protocol']} talks through an aggregator (a star "
@@ -136,6 +141,31 @@ def build_plan(topology: Topology, config: dict[str, Any], claims: PortClaims,
         eval_at_start=config["eval_at_start"], results_key=new_results_key())
     check_protocol(plan)
     return plan
+
+
+def check_dynamic_graph(topology: Topology, config: dict[str, Any]) -> None:
+    """What a directed or time-varying topology cannot be run with (exit 2, one line): a
+    protocol that reads one undirected graph, a mixing scheme of one graph (its weights are
+    per round, topologies/schedules.py), TDMA slots (coloured for one undirected graph), and
+    the failure agreement (which floods one fixed graph)."""
+    if not topology.dynamic:
+        return
+    what = f"topology {topology.name} is {'time-varying' if topology.schedule else 'directed'}"
+    protocol = config["protocol"]
+    if not protocol_class(protocol).dynamic_graphs:
+        able = sorted(name for name, spec in PROTOCOLS.items() if spec.dynamic_graphs)
+        raise LaunchError(f"{what}: {protocol} runs on one undirected graph (protocols for "
+                          f"directed and time-varying graphs: {', '.join(able)})")
+    if config["mixing"] != "metropolis":
+        raise LaunchError(f"mixing: {what}, so its weights are per round (Metropolis on "
+                          f"undirected rounds, 1/(1 + in-degree) on directed ones); "
+                          f"mixing={config['mixing']} is for one undirected graph")
+    if config["schedule"] != "sync":
+        raise LaunchError(f"schedule: {what}; TDMA slots are coloured for one undirected "
+                          "graph, so it runs only with schedule=sync")
+    if config["wire"]["on_failure"] == "continue":
+        raise LaunchError(f"--on-failure continue: {what}; the failure agreement floods one "
+                          "fixed graph, so use stop")
 
 
 def schedule_section(topology: Topology, config: dict[str, Any]) -> dict[str, Any]:

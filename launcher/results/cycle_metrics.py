@@ -202,7 +202,10 @@ def cycles_to_threshold(rows: list[dict[str, Any]],
 
 def spectral_report(plan: RunPlan, clusters: Mapping[str, list[int]]) -> dict[str, Any]:
     """lambda_2, lambda_min, SLEM and conductance of the plan's global matrix and of each
-    cluster's matrix (the plan's scheme on the cluster's induced subgraph)."""
+    cluster's matrix (the plan's scheme on the cluster's induced subgraph); none for a directed
+    or time-varying topology, which has no one matrix (its weights are per round)."""
+    if plan.round_graphs is not None:
+        return {}
     pos = {node: k for k, node in enumerate(plan.ids)}
     w = np.zeros((len(pos), len(pos)))
     adj = np.zeros_like(w)

@@ -16,6 +16,11 @@ neighbour; `accounting.b_hdr` adds a header per message (0 by default, as for q-
 Losing a node (`--on-failure continue`): in the round a neighbour dies, its weight stays on this
 node's own model when its message did not arrive (the row still sums to 1); from the round the
 survivors agree on, the node mixes with the Metropolis weights of the surviving graph.
+
+Directed and time-varying topologies (docs/topologies.md#graph-schedules): the runtime sends
+the model to the round's out-neighbours and gathers the in-neighbours', and W is round r's
+(`plan.weight_row(i, r)`): Metropolis on an undirected round graph, 1/(1 + d_in) on self and
+each in-neighbour on a directed one (the one-peer exponential graph's 1/2, Ying et al. 2021).
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ class DPSGD(DPSGDSpec, Protocol[DPSGDHyper]):
 
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
-        self.weights = ctx.plan.weight_row(ctx.node_id)
+        self.weights = ctx.plan.weight_row(ctx.node_id) if ctx.plan.round_graphs is None else {}
         self.sgd = LocalSGD(ctx, self.hyper.batch_size)
         self.gossip = Exchange(ctx, "gossip", learner=self.sgd)
 
@@ -51,7 +56,10 @@ class DPSGD(DPSGDSpec, Protocol[DPSGDHyper]):
         loss = self.local_update()
         mine = {n: p.detach() for n, p in self.sgd.parameters().items()}
         theirs = self.gossip(r, dense(mine, self.hyper.accounting))
-        mixed = mix(self.weights, self.ctx.node_id, mine, theirs)
+        plan = self.ctx.plan
+        weights = self.weights if plan.round_graphs is None else plan.weight_row(
+            self.ctx.node_id, r)
+        mixed = mix(weights, self.ctx.node_id, mine, theirs)
         step = self.hyper.form == "cta" and loss is not None  # under atc it was taken before
         with torch.no_grad():
             for name, p in self.sgd.parameters().items():

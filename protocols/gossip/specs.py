@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Literal
 
 from dfl_config.section import NonNegative, NonNegativeInt, Positive
-from protocols.capabilities import ServerBased, SurvivesFailures
+from protocols.capabilities import DynamicGraphs, ServerBased, SurvivesFailures
 from protocols.hyper import DenseAccounting, TrainingHyper
 from protocols.spec import ProtocolSpec
 
@@ -45,7 +45,7 @@ class QFFLHyper(TrainingHyper):
     """Formula constants: P b_fp bits per message each way, plus b_hdr."""
 
 
-class DPSGDSpec(SurvivesFailures, ProtocolSpec[DPSGDHyper]):
+class DPSGDSpec(SurvivesFailures, DynamicGraphs, ProtocolSpec[DPSGDHyper]):
     Hyper = DPSGDHyper
     report_family = "dmfl-sq"  # compared in the DMFL-SQ paper's table
 

@@ -83,8 +83,10 @@ class Exchange:
 
     @property
     def out_neighbours(self) -> tuple[int, ...]:
-        """Whom a message to every neighbour goes to this round."""
-        return tuple(self.ctx.comm.neighbors)
+        """Whom a message to every neighbour goes to this round: the round's out-neighbours
+        (on a directed or time-varying topology the runtime sets them from the plan each
+        round; else every neighbour)."""
+        return tuple(self.ctx.comm.out_neighbors)
 
     def tag(self, r: int, step: int = 0) -> Tag:
         return Tag(self.kind, r, self.phase, step=step)

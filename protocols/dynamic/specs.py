@@ -1,0 +1,35 @@
+"""What the launcher knows of the dynamic-graph family (SGP, Epidemic Learning): their settings
+and capabilities (protocols/spec.py). The algorithms are the node classes in this package's
+other modules."""
+
+from __future__ import annotations
+
+from dfl_config.section import Count
+from protocols.capabilities import DynamicGraphs
+from protocols.dynamic import dynamic_report
+from protocols.hyper import DenseAccounting, TrainingHyper
+from protocols.spec import ProtocolSpec
+
+
+class SGPHyper(TrainingHyper):
+    accounting: DenseAccounting = DenseAccounting()
+    """Formula constants: (P + 1) b_fp bits per out-arc and round (the model and the Push-Sum
+    weight), plus b_hdr."""
+
+
+class EpidemicHyper(TrainingHyper):
+    local_steps: Count = 1
+    """H: local SGD steps per round before the model is pushed."""
+    accounting: DenseAccounting = DenseAccounting()
+    """Formula constants: P b_fp bits per out-arc and round, plus b_hdr."""
+
+
+class SGPSpec(DynamicGraphs, ProtocolSpec[SGPHyper]):
+    Hyper = SGPHyper
+    report_family = "sgp"
+    report_table = dynamic_report.TABLE
+
+
+class EpidemicSpec(DynamicGraphs, ProtocolSpec[EpidemicHyper]):
+    Hyper = EpidemicHyper
+    report_family = "sgp"
