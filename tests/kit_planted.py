@@ -61,8 +61,6 @@ def cases(work: Path) -> dict[str, Callable[[], object]]:
     return {
         "audit push-sum": audit_sees_weight("push-sum"),
         "audit push-sum-forgets-weight": audit_sees_weight("push-sum-forgets-weight"),
-        "resume push-sum": lambda: assert_resume_exact(
-            "push-sum", kill_after_round=1, workdir=work / "resume-push-sum"),
         "resume push-sum-forgets-weight": lambda: assert_resume_exact(
             "push-sum-forgets-weight", kill_after_round=1, workdir=work / "resume-forgets"),
         "bits push-sum": bits_charged("push-sum"),

@@ -76,6 +76,12 @@ def test_the_toy_protocol_is_at_most_30_lines_of_code() -> None:
     assert code_lines(PLUGIN / "median_gossip.py") <= 30
 
 
+def test_push_sum_on_directed_graphs_is_at_most_35_lines_of_code() -> None:
+    """The newcomer's Push-Sum took 62 with the first SDK; tests/test_testing_kit.py runs its
+    own tests."""
+    assert code_lines(ROOT / "tests" / "plugins" / "push_sum" / "push_sum.py") <= 35
+
+
 def test_an_installed_plugins_own_tests_pass_with_the_exactness_kit(plugin_python: str) -> None:
     """The plugin's tests (tests/plugins/median_gossip/tests) check it with dfl_mesh.testing, as a
     researcher's package does from its own checkout: zmq = inproc, the state audit, the paper's

@@ -85,7 +85,8 @@ def assert_formula_bits(protocol: str, hand_count: HandCount | None = None, *,
     """Run `protocol` (inproc) and raise an AssertionError naming the round and link where the
     formula ledger disagrees: with the wire ledger (bits charged where no data message went,
     or a data message charged nothing), or with `hand_count(run, r, src, dst)` on any directed
-    edge of the plan in any round. Returns the run, for checks of its own."""
+    arc of the plan's round graph (both directions of each edge, on one
+    undirected graph), in every round. Returns the run, for checks of its own."""
     with workspace(workdir) as where:
         kit_mesh = mesh(protocol, where, topology, overrides, settings)
         kit_mesh.run(where / "run", transport="inproc")
@@ -110,8 +111,8 @@ def formula_disagreement(run: FinishedRun, hand_count: HandCount | None) -> str 
                 "charged")
     if hand_count is None:
         return None
-    links = sorted({(r, a, b) for r in range(run.plan.rounds) for a, b in _directed(run.plan)}
-                   | set(charged))
+    links = sorted({(r, a, b) for r in range(run.plan.rounds) for a in run.plan.ids
+                    for b in run.plan.out_neighbors(a, r)} | set(charged))
     for r, src, dst in links:
         mine = int(hand_count(run, r, src, dst))
         got = charged.get((r, src, dst), {})
@@ -119,10 +120,6 @@ def formula_disagreement(run: FinishedRun, hand_count: HandCount | None) -> str 
             return (f"round {r}, link {src}->{dst}: the payloads declared {_bits(got)}, the hand "
                     f"count says {mine}")
     return None
-
-
-def _directed(plan: RunPlan) -> list[tuple[int, int]]:
-    return [(a, b) for a in plan.ids for b in plan.neighbors(a)]
 
 
 def _bits(components: Mapping[str, int]) -> str:

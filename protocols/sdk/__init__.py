@@ -42,12 +42,18 @@ if TYPE_CHECKING:
     from dfl_node.runner.prephase_client import Coordination
     from dfl_node.settings.model import ModelSpec
     from protocols.base import Protocol
-    from protocols.capabilities import PrePhase, RunReport, ServerBased, SurvivesFailures
+    from protocols.capabilities import (
+        DynamicGraphs,
+        PrePhase,
+        RunReport,
+        ServerBased,
+        SurvivesFailures,
+    )
     from protocols.hyper import DenseAccounting, ProtocolHyper, TrainingHyper
     from protocols.sdk.compute import ComputeStep
     from protocols.sdk.exchange import Exchange, OpenStep
     from protocols.sdk.learning import LocalSGD
-    from protocols.sdk.mixing import mix
+    from protocols.sdk.mixing import mix, push_row, uniform_row
     from protocols.sdk.payload import Payload, dense
     from protocols.sdk.star import Star
 
@@ -67,6 +73,7 @@ _HOMES = {
     "Coordination": "dfl_node.runner.prephase_client",
     "ModelSpec": "dfl_node.settings.model",
     "Protocol": "protocols.base",
+    "DynamicGraphs": "protocols.capabilities",
     "PrePhase": "protocols.capabilities", "RunReport": "protocols.capabilities",
     "ServerBased": "protocols.capabilities", "SurvivesFailures": "protocols.capabilities",
     "DenseAccounting": "protocols.hyper", "ProtocolHyper": "protocols.hyper",
@@ -74,7 +81,8 @@ _HOMES = {
     "ComputeStep": "protocols.sdk.compute",
     "Exchange": "protocols.sdk.exchange", "OpenStep": "protocols.sdk.exchange",
     "LocalSGD": "protocols.sdk.learning",
-    "mix": "protocols.sdk.mixing",
+    "mix": "protocols.sdk.mixing", "push_row": "protocols.sdk.mixing",
+    "uniform_row": "protocols.sdk.mixing",
     "Payload": "protocols.sdk.payload", "dense": "protocols.sdk.payload",
     "Star": "protocols.sdk.star",
 }
@@ -84,6 +92,7 @@ __all__ = [
     "ComputeStep",
     "Coordination",
     "DenseAccounting",
+    "DynamicGraphs",
     "Exchange",
     "Layout",
     "Link",
@@ -112,9 +121,11 @@ __all__ = [
     "mix",
     "numpy_stream",
     "on_cpu",
+    "push_row",
     "reset_parameters",
     "torch_stream",
     "unflatten_into",
+    "uniform_row",
 ]
 
 
