@@ -47,7 +47,7 @@ def through_the_sdk(graph: grimp.ImportGraph) -> dict[str, set[str]]:
         for node in ast.walk(ast.parse(Path(spec.origin).read_text())):
             if isinstance(node, ast.ImportFrom) and node.module == "protocols.sdk":
                 for alias in node.names:
-                    home = sdk._HOMES.get(alias.name, "")
+                    home = getattr(getattr(sdk, alias.name), "__module__", "") or ""
                     if home.startswith("dfl_node"):
                         users.setdefault(home, set()).add(module)
     return users

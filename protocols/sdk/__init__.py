@@ -16,16 +16,17 @@ building blocks, which do the runtime's duties for it:
 
 It is also the one door from the protocol families to the runtime: the runtime's types and
 helpers a protocol needs (`NodeContext`, `RunPlan`, `Received`, `grad_of`, `flatten`, ...)
-are imported from here, never from `dfl_node` (tests/test_sdk_surface.py). Every name is
-loaded on first use, so that a protocol's spec, which the launcher imports without torch, can
-import `RunPlan` from here too.
+are imported from here, never from `dfl_node` (tests/test_sdk_surface.py). The names are
+loaded on first use, in two groups: what a protocol's spec may need (`RunPlan`, `ModelSpec`,
+the capabilities, the settings models), which imports no torch, so that the launcher can read
+a spec without it; and the node side, torch and all. Both by plain imports: nothing here is
+imported by a name computed at run time (tests/test_no_unsafe_loading.py).
 
 docs/extending/protocol.md walks through a protocol written with them.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -57,35 +58,50 @@ if TYPE_CHECKING:
     from protocols.sdk.payload import Payload, dense
     from protocols.sdk.star import Star
 
-# name -> the module it is defined in
-_HOMES = {
-    "Layout": "dfl_node.comm.channel", "Received": "dfl_node.comm.channel",
-    "flatten": "dfl_node.learning.flat", "unflatten_into": "dfl_node.learning.flat",
-    "on_cpu": "dfl_node.learning.models", "reset_parameters": "dfl_node.learning.models",
-    "numpy_stream": "dfl_node.learning.seeds", "torch_stream": "dfl_node.learning.seeds",
-    "BatchSampler": "dfl_node.learning.training", "evaluate": "dfl_node.learning.training",
-    "grad_of": "dfl_node.learning.training",
-    "Link": "dfl_node.netsim.tdma",
-    "LinkModel": "dfl_node.netsim.virtual_clock", "LinkStats": "dfl_node.netsim.virtual_clock",
-    "RunPlan": "dfl_node.plan",
-    "NodeContext": "dfl_node.runner.context",
-    "SurvivingGraph": "dfl_node.runner.membership",
-    "Coordination": "dfl_node.runner.prephase_client",
-    "ModelSpec": "dfl_node.settings.model",
-    "Protocol": "protocols.base",
-    "DynamicGraphs": "protocols.capabilities",
-    "PrePhase": "protocols.capabilities", "RunReport": "protocols.capabilities",
-    "ServerBased": "protocols.capabilities", "SurvivesFailures": "protocols.capabilities",
-    "DenseAccounting": "protocols.hyper", "ProtocolHyper": "protocols.hyper",
-    "TrainingHyper": "protocols.hyper",
-    "ComputeStep": "protocols.sdk.compute",
-    "Exchange": "protocols.sdk.exchange", "OpenStep": "protocols.sdk.exchange",
-    "LocalSGD": "protocols.sdk.learning",
-    "mix": "protocols.sdk.mixing", "push_row": "protocols.sdk.mixing",
-    "uniform_row": "protocols.sdk.mixing",
-    "Payload": "protocols.sdk.payload", "dense": "protocols.sdk.payload",
-    "Star": "protocols.sdk.star",
-}
+
+def _spec_side() -> dict[str, Any]:
+    """The names a spec may import: nothing behind them imports torch."""
+    from dfl_node import plan
+    from dfl_node.learning import seeds
+    from dfl_node.netsim import tdma, virtual_clock
+    from dfl_node.runner import prephase_client
+    from dfl_node.settings import model
+    from protocols import capabilities, hyper
+
+    return {
+        "numpy_stream": seeds.numpy_stream, "torch_stream": seeds.torch_stream,
+        "Link": tdma.Link, "LinkModel": virtual_clock.LinkModel,
+        "LinkStats": virtual_clock.LinkStats, "RunPlan": plan.RunPlan,
+        "Coordination": prephase_client.Coordination, "ModelSpec": model.ModelSpec,
+        "DynamicGraphs": capabilities.DynamicGraphs, "PrePhase": capabilities.PrePhase,
+        "RunReport": capabilities.RunReport, "ServerBased": capabilities.ServerBased,
+        "SurvivesFailures": capabilities.SurvivesFailures,
+        "DenseAccounting": hyper.DenseAccounting, "ProtocolHyper": hyper.ProtocolHyper,
+        "TrainingHyper": hyper.TrainingHyper,
+    }
+
+
+def _node_side() -> dict[str, Any]:
+    """The rest: the building blocks of a round and the runtime's node-side types."""
+    from dfl_node.comm import channel
+    from dfl_node.learning import flat, models, training
+    from dfl_node.runner import context, membership
+    from protocols import base
+    from protocols.sdk import compute, exchange, learning, mixing, payload, star
+
+    return {
+        "Layout": channel.Layout, "Received": channel.Received, "flatten": flat.flatten,
+        "unflatten_into": flat.unflatten_into, "on_cpu": models.on_cpu,
+        "reset_parameters": models.reset_parameters, "BatchSampler": training.BatchSampler,
+        "evaluate": training.evaluate, "grad_of": training.grad_of,
+        "NodeContext": context.NodeContext, "SurvivingGraph": membership.SurvivingGraph,
+        "Protocol": base.Protocol, "ComputeStep": compute.ComputeStep,
+        "Exchange": exchange.Exchange, "OpenStep": exchange.OpenStep,
+        "LocalSGD": learning.LocalSGD, "mix": mixing.mix, "push_row": mixing.push_row,
+        "uniform_row": mixing.uniform_row, "Payload": payload.Payload, "dense": payload.dense,
+        "Star": star.Star,
+    }
+
 
 __all__ = [
     "BatchSampler",
@@ -130,13 +146,14 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
+    if name not in __all__:
         raise AttributeError(f"module 'protocols.sdk' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+    names = _spec_side()
+    if name not in names:
+        names |= _node_side()
+    globals().update(names)
+    return names[name]
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOMES})
+    return sorted({*globals(), *__all__})
