@@ -1,8 +1,9 @@
 """The protocol SDK: what a protocol is written with, so that it reads like its paper.
 
-A protocol declares its settings (`Hyper`, a typed model), its state (`checkpoint_fields`) and
-its capabilities (mix-ins from protocols/capabilities.py), and writes `run_round` with these
-building blocks, which do the runtime's duties for it:
+A protocol declares itself in a `ProtocolSpec` (its settings, `Hyper`, a typed model, and its
+capabilities, parts from protocols/capabilities.py), names it as its node class's `spec`, lists
+its state (`checkpoint_fields`) and writes `run_round` with these building blocks, which do
+the runtime's duties for it:
 
 - `LocalSGD`: the node's mini-batch stream and SGD steps, counted for the virtual clock;
 - `Exchange`: every communication shape of a synchronous step on one phase: to all
@@ -18,7 +19,7 @@ It is also the one door from the protocol families to the runtime: the runtime's
 helpers a protocol needs (`NodeContext`, `RunPlan`, `Received`, `grad_of`, `flatten`, ...)
 are imported from here, never from `dfl_node` (tests/test_sdk_surface.py). Every name is
 loaded on first use, so that a protocol's spec, which the launcher imports without torch, can
-import `RunPlan` from here too.
+import `ProtocolSpec`, its capabilities and `RunPlan` from here too.
 
 docs/extending/protocol.md walks through a protocol written with them.
 """
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     from protocols.sdk.mixing import mix, push_row, uniform_row
     from protocols.sdk.payload import Payload, dense
     from protocols.sdk.star import Star
+    from protocols.spec import ProtocolSpec
 
 # name -> the module it is defined in
 _HOMES = {
@@ -85,6 +87,7 @@ _HOMES = {
     "uniform_row": "protocols.sdk.mixing",
     "Payload": "protocols.sdk.payload", "dense": "protocols.sdk.payload",
     "Star": "protocols.sdk.star",
+    "ProtocolSpec": "protocols.spec",
 }
 
 __all__ = [
@@ -106,6 +109,7 @@ __all__ = [
     "PrePhase",
     "Protocol",
     "ProtocolHyper",
+    "ProtocolSpec",
     "Received",
     "RunPlan",
     "RunReport",
