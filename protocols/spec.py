@@ -33,6 +33,7 @@ from protocols.capabilities import (
     Capability,
     DynamicGraphs,
     PrePhase,
+    RunReport,
     ServerBased,
     SurvivesFailures,
 )
@@ -94,12 +95,22 @@ class ProtocolSpec(Generic[H]):
     check_plan: Callable[[RunPlan], None] = model_fits_data
 
     def capability(self, kind: type[C]) -> C | None:
-        """The declared capability of this kind, if any."""
+        """The declared capability of this (concrete) kind, if any."""
         return next((c for c in self.capabilities if isinstance(c, kind)), None)
 
     @property
+    def prephase(self) -> PrePhase | None:
+        """The declared pre-phase (its coordinator's side), if any."""
+        return next((c for c in self.capabilities if isinstance(c, PrePhase)), None)
+
+    @property
+    def run_report(self) -> RunReport | None:
+        """The declared run report (its `run_keys`), if any."""
+        return next((c for c in self.capabilities if isinstance(c, RunReport)), None)
+
+    @property
     def needs_prephase(self) -> bool:
-        return self.capability(PrePhase) is not None
+        return self.prephase is not None
 
     @property
     def server_based(self) -> bool:

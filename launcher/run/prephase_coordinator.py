@@ -43,7 +43,6 @@ from dfl_node.transports.encryption import COORDINATOR, Curve, load_curve
 from dfl_node.transports.zeromq import authenticated_peer, peer_of, routing_id
 from dfl_node.wire.codec import Frame, WireError, WireLimits, decode, encode
 from launcher.run.rundir import write_json
-from protocols.capabilities import PrePhase
 from protocols.registry import protocol_spec
 
 
@@ -159,7 +158,7 @@ def serve(plan: RunPlan, channel: CoordinatorChannel, run_dir: Path,
     if rejected is not None:
         rejected.update(gathered.rejected)
     try:
-        prephase = protocol_spec(plan.protocol).capability(PrePhase)
+        prephase = protocol_spec(plan.protocol).prephase
         if prephase is None:
             raise TypeError(f"{plan.protocol} has no pre-phase")
         result = prephase.coordinate(plan, gathered.reports)
