@@ -8,7 +8,7 @@ file or the collector.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, ClassVar, Generic, get_args, get_origin
 
 import numpy as np
 import torch
@@ -29,19 +29,52 @@ from protocols.spec import H, ProtocolSpec
 EVAL_BATCH = 64
 
 
-class Protocol(ProtocolSpec[H], ABC):
-    """One node's algorithm: the node class of a protocol, a subclass of its spec
-    (protocols/spec.py, which declares what the launcher reads). Capabilities beyond rounds are
-    mix-ins (protocols/capabilities.py); the building blocks of a round are in protocols/sdk."""
+class Protocol(ABC, Generic[H]):
+    """One node's algorithm: the node class of a protocol. It names its declaration, `spec`
+    (protocols/spec.py: the settings, capabilities and all the launcher reads), and implements
+    the node's half of each declared capability (protocols/capabilities.py); the building
+    blocks of a round are in protocols/sdk. `H`, the type of `self.hyper`, is for the type
+    checker: the settings are the spec's `Hyper`, which must be an `H` (checked here)."""
+
+    spec: ClassVar[ProtocolSpec[Any]]
 
     # Attributes (dotted paths reach inside) whose state the next round reads beside the model:
     # samplers, copies, trackers, counters. A checkpoint saves them (dfl_node/state/codec.py);
     # dfl_mesh.testing's state audit and resume check fail when one is missing.
     checkpoint_fields: tuple[str, ...] = ()
 
+    def __init_subclass__(cls, **declared: Any) -> None:
+        """A node class names its spec (`spec = DPSGD_SPEC`, from the module the launcher
+        reads), or, as a plugin's single class may, declares it inline with the spec's other
+        fields as class keywords, its settings being the type parameter:
+        `class PushSum(Protocol[TrainingHyper], capabilities=(DynamicGraphs(),))`. The type
+        parameter, where a class gives one, must be a base of the spec's `Hyper`."""
+        super().__init_subclass__()
+        typed = next((args[0] for base in cls.__dict__.get("__orig_bases__", ())
+                      if _is_protocol(get_origin(base)) and (args := get_args(base))
+                      and isinstance(args[0], type)), None)
+        if declared or (typed is not None and getattr(cls, "spec", None) is None):
+            if typed is None or "spec" in cls.__dict__:
+                raise TypeError(f"{cls.__name__}: an inline spec takes its Hyper from "
+                                "Protocol[Hyper], and no `spec` besides")
+            cls.spec = ProtocolSpec(typed, **declared)
+        spec = getattr(cls, "spec", None)
+        if spec is None:  # a base that several node classes share (SSD-FL's cycle)
+            return
+        if not isinstance(spec, ProtocolSpec):
+            raise TypeError(f"{cls.__name__}.spec is not a protocols.spec.ProtocolSpec")
+        if typed is not None and not issubclass(spec.Hyper, typed):
+            raise TypeError(f"{cls.__name__}: its spec's Hyper, {spec.Hyper.__name__}, is no "
+                            f"{typed.__name__}")
+
     def __init__(self, ctx: NodeContext) -> None:
         self.ctx = ctx
-        self.hyper: H = type(self).Hyper.model_validate(ctx.hyper)  # type: ignore[assignment]
+        self.hyper: H = self.spec.settings(ctx.hyper)
+
+    @property
+    def needs_prephase(self) -> bool:
+        """Read by the runtime, which knows no spec."""
+        return self.spec.needs_prephase
 
     def checkpoint_state(self) -> State:
         """Everything the next round reads: the model (parameters and buffers) and the
@@ -93,3 +126,7 @@ class Protocol(ProtocolSpec[H], ABC):
     def extra_state(self) -> dict[str, torch.Tensor]:
         """Tensors beside the model worth keeping (e.g. neighbour copies), saved in final/."""
         return {}
+
+
+def _is_protocol(origin: object) -> bool:
+    return isinstance(origin, type) and issubclass(origin, Protocol)

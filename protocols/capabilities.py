@@ -1,89 +1,83 @@
-"""What a protocol may do beyond running rounds, each opted into by inheriting its mix-in.
+"""What a protocol may do beyond running rounds: parts of its declaration (protocols/spec.py).
 
-A protocol that does not inherit a capability has none of its methods, so nothing is a silent
-no-op: the launcher refuses `--on-failure continue` for a protocol without `SurvivesFailures`,
-plans a coordinator only for `PrePhase` and an aggregator only for `ServerBased`, and the
-runtime calls these methods only on protocols that have them.
+A protocol has a capability when its spec lists it (`capabilities=(SurvivesFailures(), ...)`),
+and only then: the launcher refuses `--on-failure continue` for a protocol without
+`SurvivesFailures`, plans a coordinator only for `PrePhase` and an aggregator only for
+`ServerBased`, and the runtime calls a node's capability methods only where they are declared.
 
-A protocol's spec inherits the mix-in (protocols/spec.py), so the launcher sees the capability
-without importing the node class; the spec implements the launcher's half (a pre-phase's
-`coordinate`, a run report's `run_keys`), the node class, which subclasses the spec, the node's.
-Nothing here imports torch.
+A capability is declared once, in the spec, with its launcher-side half where it has one (a
+pre-phase's `coordinate`, a run report's `run_keys`); the node's half is methods of the node
+class, named in `duties`. The registry refuses a node class that lacks a duty of its spec
+(`protocols.registry.node_class`), so a forgotten one fails when the class is looked up, not
+when a node first needs it. Nothing here imports torch.
 """
 
 from __future__ import annotations
 
-from abc import abstractmethod
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
 from dfl_node.plan import RunPlan
 from dfl_node.runner.prephase_client import Coordination
 
-if TYPE_CHECKING:
-    from dfl_node.runner.membership import SurvivingGraph
+
+class Capability:
+    """One thing a protocol may do beyond rounds. `duties`: the methods its node class must
+    have for it."""
+
+    duties: ClassVar[tuple[str, ...]] = ()
 
 
-class PrePhase:
+class PrePhase(Capability, ABC):
     """A one-time pre-phase before round 0: every node reports to a coordinator, which answers
-    each (dfl_node/runner/prephase_client.py; SSD-FL's clustering)."""
+    each (dfl_node/runner/prephase_client.py; SSD-FL's clustering). The node's half:
+    `prephase_report()`, what it tells the coordinator (named arrays), and
+    `prephase_answer(answer)`, which takes the answer or raises ValueError if it is
+    malformed."""
 
-    needs_prephase: ClassVar[bool] = True
+    duties = ("prephase_report", "prephase_answer")
 
     @abstractmethod
-    def prephase_report(self) -> dict[str, np.ndarray]:
-        """What this node tells the coordinator (named arrays)."""
-
-    @abstractmethod
-    def prephase_answer(self, answer: Mapping[str, np.ndarray]) -> None:
-        """Take the coordinator's answer; raise ValueError if it is malformed."""
-
-    @staticmethod
-    @abstractmethod
-    def coordinate(plan: RunPlan, reports: Mapping[int, Mapping[str, np.ndarray]]) -> Coordination:
+    def coordinate(self, plan: RunPlan,
+                   reports: Mapping[int, Mapping[str, np.ndarray]]) -> Coordination:
         """The coordinator's side: every node's report in, an answer per node out (runs once,
         in the coordinator process). Raise ValueError (one line) on reports it cannot use."""
 
 
-class SurvivesFailures:
+@dataclass(frozen=True)
+class SurvivesFailures(Capability):
     """Documented rules for losing a node (docs/failures.md): a run may use
-    `--on-failure continue`, and the runtime calls `on_graph_change` once the survivors agree
-    on a smaller graph."""
+    `--on-failure continue`, and the runtime calls the node's `on_graph_change(graph)` once
+    the survivors agree on a smaller graph (from the next round on, it runs on `graph`)."""
 
-    survives_failures: ClassVar[bool] = True
-
-    @abstractmethod
-    def on_graph_change(self, graph: SurvivingGraph) -> None:
-        """From the next round on, run on `graph` (dead nodes gone)."""
+    duties = ("on_graph_change",)
 
 
-class DynamicGraphs:
+@dataclass(frozen=True)
+class DynamicGraphs(Capability):
     """Runs on directed and time-varying topologies (topologies/schedules.py): the protocol
     sends to the round's out-neighbours, gathers from its in-neighbours (the runtime sets both
     on the comm before each round) and reads any mixing weights per round
     (`plan.weight_row(node, r)`); the launcher refuses such a topology to any other protocol."""
 
-    dynamic_graphs: ClassVar[bool] = True
 
-
-class ServerBased:
+@dataclass(frozen=True)
+class ServerBased(Capability):
     """An aggregator node beside the clients (q-FFL): the plan adds one, the next free id."""
 
-    server_based: ClassVar[bool] = True
 
-
-class RunReport:
+class RunReport(Capability, ABC):
     """summary.json keys that need every client's contribution at once (rho of a matrix whose
-    rows live on different nodes, per-task results): each node's `node_report` travels to the
-    launcher, which calls `run_keys` with all of them."""
+    rows live on different nodes, per-task results): each node's `node_report()` (what it
+    tells the launcher at the end, not averaged over nodes) travels to the launcher, which
+    calls `run_keys` with all of them."""
+
+    duties = ("node_report",)
 
     @abstractmethod
-    def node_report(self) -> dict[str, Any]:
-        """What this node tells the launcher at the end (not averaged over nodes)."""
-
-    @classmethod
-    @abstractmethod
-    def run_keys(cls, plan: RunPlan, reports: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+    def run_keys(self, plan: RunPlan, reports: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
         """The summary.json keys computed from every node's `node_report`."""

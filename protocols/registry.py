@@ -3,16 +3,17 @@
 The shipped protocols register exactly as a third-party package does (pyproject.toml's
 [project.entry-points."dfl_mesh.protocols"]), so an installed package adds an algorithm with no
 edit to this repository. The launcher reaches every protocol through this table: what it shows
-of each (protocols/describe.py) is read from the specs here (protocols/spec.py), which import
-no torch; a node gets its class with `node_class`. The order is `dfl-report`'s:
-dfl-mesh's own in their declared order (families in the order of their first member), then
-other packages' by name.
+of each (protocols/describe.py) is read from the specs here (protocols/spec.py: `ProtocolSpec`
+objects, which import no torch); a node gets its class with `node_class`. A package may
+register a Protocol class under `dfl_mesh.protocols` alone: its `spec` is then the entry. The
+order is `dfl-report`'s: dfl-mesh's own in their declared order (families in the order of
+their first member), then other packages' by name.
 
 A name two packages register is refused, not resolved by install order: it stays out of the
 table and `--protocol` with it names both packages.
 
 The table is loaded on its first use, not on import: a node, or a host's server forking nodes,
-needs one protocol (`protocol_class`), and loading all of them cost each such process about
+needs one protocol (`protocol_spec`), and loading all of them cost each such process about
 0.35 CPU-seconds (DSC's models, SSD-FL's clustering and networkx) for classes it never uses.
 """
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, TypeGuard
+from typing import TYPE_CHECKING, Any
 
 from dfl_config.plugins import (
     NODES_GROUP,
@@ -42,25 +43,34 @@ if TYPE_CHECKING:
 GROUP = PROTOCOLS_GROUP
 
 
+Spec = ProtocolSpec[Any]
+
+
 @cache
-def _discover() -> tuple[dict[str, type[ProtocolSpec]], Plugins]:
+def _discover() -> tuple[dict[str, Spec], Plugins]:
     plugins = discover(GROUP)
-    for name, cls in list(plugins.found.items()):
-        if not is_spec(cls):
+    table = {}
+    for name, found in list(plugins.found.items()):
+        spec = spec_of(found)
+        if spec is None:
             plugins.refuse(name, NOT_A_SPEC)
-    table = plugins.found
+        else:
+            table[name] = spec
     order = sorted(table, key=lambda n: _rank(n, table))
     return {name: table[name] for name in order}, plugins
 
 
-NOT_A_SPEC = "is not a protocols.spec.ProtocolSpec subclass"
+NOT_A_SPEC = "is neither a protocols.spec.ProtocolSpec nor a class with one as its `spec`"
 
 
-def is_spec(cls: object) -> TypeGuard[type[ProtocolSpec]]:
-    return isinstance(cls, type) and issubclass(cls, ProtocolSpec)
+def spec_of(found: object) -> Spec | None:
+    """The declaration an entry point names: a spec, or a (Protocol) class's `spec`."""
+    if isinstance(found, type):
+        found = getattr(found, "spec", None)
+    return found if isinstance(found, ProtocolSpec) else None
 
 
-def _rank(name: str, table: dict[str, type[ProtocolSpec]]) -> tuple[int, str, int, str]:
+def _rank(name: str, table: dict[str, Spec]) -> tuple[int, str, int, str]:
     """dfl-report's order: by family table (its position), then its rows, then by name."""
     family = table[name].report_family
     lead = table.get(family) if family else None
@@ -71,10 +81,10 @@ def _rank(name: str, table: dict[str, type[ProtocolSpec]]) -> tuple[int, str, in
     return (report.position, family, row, name)
 
 
-class Table(Mapping[str, type[ProtocolSpec]]):
+class Table(Mapping[str, Spec]):
     """Every registered protocol's spec by name, in dfl-report's order, loaded on first use."""
 
-    def __getitem__(self, name: str) -> type[ProtocolSpec]:
+    def __getitem__(self, name: str) -> Spec:
         return _discover()[0][name]
 
     def __iter__(self) -> Iterator[str]:
@@ -87,7 +97,7 @@ class Table(Mapping[str, type[ProtocolSpec]]):
 PROTOCOLS = Table()
 
 
-def protocol_class(name: str) -> type[ProtocolSpec]:
+def protocol_spec(name: str) -> Spec:
     """`name`'s spec; until the whole table is needed, only its own entry point is loaded."""
     if _discover.cache_info().currsize == 0:
         found = _one(name)
@@ -100,35 +110,50 @@ def protocol_class(name: str) -> type[ProtocolSpec]:
 
 
 @cache
-def _one(name: str) -> type[ProtocolSpec] | None:
+def _one(name: str) -> Spec | None:
     """`name`'s entry point alone, loaded and checked once per process (None: the whole
     table is needed, to say why `name` is not there)."""
     try:
         found = discover_one(GROUP, name)
     except PluginLoadError:
         return None
-    return found[0] if found is not None and is_spec(found[0]) else None
+    return spec_of(found[0]) if found is not None else None
 
 
 @cache
 def node_class(name: str) -> type[Protocol]:
-    """`name`'s node class, which a node runs: its `dfl_mesh.protocol_nodes` entry point, a
-    subclass of its spec, imported here (and torch with it); a spec that is a Protocol class
-    itself is its own. Once per process: an inproc mesh's nodes are threads of one process,
-    and each scan of the installed distributions' entry points costs tens of milliseconds."""
+    """`name`'s node class, which a node runs: its `dfl_mesh.protocol_nodes` entry point, or
+    the Protocol class registered under `dfl_mesh.protocols` alone, imported here (and torch
+    with it). Its `spec` must be the table's, and it must have every duty of the spec's
+    capabilities (protocols/capabilities.py). Once per process: an inproc mesh's nodes are
+    threads of one process, and each scan of the installed distributions' entry points costs
+    tens of milliseconds."""
     from protocols.base import Protocol
 
-    spec = protocol_class(name)
-    if issubclass(spec, Protocol):
-        return spec
-    found = discover_one(NODES_GROUP, name)
-    if found is None:
+    spec = protocol_spec(name)
+    found = discover_one(NODES_GROUP, name) or discover_one(GROUP, name)
+    if found is None or not isinstance(found[0], type):
         raise TypeError(f"protocol {name!r}: no {NODES_GROUP} entry point names its node class")
     cls, package = found
-    if not (isinstance(cls, type) and issubclass(cls, spec) and issubclass(cls, Protocol)):
-        raise TypeError(f"{NODES_GROUP} entry point {name!r} of {package} is not a "
-                        f"protocols.base.Protocol subclass of {spec.__name__}")
+    if not issubclass(cls, Protocol):
+        raise TypeError(f"entry point {name!r} of {package} is not a protocols.base.Protocol "
+                        "subclass")
+    problem = node_problem(cls, spec)
+    if problem:
+        raise TypeError(f"{NODES_GROUP} entry point {name!r} of {package}: {problem}")
     return cls
+
+
+def node_problem(cls: type, spec: Spec) -> str | None:
+    """Why `cls` cannot be `spec`'s node class: it names another spec, or it lacks a method
+    that a declared capability needs of the node (protocols/capabilities.py)."""
+    if getattr(cls, "spec", None) is not spec:
+        return f"{cls.__name__} does not name the registered spec as its `spec`"
+    missing = [duty for part in spec.capabilities for duty in part.duties
+               if not callable(getattr(cls, duty, None))]
+    if missing:
+        return f"{cls.__name__} lacks {', '.join(missing)}, which its spec's capabilities need"
+    return None
 
 
 def protocol_plugins() -> Plugins:
@@ -162,32 +187,33 @@ class ReportFamily:
 def report_families() -> dict[str, ReportFamily]:
     """Every family, in table order; a protocol without a family is in none."""
     members: dict[str, list[str]] = {}
-    for name, cls in PROTOCOLS.items():
-        if cls.report_family is not None:
-            members.setdefault(cls.report_family, []).append(name)
+    for name, spec in PROTOCOLS.items():
+        if spec.report_family is not None:
+            members.setdefault(spec.report_family, []).append(name)
     out = {}
     for family, names in members.items():
         lead = PROTOCOLS[family]
         if lead.report_table is None:
-            raise TypeError(f"{lead.__name__} leads the report family {family!r} but declares "
+            raise TypeError(f"protocol {family!r} leads its report family but declares "
                             "no report_table")
         out[family] = ReportFamily(family, lead.report_table, lead.score, tuple(names))
     return out
 
 
 def launch_commands() -> list[click.Command]:
-    """The `dfl-launch` sub-commands protocols bring, each once (subclasses inherit them)."""
+    """The `dfl-launch` sub-commands protocols bring, each once (baselines share their lead's)."""
     out: list[click.Command] = []
-    for cls in PROTOCOLS.values():
-        out += [command for command in cls.launch_commands if command not in out]
+    for spec in PROTOCOLS.values():
+        out += [command for command in spec.launch_commands if command not in out]
     return out
 
 
 def dataset_preparers() -> dict[str, DatasetPreparer]:
     """`--dataset` name -> preparer, for the datasets protocols bring."""
-    return {name: prepare for cls in PROTOCOLS.values() for name, prepare in cls.datasets.items()}
+    return {name: prepare for spec in PROTOCOLS.values()
+            for name, prepare in spec.datasets.items()}
 
 
 def multitask_baselines() -> list[str]:
     """The hyper-parameters that name a baseline run: where one is, not what runs."""
-    return sorted({cls.multitask.baseline for cls in PROTOCOLS.values() if cls.multitask})
+    return sorted({spec.multitask.baseline for spec in PROTOCOLS.values() if spec.multitask})

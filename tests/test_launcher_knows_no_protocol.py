@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 import click
@@ -18,6 +19,7 @@ from protocols.registry import (
     node_class,
     report_families,
 )
+from protocols.spec import ProtocolSpec
 from tests.harness import ROOT
 
 FAMILY_PACKAGES = ("gossip", "dmflsq", "ssdfl", "dsc")
@@ -82,7 +84,7 @@ def test_a_node_imports_its_own_protocol_and_no_other() -> None:
              "loaded = sorted(m for m in sys.modules if m.startswith('protocols.')\n"
              "                and m.count('.') >= 2 and m.split('.')[1] in FAMILIES)\n"
              "print(' '.join(loaded))\n"
-             "assert issubclass(cls, PROTOCOLS['d-psgd'])  # the node class of the table's spec\n")
+             "assert cls.spec is PROTOCOLS['d-psgd']  # the node class of the table's spec\n")
     done = subprocess.run([sys.executable, "-c", f"FAMILIES = {FAMILY_PACKAGES!r}\n{probe}"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -91,16 +93,18 @@ def test_a_node_imports_its_own_protocol_and_no_other() -> None:
 
 
 @pytest.mark.parametrize("name", list(PROTOCOLS))
-def test_a_node_class_subclasses_its_spec_and_declares_none_of_it(name: str) -> None:
-    """The launcher reads the spec, a node runs the node class: what the launcher reads must
-    be the spec's alone, or the two could disagree (a Hyper default, a capability)."""
+def test_a_node_class_names_its_spec_and_inherits_no_part_of_it(name: str) -> None:
+    """The launcher reads the spec, a node runs the node class: the spec is the node class's
+    `spec`, never a base of it, and no node class declares what the spec does, so the two
+    cannot disagree (a Hyper default, a capability)."""
     from protocols.base import Protocol
-    from protocols.spec import ProtocolSpec
 
     spec, node = PROTOCOLS[name], node_class(name)
-    assert issubclass(node, spec) and issubclass(node, Protocol) and spec is not node
-    declared = {k for k in vars(ProtocolSpec) if not k.startswith("_")} | {
+    assert node.spec is spec and issubclass(node, Protocol)
+    assert not [cls for cls in node.__mro__ if issubclass(cls, ProtocolSpec)]
+    declared = {f.name for f in fields(ProtocolSpec)} | {
+        k for k, v in vars(ProtocolSpec).items() if isinstance(v, property)} | {
         "coordinate", "run_keys"}
     for cls in node.__mro__:
-        if issubclass(cls, Protocol) and cls is not Protocol:  # node classes, not specs
+        if issubclass(cls, Protocol) and cls is not Protocol:  # node classes, not the base
             assert not declared & set(vars(cls)), (cls.__name__, declared & set(vars(cls)))

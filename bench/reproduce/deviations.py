@@ -22,7 +22,7 @@ from bench.reproduce.graphs import materialize
 from dfl_node.settings.data import SyntheticSettings
 from launcher.api.settings import parse, to_argv
 from launcher.config.inputs import resolve_inputs
-from protocols.registry import protocol_class
+from protocols.registry import protocol_spec
 
 SETTINGS = ("rounds", "epochs", "local steps", "model", "P", "lr", "batch", "N", "graph",
             "split", "test set", "seeds")
@@ -124,7 +124,7 @@ def used_value(setting: str, config: Resolved, seeds: Sequence[int],
 
 def step_size(protocol: str, hyper: Mapping[str, Any]) -> Any:
     """The protocol's lr, or its law where it varies over rounds (DSGT's lr/sqrt(t+1))."""
-    law = protocol_class(protocol).Hyper.model_validate(hyper).step_size_law()
+    law = protocol_spec(protocol).Hyper.model_validate(hyper).step_size_law()
     return law if law is not None else hyper.get("lr")
 
 

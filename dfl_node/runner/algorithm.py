@@ -24,7 +24,7 @@ class NodeAlgorithm(Protocol):
     isinstance against the capabilities below before calling one."""
 
     @property
-    def needs_prephase(self) -> bool: ...  # read only: protocols declare it per class
+    def needs_prephase(self) -> bool: ...  # read only: a protocol declares it in its spec
 
     def run_round(self, r: int) -> dict[str, float]: ...
 

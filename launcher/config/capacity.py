@@ -32,7 +32,7 @@ from launcher.config.backend_catalog import local_spec
 from launcher.config.endpoints import LOOPBACK, fixed_endpoint
 from launcher.config.ports import PortClaims
 from launcher.errors import LaunchError
-from protocols.registry import protocol_class
+from protocols.registry import protocol_spec
 from topologies.model import Topology
 
 LINK_ROUND_BYTES = 256
@@ -75,9 +75,9 @@ def check_rounds(topology: Topology, config: dict[str, Any], server_based: bool)
 
 def ports_needed(topology: Topology, config: dict[str, Any]) -> int:
     """Local ports the plan will claim: nodes without a port, services without an endpoint."""
-    cls = protocol_class(config["protocol"])
-    services = ["collector", *(["coordinator"] if cls.needs_prephase else []),
-                *(["aggregator"] if cls.server_based else [])]
+    spec = protocol_spec(config["protocol"])
+    services = ["collector", *(["coordinator"] if spec.needs_prephase else []),
+                *(["aggregator"] if spec.server_based else [])]
     if config["endpoints"].get("nodes") == "discover":
         return sum(fixed_endpoint(config, s) is None for s in (*services, "directory"))
     loose = sum(node.port is None for node in topology.nodes)

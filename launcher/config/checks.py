@@ -17,12 +17,12 @@ from typing import Any
 from dfl_node.plan import RunPlan
 from launcher.config.endpoints import wildcard_bind
 from launcher.errors import LaunchError
-from protocols.registry import PROTOCOLS, protocol_class
+from protocols.registry import PROTOCOLS, protocol_spec
 
 
 def check_protocol(plan: RunPlan) -> None:
     try:
-        protocol_class(plan.protocol).check_plan(plan)
+        protocol_spec(plan.protocol).check_plan(plan)
     except ValueError as exc:
         raise LaunchError(f"{plan.protocol}: {exc}") from None
 
@@ -70,6 +70,6 @@ def check_failure_policy(config: Mapping[str, Any], protocol: str, survives: boo
     """Whether the protocol may `continue` after a death (the values themselves are checked by
     the wire section's model)."""
     if config["wire"]["on_failure"] == "continue" and not survives:
-        surviving = sorted(name for name, cls in PROTOCOLS.items() if cls.survives_failures)
+        surviving = sorted(name for name, spec in PROTOCOLS.items() if spec.survives_failures)
         raise LaunchError(f"--on-failure continue: {protocol} has no rules for losing a node; "
                           f"use stop (protocols that survive failures: {', '.join(surviving)})")

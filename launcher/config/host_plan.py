@@ -44,9 +44,9 @@ class NoClaims(PortClaims):
 
 def services(protocol: str) -> list[str]:
     """The services a protocol's mesh connects to besides its nodes."""
-    cls = PROTOCOLS[protocol]
-    return ["collector", *(["coordinator"] if cls.needs_prephase else []),
-            *(["aggregator"] if cls.server_based else [])]
+    spec = PROTOCOLS[protocol]
+    return ["collector", *(["coordinator"] if spec.needs_prephase else []),
+            *(["aggregator"] if spec.server_based else [])]
 
 
 def check_fixed(topology: Topology, config: dict[str, Any]) -> None:

@@ -26,7 +26,7 @@ from launcher.config.run_config import dataset_sections
 from launcher.data.prepare import prepare_data
 from launcher.errors import LaunchError
 from launcher.results.cycle_metrics import cycle_section
-from protocols.registry import PROTOCOLS, protocol_class
+from protocols.registry import PROTOCOLS, protocol_spec
 from topologies.errors import TopologyError
 from topologies.mixing import mixing_matrix
 from topologies.model import Topology
@@ -152,7 +152,7 @@ def check_dynamic_graph(topology: Topology, config: dict[str, Any]) -> None:
         return
     what = f"topology {topology.name} is {'time-varying' if topology.schedule else 'directed'}"
     protocol = config["protocol"]
-    if not protocol_class(protocol).dynamic_graphs:
+    if not protocol_spec(protocol).dynamic_graphs:
         able = sorted(name for name, spec in PROTOCOLS.items() if spec.dynamic_graphs)
         raise LaunchError(f"{what}: {protocol} runs on one undirected graph (protocols for "
                           f"directed and time-varying graphs: {', '.join(able)})")
@@ -187,7 +187,7 @@ MAX_PREPHASE_BYTES = 64 << 20  # a report holds a small raw sample; nothing near
 def prephase_section(config: dict[str, Any], claims: PortClaims) -> dict[str, Any]:
     """The plan's `prephase` section when the protocol needs one: the coordinator's address is
     `endpoints.coordinator`, or a local port beside the launcher."""
-    if not protocol_class(config["protocol"]).needs_prephase:
+    if not protocol_spec(config["protocol"]).needs_prephase:
         return {}
     bind, address = endpoint(config, "coordinator", claims)
     return {"bind": bind, "address": address,

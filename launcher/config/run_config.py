@@ -26,7 +26,7 @@ from dfl_node.settings.wire import WireSettings
 from dfl_node.state.checkpoint_check import OnCorrupt
 from launcher.config.backend_catalog import DEFAULT_LOCAL
 from protocols.hyper import ProtocolHyper
-from protocols.registry import PROTOCOLS, protocol_class
+from protocols.registry import PROTOCOLS, protocol_spec
 
 # `model: {name: auto}` picks the dataset's default model (resolved before validation).
 DEFAULT_MODELS = {"synthetic": "mlp", "fmnist": "cnn", "cifar10": "cnn"}
@@ -111,7 +111,7 @@ def model_union(protocols: list[str]) -> Any:
     """The `model:` section: one spec per model the runtime and these protocols know."""
     specs: dict[str, type[Section]] = {AUTO: AutoModel, **MODEL_SPECS}
     for name in protocols:
-        for spec in protocol_class(name).model_specs:
+        for spec in protocol_spec(name).model_specs:
             (tag,) = get_args(spec.model_fields["name"].annotation)
             specs[str(tag)] = spec
     kinds = tuple(specs.values())
@@ -139,10 +139,10 @@ def run_config_model(protocol: str | None) -> type[RunSettings]:
     for dataset, generated in generated_datasets().items():
         fields[dataset] = (generated.options, generated.options())
     for name in names:
-        for section, options in protocol_class(name).dataset_options.items():
+        for section, options in protocol_spec(name).dataset_options.items():
             fields[section] = (options, options())
     if protocol:
-        hyper = protocol_class(protocol).Hyper
+        hyper = protocol_spec(protocol).Hyper
         fields["hyper"] = (hyper, hyper())
     else:
         fields["hyper"] = (AnyHyper, AnyHyper())
@@ -162,7 +162,7 @@ def node_attributes_model() -> type[Section]:
     key outside these is a typo (`dfl_mesh` validates topology files against this model)."""
     fields: dict[str, Any] = {}
     sources: list[type[Section]] = [NodeRuntimeAttributes]
-    sources += [cls.node_attributes for cls in PROTOCOLS.values() if cls.node_attributes]
+    sources += [spec.node_attributes for spec in PROTOCOLS.values() if spec.node_attributes]
     for source in sources:
         for name, info in source.model_fields.items():
             fields.setdefault(name, (info.annotation, info))
@@ -173,5 +173,5 @@ def dataset_sections() -> list[str]:
     """The config sections of every generated dataset and every dataset a protocol brings
     (each run's plan carries them all, empty where its protocol has none, so that plans of all
     protocols look alike)."""
-    brought = {section for cls in PROTOCOLS.values() for section in cls.dataset_options}
+    brought = {section for spec in PROTOCOLS.values() for section in spec.dataset_options}
     return sorted({*generated_datasets(), *brought})

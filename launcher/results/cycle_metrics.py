@@ -34,7 +34,7 @@ import numpy as np
 
 from dfl_node.plan import RunPlan
 from dfl_node.runner.reporter import params_due
-from protocols.registry import protocol_class
+from protocols.registry import protocol_spec
 from topologies.measures import exact_conductance, slem, sweep_conductance
 from topologies.mixing import WEIGHTS, induced, lazy
 
@@ -64,7 +64,7 @@ class CycleMetrics:
     def __init__(self, plan: RunPlan, run_dir: Path) -> None:
         self.plan = plan
         self.section = plan.cycle_metrics
-        self.group_key = protocol_class(plan.protocol).cycle_groups
+        self.group_key = protocol_spec(plan.protocol).cycle_groups
         self.path = run_dir / "cycles.jsonl"
         # rows already in the file: a resumed run's rounds before it stopped
         self.rows: list[dict[str, Any]] = [json.loads(line) for line in (

@@ -18,7 +18,7 @@ import numpy as np
 
 from dfl_node.plan import RunPlan
 from protocols.describe import MultiTask, Score
-from protocols.registry import protocol_class
+from protocols.registry import protocol_spec
 
 Row = dict[str, Any]
 
@@ -46,12 +46,12 @@ class RunFiles:
     @property
     def score(self) -> Score:
         """What the metrics' `accuracy` holds, as the protocol names it."""
-        return protocol_class(self.plan.protocol).score
+        return protocol_spec(self.plan.protocol).score
 
     @property
     def multitask(self) -> MultiTask | None:
         """Set for protocols judged by per-task metrics and Delta_all, not one accuracy."""
-        return protocol_class(self.plan.protocol).multitask
+        return protocol_spec(self.plan.protocol).multitask
 
 
 def read_json(path: Path) -> dict[str, Any]:

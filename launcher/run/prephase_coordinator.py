@@ -43,8 +43,7 @@ from dfl_node.transports.encryption import COORDINATOR, Curve, load_curve
 from dfl_node.transports.zeromq import authenticated_peer, peer_of, routing_id
 from dfl_node.wire.codec import Frame, WireError, WireLimits, decode, encode
 from launcher.run.rundir import write_json
-from protocols.capabilities import PrePhase
-from protocols.registry import protocol_class
+from protocols.registry import protocol_spec
 
 
 class CoordinatorChannel(Protocol):
@@ -159,10 +158,10 @@ def serve(plan: RunPlan, channel: CoordinatorChannel, run_dir: Path,
     if rejected is not None:
         rejected.update(gathered.rejected)
     try:
-        cls = protocol_class(plan.protocol)
-        if not issubclass(cls, PrePhase):
+        prephase = protocol_spec(plan.protocol).prephase
+        if prephase is None:
             raise TypeError(f"{plan.protocol} has no pre-phase")
-        result = cls.coordinate(plan, gathered.reports)
+        result = prephase.coordinate(plan, gathered.reports)
     except Exception as exc:  # the nodes must hear of any failure, or they wait for a timeout
         for node in sorted(gathered.reports):
             channel.send(node, error_frames(str(exc)))

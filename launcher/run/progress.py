@@ -24,7 +24,7 @@ from typing import Any, TextIO
 
 from dfl_node.plan import RunPlan
 from launcher.run.outcome import Outcome
-from protocols.registry import protocol_class
+from protocols.registry import protocol_spec
 
 TABLE_ROWS = 8
 REFRESH_PER_S = 4
@@ -204,7 +204,7 @@ class Live(Display):
 
     def start(self, plan: RunPlan) -> None:
         self.table = RoundTable(len(plan.clients), self.started)
-        self.metric = protocol_class(plan.protocol).score.short
+        self.metric = protocol_spec(plan.protocol).score.short
         self.nodes = len(plan.ids)
         self.prephase = bool(plan.prephase)
         self.bar.update(self.task, total=plan.rounds, completed=0)

@@ -17,8 +17,7 @@ from launcher.run.linkreport import radio_totals
 from launcher.run.on_failure import failure_keys
 from launcher.run.outcome import Outcome
 from launcher.run.rundir import write_json
-from protocols.capabilities import RunReport
-from protocols.registry import protocol_class
+from protocols.registry import protocol_spec
 
 SUMMARY_SCHEMA = 1
 COUNTERS = ("messages", "payload_bytes", "framing_bytes")
@@ -206,5 +205,5 @@ def write_ledger(run_dir: Path, done: dict[int, dict[str, Any]]) -> None:
 
 def run_keys(plan: RunPlan, reports: dict[int, Any]) -> dict[str, Any]:
     """The protocol's run-level keys, if it reports any (protocols/capabilities.py)."""
-    cls = protocol_class(plan.protocol)
-    return cls.run_keys(plan, reports) if issubclass(cls, RunReport) else {}
+    report = protocol_spec(plan.protocol).run_report
+    return report.run_keys(plan, reports) if report is not None else {}

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import torch
 
-from protocols.dmflsq.specs import ChocoHyper, ChocoSpec
+from protocols.dmflsq.specs import CHOCO_SPEC, ChocoHyper
 from protocols.sdk import (
     Exchange,
     LocalSGD,
@@ -39,7 +39,8 @@ from protocols.sdk import (
 from protocols.toolkit.copies import PublicCopies
 
 
-class ChocoSGD(ChocoSpec, Protocol[ChocoHyper]):
+class ChocoSGD(Protocol[ChocoHyper]):
+    spec = CHOCO_SPEC
     checkpoint_fields = ("sgd", "copies")
 
     def __init__(self, ctx: NodeContext) -> None:

@@ -65,7 +65,7 @@ from torch.nn import functional as F
 from torch.nn.utils import parameters_to_vector
 
 from protocols.dmflsq.dmflsq_bits import ceil_log2, psi_pair_bits
-from protocols.dmflsq.specs import DMFLSQHyper, DMFLSQSpec
+from protocols.dmflsq.specs import DMFLSQ_SPEC, DMFLSQHyper
 from protocols.sdk import (
     BatchSampler,
     ComputeStep,
@@ -104,10 +104,11 @@ def coupling_weights(plan_edges: list[Any], node_id: int, mode: str) -> dict[int
     return dict(sorted(out.items()))
 
 
-class DMFLSQ(DMFLSQSpec, Protocol[DMFLSQHyper]):
+class DMFLSQ(Protocol[DMFLSQHyper]):
     """One client of DMFL-SQ. State: w_i (the model's parameters), w_hat_i (the copy every
     neighbour holds of w_i) and w_hat_{j->i} per neighbour j: (2 + deg_i) P float32."""
 
+    spec = DMFLSQ_SPEC
     checkpoint_fields = ("sel_batches", "sgd", "copies", "rounds_run", "triggers", "k_sum",
                          "bits_sent", "selected")
 

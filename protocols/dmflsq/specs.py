@@ -83,12 +83,6 @@ class ChocoHyper(TrainingHyper):
     """Eq. (18) with chi = 1; b_q and b_scale follow the quantiser."""
 
 
-class DMFLSQSpec(SurvivesFailures, ProtocolSpec[DMFLSQHyper]):
-    Hyper = DMFLSQHyper
-    report_family = "dmfl-sq"
-    report_table = dmflsq_report.TABLE
-
-
-class ChocoSpec(ProtocolSpec[ChocoHyper]):
-    Hyper = ChocoHyper
-    report_family = "dmfl-sq"  # compared in the DMFL-SQ paper's table
+DMFLSQ_SPEC = ProtocolSpec(DMFLSQHyper, capabilities=(SurvivesFailures(),),
+                           report_family="dmfl-sq", report_table=dmflsq_report.TABLE)
+CHOCO_SPEC = ProtocolSpec(ChocoHyper, report_family="dmfl-sq")  # in the DMFL-SQ paper's table

@@ -50,7 +50,7 @@ from protocols.dsc.hyper import DSCHyper
 from protocols.dsc.multitask_training import LocalTrainer
 from protocols.dsc.multitask_training import evaluate as evaluate_tasks
 from protocols.dsc.routed_model import RoutedMultiTaskNet, build_multitask_model
-from protocols.dsc.specs import DSCSpec
+from protocols.dsc.specs import DSC_SPEC, is_reference
 from protocols.dsc.taskdata import TASKS
 from protocols.dsc.workload import SceneData, plan_portfolios, routed_spec, scene_data, task_score
 from protocols.sdk import (
@@ -76,9 +76,10 @@ FP32_BITS = 32
 COMPONENTS = {"psi": "params", "y": "push_sum", "w": "weight"}
 
 
-class DSC(DSCSpec, Protocol[DSCHyper]):
+class DSC(Protocol[DSCHyper]):
     """The proposed method: Eq. 7 -> Eq. 8 -> Eq. 18, sender-side columns."""
 
+    spec = DSC_SPEC
     affinity_kind: ClassVar[Affinity] = "similarity"
     uses_eq18: ClassVar[bool] = True  # the weights come from Eq. 18 after a policy frame
 
@@ -108,7 +109,7 @@ class DSC(DSCSpec, Protocol[DSCHyper]):
         # bits (the nominal psi's where `payload_bytes` is set) on the clock too.
         self.local_epochs = ComputeStep(ctx)
         self.policy_frame = Exchange(ctx, PHASE_POLICY, validator=self.check_policies)
-        self.shares_policies = self.hyper.policy_scope == "task" and not self.is_reference
+        self.shares_policies = self.hyper.policy_scope == "task" and not is_reference(self.spec)
         self.logit_frame = Exchange(ctx, PHASE_LOGITS, validator=self.check_logits)
         self.params_frame = Exchange(ctx, PHASE_PARAMS, clock="formula")
         self.column: Weights | None = None  # sender-side weights w_{n,i}, attached per message

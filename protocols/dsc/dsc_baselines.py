@@ -25,13 +25,14 @@ import torch
 from protocols.dsc.dsc import DSC
 from protocols.dsc.dsc_mixing import Weights, fedamp_row, fedavg_row, model_cosine
 from protocols.dsc.hyper import DSCFedAMPHyper, DSCFedAvgHyper
-from protocols.dsc.specs import DSCFedAMPSpec, DSCFedAvgSpec, DSCMaxSpec, DSCNoAggSpec
+from protocols.dsc.specs import DSC_FEDAMP_SPEC, DSC_FEDAVG_SPEC, DSC_MAX_SPEC, DSC_NOAGG_SPEC
 from protocols.sdk import Received
 
 
-class DSCNoAgg(DSCNoAggSpec, DSC):
+class DSCNoAgg(DSC):
     """Local training only: the reference that Delta (Eq. 42) is measured against."""
 
+    spec = DSC_NOAGG_SPEC
     uses_eq18 = False
 
     @property
@@ -42,15 +43,17 @@ class DSCNoAgg(DSCNoAggSpec, DSC):
         self.column, self.row = None, {self.me: 1.0}
 
 
-class DSCMax(DSCMaxSpec, DSC):
+class DSCMax(DSC):
     """Heuristic max aggregation: Eq. 18 with S^max_{i,n} = max_{t,t'} s(u_{i,t}, u_{n,t'})."""
 
+    spec = DSC_MAX_SPEC
     affinity_kind = "max"
 
 
-class DSCFedAvg(DSCFedAvgSpec, DSC):
+class DSCFedAvg(DSC):
     """Decentralized FedAvg: uniform weights that ignore tasks; no policy frame."""
 
+    spec = DSC_FEDAVG_SPEC
     hyper: DSCFedAvgHyper
     uses_eq18 = False
 
@@ -61,9 +64,10 @@ class DSCFedAvg(DSCFedAvgSpec, DSC):
         self.row = fedavg_row(self.hyper.fedavg, self.me, degrees, len(self.ctx.comm.neighbors))
 
 
-class DSCFedAMP(DSCFedAMPSpec, DSC):
+class DSCFedAMP(DSC):
     """HeurFedAMP on one hop: attention over the cosine of the models received at step 1."""
 
+    spec = DSC_FEDAMP_SPEC
     hyper: DSCFedAMPHyper
     uses_eq18 = False
 

@@ -5,12 +5,11 @@ algorithms are the node classes in dsc.py and dsc_baselines.py."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-from dfl_config.section import Section
 from protocols.capabilities import RunReport
-from protocols.describe import DatasetPreparer
 from protocols.dsc import dsc_report
 from protocols.dsc.dsc_summary import run_summary
 from protocols.dsc.hyper import DSCFedAMPHyper, DSCFedAvgHyper, DSCHyper
@@ -24,56 +23,49 @@ from protocols.sdk import RunPlan
 from protocols.spec import ProtocolSpec
 
 
-class DSCSpec(RunReport, ProtocolSpec[DSCHyper]):
-    Hyper = DSCHyper
-    is_reference: ClassVar[bool] = False  # the no-aggregation run Delta is measured against
+@dataclass(frozen=True)
+class TaskReport(RunReport):
+    """DSC's run keys: the per-task results, portfolios, policies and mixing matrices of every
+    client, and Delta_all (Eq. 42-44) against the reference run."""
 
-    report_family = "dsc"
-    report_table = dsc_report.TABLE
-    score = dsc_report.SCORE
-    multitask = dsc_report.MULTITASK
-    launch_commands = (jstar_cmd,)
-    datasets: ClassVar[Mapping[str, DatasetPreparer]] = {"scenes": prepare_scenes,
-                                                         "nyuv2": prepare_nyu}
-    dataset_options: ClassVar[Mapping[str, type[Section]]] = {"scenes": SceneOptions,
-                                                              "nyuv2": NyuOptions}
-    model_specs = (RoutedSpec,)
-    node_attributes = DSCNodeAttributes
+    reference: bool = False  # the no-aggregation run Delta is measured against
 
-    @classmethod
-    def check_plan(cls, plan: RunPlan) -> None:
-        """Also that `delta_baseline` is a finished run here, where the launcher reads it
-        (nodes on other hosts never do)."""
-        check_scene_plan(plan)
-        baseline = cls.settings(plan.hyper).delta_baseline
-        if baseline is not None and not (Path(baseline) / "summary.json").is_file():
-            raise ValueError(f"hyper.delta_baseline: must be a run directory with a "
-                             f"summary.json, got {baseline!r}")
-
-    @classmethod
-    def settings(cls, hyper: Mapping[str, Any]) -> DSCHyper:
-        """The plan's `hyper` as this protocol's model (outside a node, which has `self.hyper`)."""
-        checked = cls.Hyper.model_validate(hyper)
-        assert isinstance(checked, DSCHyper)
-        return checked
-
-    @classmethod
-    def run_keys(cls, plan: RunPlan, reports: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
-        baseline = cls.settings(plan.hyper).delta_baseline
-        return run_summary(plan, reports, cls.is_reference, baseline)
+    def run_keys(self, plan: RunPlan, reports: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+        return run_summary(plan, reports, self.reference, delta_baseline(plan))
 
 
-class DSCNoAggSpec(DSCSpec):
-    is_reference = True
+def is_reference(spec: ProtocolSpec[Any]) -> bool:
+    """Whether `spec` is the reference run's (the no-aggregation baseline's)."""
+    report = spec.capability(TaskReport)
+    return report is not None and report.reference
 
 
-class DSCMaxSpec(DSCSpec):
-    """Declared as DSC is; the max affinity is its node class's."""
+def delta_baseline(plan: RunPlan) -> str | None:
+    """`hyper.delta_baseline` (every DSC protocol's settings have it: protocols/dsc/hyper.py)."""
+    baseline: str | None = plan.hyper.get("delta_baseline")
+    return baseline
 
 
-class DSCFedAvgSpec(DSCSpec):
-    Hyper = DSCFedAvgHyper
+def check_plan(plan: RunPlan) -> None:
+    """The scenes, model and portfolios fit the plan (`check_scene_plan`), and
+    `delta_baseline` is a finished run here, where the launcher reads it (nodes on other
+    hosts never do)."""
+    check_scene_plan(plan)
+    baseline = delta_baseline(plan)
+    if baseline is not None and not (Path(baseline) / "summary.json").is_file():
+        raise ValueError(f"hyper.delta_baseline: must be a run directory with a "
+                         f"summary.json, got {baseline!r}")
 
 
-class DSCFedAMPSpec(DSCSpec):
-    Hyper = DSCFedAMPHyper
+DSC_SPEC = ProtocolSpec(
+    DSCHyper, capabilities=(TaskReport(),), check_plan=check_plan,
+    report_family="dsc", report_table=dsc_report.TABLE, score=dsc_report.SCORE,
+    multitask=dsc_report.MULTITASK, launch_commands=(jstar_cmd,),
+    datasets={"scenes": prepare_scenes, "nyuv2": prepare_nyu},
+    dataset_options={"scenes": SceneOptions, "nyuv2": NyuOptions},
+    model_specs=(RoutedSpec,), node_attributes=DSCNodeAttributes)
+# The baselines are declared as DSC is, but for the reference's report and their settings.
+DSC_NOAGG_SPEC = replace(DSC_SPEC, capabilities=(TaskReport(reference=True),))
+DSC_MAX_SPEC = replace(DSC_SPEC)  # the max affinity is its node class's
+DSC_FEDAVG_SPEC = replace(DSC_SPEC, Hyper=DSCFedAvgHyper)
+DSC_FEDAMP_SPEC = replace(DSC_SPEC, Hyper=DSCFedAMPHyper)

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import torch
 
-from protocols.dynamic.specs import EpidemicHyper, EpidemicSpec
+from protocols.dynamic.specs import EPIDEMIC_SPEC, EpidemicHyper
 from protocols.sdk import Exchange, LocalSGD, NodeContext, Protocol, dense, mix
 from protocols.sdk.mixing import uniform_row
 
 
-class Epidemic(EpidemicSpec, Protocol[EpidemicHyper]):
+class Epidemic(Protocol[EpidemicHyper]):
+    spec = EPIDEMIC_SPEC
     checkpoint_fields = ("sgd",)
 
     def __init__(self, ctx: NodeContext) -> None:

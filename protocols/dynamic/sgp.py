@@ -23,14 +23,15 @@ from __future__ import annotations
 
 import torch
 
-from protocols.dynamic.specs import SGPHyper, SGPSpec
+from protocols.dynamic.specs import SGP_SPEC, SGPHyper
 from protocols.sdk import Exchange, LocalSGD, NodeContext, Protocol, dense, grad_of, mix
 from protocols.sdk.mixing import push_row
 
 WEIGHT = "push_weight"  # the Push-Sum weight's name in a message, beside the parameters'
 
 
-class SGP(SGPSpec, Protocol[SGPHyper]):
+class SGP(Protocol[SGPHyper]):
+    spec = SGP_SPEC
     checkpoint_fields = ("sgd", "x", "w")
 
     def __init__(self, ctx: NodeContext) -> None:

@@ -24,12 +24,6 @@ class EpidemicHyper(TrainingHyper):
     """Formula constants: P b_fp bits per out-arc and round, plus b_hdr."""
 
 
-class SGPSpec(DynamicGraphs, ProtocolSpec[SGPHyper]):
-    Hyper = SGPHyper
-    report_family = "sgp"
-    report_table = dynamic_report.TABLE
-
-
-class EpidemicSpec(DynamicGraphs, ProtocolSpec[EpidemicHyper]):
-    Hyper = EpidemicHyper
-    report_family = "sgp"
+SGP_SPEC = ProtocolSpec(SGPHyper, capabilities=(DynamicGraphs(),), report_family="sgp",
+                        report_table=dynamic_report.TABLE)
+EPIDEMIC_SPEC = ProtocolSpec(EpidemicHyper, capabilities=(DynamicGraphs(),), report_family="sgp")

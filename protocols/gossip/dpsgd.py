@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import torch
 
-from protocols.gossip.specs import DPSGDHyper, DPSGDSpec
+from protocols.gossip.specs import DPSGD_SPEC, DPSGDHyper
 from protocols.sdk import (
     Exchange,
     LocalSGD,
@@ -40,7 +40,8 @@ from protocols.sdk import (
 )
 
 
-class DPSGD(DPSGDSpec, Protocol[DPSGDHyper]):
+class DPSGD(Protocol[DPSGDHyper]):
+    spec = DPSGD_SPEC
     checkpoint_fields = ("sgd",)
 
     def __init__(self, ctx: NodeContext) -> None:

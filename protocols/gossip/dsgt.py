@@ -26,7 +26,7 @@ import math
 
 import torch
 
-from protocols.gossip.specs import DSGTHyper, DSGTSpec
+from protocols.gossip.specs import DSGT_SPEC, DSGTHyper
 from protocols.sdk import (
     Exchange,
     LocalSGD,
@@ -41,7 +41,8 @@ from protocols.sdk import (
 )
 
 
-class DSGT(DSGTSpec, Protocol[DSGTHyper]):
+class DSGT(Protocol[DSGTHyper]):
+    spec = DSGT_SPEC
     checkpoint_fields = ("sgd", "y", "g_prev")
 
     def __init__(self, ctx: NodeContext) -> None:

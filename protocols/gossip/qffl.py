@@ -26,7 +26,7 @@ import math
 
 import torch
 
-from protocols.gossip.specs import QFFLHyper, QFFLSpec
+from protocols.gossip.specs import QFFL_SPEC, QFFLHyper
 from protocols.sdk import (
     LocalSGD,
     NodeContext,
@@ -42,7 +42,8 @@ from protocols.sdk import (
 UP, DOWN = "qffl-up", "qffl-down"
 
 
-class QFFL(QFFLSpec, Protocol[QFFLHyper]):
+class QFFL(Protocol[QFFLHyper]):
+    spec = QFFL_SPEC
 
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)

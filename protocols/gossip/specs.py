@@ -45,16 +45,7 @@ class QFFLHyper(TrainingHyper):
     """Formula constants: P b_fp bits per message each way, plus b_hdr."""
 
 
-class DPSGDSpec(SurvivesFailures, DynamicGraphs, ProtocolSpec[DPSGDHyper]):
-    Hyper = DPSGDHyper
-    report_family = "dmfl-sq"  # compared in the DMFL-SQ paper's table
-
-
-class DSGTSpec(ProtocolSpec[DSGTHyper]):
-    Hyper = DSGTHyper
-    report_family = "dmfl-sq"
-
-
-class QFFLSpec(ServerBased, ProtocolSpec[QFFLHyper]):
-    Hyper = QFFLHyper
-    report_family = "dmfl-sq"
+DPSGD_SPEC = ProtocolSpec(DPSGDHyper, capabilities=(SurvivesFailures(), DynamicGraphs()),
+                          report_family="dmfl-sq")  # compared in the DMFL-SQ paper's table
+DSGT_SPEC = ProtocolSpec(DSGTHyper, report_family="dmfl-sq")
+QFFL_SPEC = ProtocolSpec(QFFLHyper, capabilities=(ServerBased(),), report_family="dmfl-sq")

@@ -1,8 +1,9 @@
 """The protocol SDK: what a protocol is written with, so that it reads like its paper.
 
-A protocol declares its settings (`Hyper`, a typed model), its state (`checkpoint_fields`) and
-its capabilities (mix-ins from protocols/capabilities.py), and writes `run_round` with these
-building blocks, which do the runtime's duties for it:
+A protocol declares itself in a `ProtocolSpec` (its settings, `Hyper`, a typed model, and its
+capabilities, parts from protocols/capabilities.py), names it as its node class's `spec`, lists
+its state (`checkpoint_fields`) and writes `run_round` with these building blocks, which do
+the runtime's duties for it:
 
 - `LocalSGD`: the node's mini-batch stream and SGD steps, counted for the virtual clock;
 - `Exchange`: every communication shape of a synchronous step on one phase: to all
@@ -17,10 +18,11 @@ building blocks, which do the runtime's duties for it:
 It is also the one door from the protocol families to the runtime: the runtime's types and
 helpers a protocol needs (`NodeContext`, `RunPlan`, `Received`, `grad_of`, `flatten`, ...)
 are imported from here, never from `dfl_node` (tests/test_sdk_surface.py). The names are
-loaded on first use, in two groups: what a protocol's spec may need (`RunPlan`, `ModelSpec`,
-the capabilities, the settings models), which imports no torch, so that the launcher can read
-a spec without it; and the node side, torch and all. Both by plain imports: nothing here is
-imported by a name computed at run time (tests/test_no_unsafe_loading.py).
+loaded on first use, in two groups: what a protocol's spec may need (`ProtocolSpec`,
+`RunPlan`, `ModelSpec`, the capabilities, the settings models), which imports no torch, so
+that the launcher can read a spec without it; and the node side, torch and all. Both by
+plain imports: nothing here is imported by a name computed at run time
+(tests/test_no_unsafe_loading.py).
 
 docs/extending/protocol.md walks through a protocol written with them.
 """
@@ -57,6 +59,7 @@ if TYPE_CHECKING:
     from protocols.sdk.mixing import mix, push_row, uniform_row
     from protocols.sdk.payload import Payload, dense
     from protocols.sdk.star import Star
+    from protocols.spec import ProtocolSpec
 
 
 def _spec_side() -> dict[str, Any]:
@@ -66,7 +69,7 @@ def _spec_side() -> dict[str, Any]:
     from dfl_node.netsim import tdma, virtual_clock
     from dfl_node.runner import prephase_client
     from dfl_node.settings import model
-    from protocols import capabilities, hyper
+    from protocols import capabilities, hyper, spec
 
     return {
         "numpy_stream": seeds.numpy_stream, "torch_stream": seeds.torch_stream,
@@ -77,7 +80,7 @@ def _spec_side() -> dict[str, Any]:
         "RunReport": capabilities.RunReport, "ServerBased": capabilities.ServerBased,
         "SurvivesFailures": capabilities.SurvivesFailures,
         "DenseAccounting": hyper.DenseAccounting, "ProtocolHyper": hyper.ProtocolHyper,
-        "TrainingHyper": hyper.TrainingHyper,
+        "TrainingHyper": hyper.TrainingHyper, "ProtocolSpec": spec.ProtocolSpec,
     }
 
 
@@ -122,6 +125,7 @@ __all__ = [
     "PrePhase",
     "Protocol",
     "ProtocolHyper",
+    "ProtocolSpec",
     "Received",
     "RunPlan",
     "RunReport",

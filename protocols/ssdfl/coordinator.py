@@ -42,7 +42,7 @@ def clustering_config(plan: RunPlan, settings: ClusteringSettings, lr: float,
                       tau_a: int) -> ClusteringConfig:
     """Algorithm 1's inputs for the plan: `settings` resolved (eta, the plan's mixing), and
     `override_partition` turned from node ids into positions; ValueError (one line) when an
-    override does not fit the plan's nodes. The launcher runs it too (`SSDFLSpec.check_plan`), so
+    override does not fit the plan's nodes. The launcher runs it too (`SSDFL_SPEC.check_plan`), so
     a bad override is exit 2 before any node starts."""
     ids = plan.ids
     cfg = ClusteringConfig.resolve(settings, lr, tau_a,

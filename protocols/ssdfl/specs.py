@@ -7,6 +7,7 @@ they all run) and ssdfl_baselines.py; nothing here imports torch.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Annotated, Any, Literal, TypeVar
 
 import numpy as np
@@ -16,7 +17,7 @@ from dfl_config.section import Count, NonNegative, NonNegativeInt, Positive
 from protocols.capabilities import PrePhase
 from protocols.hyper import TrainingHyper
 from protocols.sdk import Coordination, RunPlan
-from protocols.spec import ProtocolSpec
+from protocols.spec import ProtocolSpec, model_fits_data
 from protocols.ssdfl import ssdfl_report
 from protocols.ssdfl.clustering import ClusteringConfig, ClusteringSettings
 from protocols.ssdfl.coordinator import clustering_config, coordinate_clusters
@@ -122,26 +123,18 @@ class CSTCHyper(STCHyper):
 H = TypeVar("H", bound=CycleHyper)
 
 
-class CycleSpec(ProtocolSpec[H]):
-    """What every protocol that runs SSD-FL's global cycle declares alike."""
+class Clustering(PrePhase):
+    """SSD-FL's pre-phase: Algorithm 1 over every device's report, in the coordinator."""
 
-    report_family = "ssd-fl"
-    cycle_groups = "cluster"  # each node's cluster, in its metrics records
-    node_attributes = SSDFLNodeAttributes
-
-
-class SSDFLSpec(PrePhase, CycleSpec[SSDFLHyper]):
-    Hyper = SSDFLHyper
-    report_table = ssdfl_report.TABLE
-
-    @staticmethod
-    def coordinate(plan: RunPlan, reports: Mapping[int, Mapping[str, np.ndarray]]) -> Coordination:
+    def coordinate(self, plan: RunPlan,
+                   reports: Mapping[int, Mapping[str, np.ndarray]]) -> Coordination:
         return coordinate_clusters(plan, reports, run_clustering(plan))
 
-    @classmethod
-    def check_plan(cls, plan: RunPlan) -> None:
-        super().check_plan(plan)
-        run_clustering(plan)
+
+def check_clustering(plan: RunPlan) -> None:
+    """The default check, and Algorithm 1's inputs (its overrides against the plan's nodes)."""
+    model_fits_data(plan)
+    run_clustering(plan)
 
 
 def run_clustering(plan: RunPlan) -> ClusteringConfig:
@@ -150,17 +143,13 @@ def run_clustering(plan: RunPlan) -> ClusteringConfig:
     return clustering_config(plan, hyper.clustering, hyper.lr, hyper.tau_a)
 
 
-class SDFLSpec(CycleSpec[SDFLHyper]):
-    Hyper = SDFLHyper
-
-
-class PDFLSpec(SDFLSpec):
-    Hyper = PDFLHyper
-
-
-class STCSpec(SDFLSpec):
-    Hyper = STCHyper
-
-
-class CSTCSpec(STCSpec):
-    Hyper = CSTCHyper
+# SDFL declares what every protocol that runs SSD-FL's global cycle declares alike; SSD-FL adds
+# its pre-phase, its check and the family's table, the other baselines differ in their settings.
+SDFL_SPEC: ProtocolSpec[CycleHyper] = ProtocolSpec(
+    SDFLHyper, report_family="ssd-fl", node_attributes=SSDFLNodeAttributes,
+    cycle_groups="cluster")  # each node's cluster, in its metrics records
+SSDFL_SPEC = replace(SDFL_SPEC, Hyper=SSDFLHyper, capabilities=(Clustering(),),
+                     report_table=ssdfl_report.TABLE, check_plan=check_clustering)
+PDFL_SPEC = replace(SDFL_SPEC, Hyper=PDFLHyper)
+STC_SPEC = replace(SDFL_SPEC, Hyper=STCHyper)
+CSTC_SPEC = replace(SDFL_SPEC, Hyper=CSTCHyper)

@@ -51,14 +51,14 @@ from protocols.sdk import (
 )
 from protocols.ssdfl.direction import UnifiedDirection
 from protocols.ssdfl.optimizers import OptimizerSpec, draw_optimizer
-from protocols.ssdfl.specs import CycleHyper, CycleSpec, H, SSDFLHyper, SSDFLSpec
+from protocols.ssdfl.specs import SSDFL_SPEC, CycleHyper, H, SSDFLHyper
 
 INTRA, INTER = "ssdfl-intra", "ssdfl-inter"
 Row = dict[int, float]
 Params = dict[str, torch.Tensor]
 
 
-class CycleEngine(CycleSpec[H], Protocol[H]):
+class CycleEngine(Protocol[H]):
     """One global cycle, tau_a iterations of eq. 11 then tau_r of eq. 18, on weight rows that
     SSD-FL and each baseline choose (`intra_row_at`, `inter_row_at`)."""
 
@@ -147,7 +147,9 @@ class CycleEngine(CycleSpec[H], Protocol[H]):
                 "local_steps_per_iteration": float(self.local_steps)}
 
 
-class SSDFL(SSDFLSpec, CycleEngine[SSDFLHyper]):
+class SSDFL(CycleEngine[SSDFLHyper]):
+    spec = SSDFL_SPEC
+
     # ---- pre-phase (Sec. V; docs/protocols/ssd-fl.md#pre-phase) ----
 
     def prephase_report(self) -> dict[str, np.ndarray]:

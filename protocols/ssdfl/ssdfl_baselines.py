@@ -35,19 +35,21 @@ import torch
 
 from protocols.sdk import NodeContext
 from protocols.ssdfl.specs import (
+    CSTC_SPEC,
+    PDFL_SPEC,
+    SDFL_SPEC,
+    STC_SPEC,
     CSTCHyper,
-    CSTCSpec,
-    PDFLSpec,
     SDFLHyper,
-    SDFLSpec,
     STCHyper,
-    STCSpec,
 )
 from protocols.ssdfl.ssdfl import CycleEngine, Row
 from protocols.ssdfl.stc_sampling import EdgeSampler, mixing_row, random_partition, same_cluster
 
 
-class SDFL(SDFLSpec, CycleEngine[SDFLHyper]):
+class SDFL(CycleEngine[SDFLHyper]):
+    spec = SDFL_SPEC
+
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
         self.cluster = 0
@@ -57,13 +59,16 @@ class SDFL(SDFLSpec, CycleEngine[SDFLHyper]):
             spread_init(self.params, self.hyper.init_spread, ctx.torch_rng("init-spread"))
 
 
-class PDFL(PDFLSpec, SDFL):
+class PDFL(SDFL):
+    spec = PDFL_SPEC
+
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
         self.intra_row = {ctx.node_id: 1.0}  # local training only, nothing sent
 
 
-class STC(STCSpec, SDFL):
+class STC(SDFL):
+    spec = STC_SPEC
     hyper: STCHyper
     checkpoint_fields = (*SDFL.checkpoint_fields, "sampler")
 
@@ -82,7 +87,8 @@ class STC(STCSpec, SDFL):
         return mixing_row(adj, self.ctx.plan.mixing, self.ctx.plan.ids, self.ctx.node_id)
 
 
-class CSTC(CSTCSpec, STC):
+class CSTC(STC):
+    spec = CSTC_SPEC
     hyper: CSTCHyper
 
     def __init__(self, ctx: NodeContext) -> None:

@@ -18,7 +18,6 @@ class MedianHyper(TrainingHyper):
 
 
 class MedianGossip(Protocol[MedianHyper]):
-    Hyper = MedianHyper
     checkpoint_fields = ("sgd",)
 
     def __init__(self, ctx: NodeContext) -> None:

@@ -29,8 +29,7 @@ from protocols.sdk import (
 )
 
 
-class PushSum(DynamicGraphs, Protocol[TrainingHyper]):
-    Hyper = TrainingHyper
+class PushSum(Protocol[TrainingHyper], capabilities=(DynamicGraphs(),)):
     checkpoint_fields: tuple[str, ...] = ("sgd", "weight")
 
     def __init__(self, ctx: NodeContext) -> None:
