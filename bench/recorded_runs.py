@@ -68,6 +68,8 @@ RUNS: dict[str, tuple[int, str, tuple[str, ...]]] = {
     "dsc-fedavg": (4, "dsc-fedavg", (*DSC_TINY, "--rounds", "2")),
     "dsc-max": (4, "dsc-max", (*DSC_TINY, "--rounds", "2")),
     "dsc-fedamp": (4, "dsc-fedamp", (*DSC_TINY, "--rounds", "2")),
+    "sgp": (4, "sgp", (*SYNTH, "--rounds", "3")),
+    "epidemic-zmq": (4, "epidemic", (*SYNTH, "--rounds", "3", "--transport", "zmq")),
 }
 
 SUMMARY_KEYS = ("virtual_seconds", "bits_per_client", "formula", "wire_bytes", "payload_bytes",
