@@ -118,7 +118,7 @@ def test_an_ssdfl_run_draws_its_clusters(tmp_path: Path) -> None:
               "--set", "model={name: mlp}", "--set", "local_steps=1", "--set", "sample_size=20",
               plots=True)
     made = check_run(run_dir, {"accuracy-round", "accuracy-time", "final-accuracy", "topology",
-                               "link-bytes"})  # ssd-fl charges no formula bits
+                               "link-bytes", "accuracy-bits"})  # its formula bits: 32 P a send
     sizes = Counter(json.loads((run_dir / "prephase.json").read_text())["cluster_of"].values())
     legend = {t.get_text() for t in made["topology"].axes[0].get_legend().get_texts()}
     assert {f"cluster {c} ({n} nodes)" for c, n in sizes.items()} <= legend
