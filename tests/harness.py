@@ -31,6 +31,7 @@ from launcher.cli import main as launch_main
 from launcher.node_cli import main as node_main
 from launcher.report_cli import main as report_main
 from topologies.cli import main as topology_main
+from topologies.schedules import RoundGraphs
 
 # The smallest mesh in which every node has two neighbours, for tests of the run machinery.
 RING4 = """\
@@ -145,3 +146,16 @@ def start_stalled_ring4(tmp_path: Path, rounds: int, hold_s: float) -> subproces
          "--no-plots"],
         env={**ENV_ROOT, STALL_ENV: f"0:1:{hold_s}"}, cwd=ROOT, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
+
+
+def charged_and_drawn_arcs(run_dir: Path, rounds: int) -> tuple[list[tuple[int, int, int]],
+                                                                list[tuple[int, int, int]]]:
+    """(round, src, dst) of every formula cell a run charged, and of every arc its topology's
+    schedule drew, both sorted: equal when a push charges exactly the arcs it sent on."""
+    plan = json.loads((run_dir / "plan.json").read_text())
+    ledger = json.loads((run_dir / "ledger.json").read_text())
+    graphs = RoundGraphs.from_topology(plan["topology"])
+    charged = sorted((c["round"], c["src"], c["dst"]) for rec in ledger.values()
+                     for c in rec["formula_cells"])
+    drawn = sorted((r, u, v) for r in range(rounds) for u, v in graphs.arcs(r, plan["seed"]))
+    return charged, drawn

@@ -14,10 +14,14 @@ from safetensors.numpy import load_file
 from dfl_node.learning.models import build_model
 from dfl_node.learning.shards import load_node_data
 from protocols.sdk.mixing import push_row
-from tests.harness import assert_transports_identical, launch_ok, random_peers_file
+from tests.harness import (
+    assert_transports_identical,
+    charged_and_drawn_arcs,
+    launch_ok,
+    random_peers_file,
+)
 from tests.test_dpsgd import softmax_grad
 from tests.test_resume import assert_resumed_equals_uninterrupted
-from topologies.schedules import RoundGraphs
 
 SYNTHETIC = ("--dataset", "synthetic", "--partition", "iid")
 LINEAR = ("--set", "model={name: linear}")
@@ -31,13 +35,8 @@ def test_zmq_equals_inproc_and_the_bits_are_the_hand_count(tmp_path: Path) -> No
     zmq_sum, _ = assert_transports_identical(tmp_path, random_peers_file(tmp_path, n, peers),
                                              "sgp", *SYNTHETIC, *LINEAR, "--rounds", str(rounds))
     assert zmq_sum["formula"]["total_bits"] == n * peers * rounds * (P_LINEAR + 1) * 32
-    plan = json.loads((tmp_path / "zmq" / "plan.json").read_text())
-    ledger = json.loads((tmp_path / "zmq" / "ledger.json").read_text())
-    graphs = RoundGraphs.from_topology(plan["topology"])
-    charged = sorted((c["round"], c["src"], c["dst"]) for rec in ledger.values()
-                     for c in rec["formula_cells"])
-    assert charged == sorted((r, u, v) for r in range(rounds) for u, v in
-                             graphs.arcs(r, plan["seed"]))
+    charged, drawn = charged_and_drawn_arcs(tmp_path / "zmq", rounds)
+    assert charged == drawn
 
 
 def test_push_rows_make_a_column_stochastic_matrix() -> None:
