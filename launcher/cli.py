@@ -16,8 +16,8 @@ import click
 
 from launcher.config.compose_options import DEFAULT_IMAGE, DEFAULT_SUBNET, ComposeOptions
 from launcher.config.options import ViewOptions, request, run_options
-from launcher.config.slurm_options import COLLECTOR_HOST, RESOURCE_OPTIONS, resources_of
 from launcher.errors import LaunchError, run_cli
+from launcher.slurm.resource_options import COLLECTOR_HOST, RESOURCE_OPTIONS, resources_of
 
 DEFAULT_COLLECT_TIMEOUT_S = 3600.0
 # Options that define a run; a resumed run takes them from its directory (inputs.json).
@@ -31,7 +31,7 @@ class Commands(click.Group):
     """dfl-launch's own sub-commands, then `keys` and those protocols bring, imported when one
     is named or listed. The protocols import torch (seconds), and this module imports nothing
     that does: `dfl-launch slurm --submit` queues its job first, so that the job's hosts warm up
-    while this process imports (launcher/slurm_queue.py)."""
+    while this process imports (launcher/slurm/queue.py)."""
 
     loaded = False
 
@@ -85,8 +85,8 @@ def cli(ctx: click.Context, **kwargs: Any) -> None:
             raise LaunchError(f"--resume: the run directory fixes the inputs; drop --{flag}")
         if kwargs["overwrite"]:
             raise LaunchError("--resume continues a run in its directory; drop --overwrite")
-        from launcher import slurm_submit
         from launcher.launch import resume
+        from launcher.slurm import submit as slurm_submit
 
         # the one run option a resume may change: it decides only what --resume does itself
         on_corrupt = kwargs["on_corrupt"]
@@ -141,7 +141,7 @@ def compose_cmd(image: str, subnet: str, output: Path, **kwargs: Any) -> None:
 
 
 def slurm_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """What the job asks Slurm for (launcher/config/slurm_options.py), then --collector-host."""
+    """What the job asks Slurm for (launcher/slurm/resource_options.py), then --collector-host."""
     for option in reversed((*RESOURCE_OPTIONS, COLLECTOR_HOST)):
         if option.is_flag:
             func = click.option(option.flag, is_flag=True, default=option.default,
@@ -167,27 +167,27 @@ def slurm_options(func: Callable[..., Any]) -> Callable[..., Any]:
 def slurm_cmd(output: Path, submit: bool, collector_host: str | None, quiet: bool,
               no_plots: bool, **kwargs: Any) -> None:
     """Run the mesh as a Slurm job: one task per node, on whatever hosts Slurm gives."""
-    from launcher.backends.slurm_cluster import submit_host
+    from launcher.slurm.commands import submit_host
 
     resources = resources_of(kwargs)
     host = collector_host or submit_host()
     req = request(kwargs)
     if submit:
-        from launcher.slurm_queue import queue
+        from launcher.slurm.queue import queue
 
         queued = queue(req, resources, output)  # before the imports below: they take seconds
         try:
-            from launcher.backends.slurm import SlurmBackend
-            from launcher.slurm_submit import submit as submit_job
+            from launcher.slurm.backend import SlurmBackend
+            from launcher.slurm.submit import submit as submit_job
 
             backend = SlurmBackend(resources, host)
         except BaseException:
-            from launcher.backends.slurm_cluster import cancel
+            from launcher.slurm.commands import cancel
 
             cancel(queued.job)
             raise
         sys.exit(submit_job(req, backend, queued, ViewOptions(quiet=quiet, plots=not no_plots)))
-    from launcher.backends.slurm import SlurmBackend
+    from launcher.slurm.backend import SlurmBackend
 
     backend = SlurmBackend(resources, host)
     try:

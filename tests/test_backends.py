@@ -15,7 +15,6 @@ from launcher.backends.base import HandOffBackend, LocalBackend
 from launcher.backends.compose import ComposeBackend
 from launcher.backends.hosts import HostsBackend
 from launcher.backends.registry import LOCAL_BACKENDS, default_backend, local_backend
-from launcher.backends.slurm import SlurmBackend
 from launcher.cli import cli
 from launcher.cli import main as launch_main
 from launcher.config import backend_catalog
@@ -24,6 +23,7 @@ from launcher.config.options import Request
 from launcher.config.run_config import RunSettings
 from launcher.errors import LaunchError
 from launcher.node_cli import main as node_main
+from launcher.slurm.backend import SlurmBackend
 
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCHER = ROOT / "launcher"

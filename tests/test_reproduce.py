@@ -365,12 +365,12 @@ def test_slurm_without_its_client_commands_here_is_one_line_and_exit_2(
 
 
 def test_slurm_takes_dfl_launch_slurms_options_with_their_defaults() -> None:
-    """One table of options (launcher/config/slurm_options.py) for both command lines, whose
+    """One table of options (launcher/slurm/resource_options.py) for both command lines, whose
     defaults are the Resources model's: given nothing, a job asks for what `dfl-launch slurm`
     asks for."""
     from launcher.cli import cli
-    from launcher.config.slurm_job import Resources
-    from launcher.config.slurm_options import RESOURCE_OPTIONS, resources_of
+    from launcher.slurm.job import Resources
+    from launcher.slurm.resource_options import RESOURCE_OPTIONS, resources_of
 
     slurm = cli.get_command(click.Context(cli), "slurm")
     assert slurm is not None

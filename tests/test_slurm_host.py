@@ -1,4 +1,4 @@
-"""The per-host server a Slurm job forks its nodes from (launcher/backends/slurm_host.py), run
+"""The per-host server a Slurm job forks its nodes from (launcher/slurm/host_server.py), run
 here as the batch script runs it, without Slurm: one server, one client per node, the collector
 of the discover plan. The nodes it forks run the mesh to the same bytes as the inproc run; a
 signal to a client reaches its node, a killed client takes its node with it, and a stopped
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from launcher.backends.slurm_host import socket_path
-from launcher.config.slurm_job import node_command
+from launcher.slurm.host_server import socket_path
+from launcher.slurm.job import node_command
 from tests.harness import ROOT, final_files, in_process, launch_ok
 from tests.proc_util import alive, children, wait_for, wait_gone
 
@@ -47,7 +47,7 @@ class Job:
         self.procs: list[subprocess.Popen[bytes]] = []
         self.collector = self.start("launcher.cli", "collect", "--plan", plan, "--out",
                                     str(self.run))
-        self.server = self.start("launcher.backends.slurm_host", "serve", plan, str(self.run),
+        self.server = self.start("launcher.slurm.host_server", "serve", plan, str(self.run),
                                  self.name)
         client = [self.name if word == "$SLURM_JOB_ID" else word  # as the script's shell does
                   for word in node_command(sys.executable, self.run / "plan.json", self.run,
@@ -91,7 +91,7 @@ def test_nodes_forked_by_the_server_run_the_mesh_as_the_inproc_run(
     job = Job(tmp_path, rounds=2)
     job_of.append(job)
     codes = [client.wait(RUN_S) for client in job.clients]
-    assert codes == [0, 0, 0], (job.run / "launcher.backends.slurm_host-1.log").read_text()
+    assert codes == [0, 0, 0], (job.run / "launcher.slurm.host_server-1.log").read_text()
     assert job.collector.wait(RUN_S) == 0
     launch_ok(tmp_path / "inproc", ring3(tmp_path), "d-psgd", "--transport", "inproc",
               *OPTIONS, "--rounds", "2")

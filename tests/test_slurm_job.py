@@ -15,10 +15,10 @@ import pytest
 
 from dfl_node.plan import RunPlan
 from launcher.config.options import Request
-from launcher.config.slurm_job import HOST_CLIENT, JobShape, Resources, check_fits, task_ids
 from launcher.errors import LaunchError
 from launcher.node_cli import node_from_env
-from launcher.slurm_queue import early_shape
+from launcher.slurm.job import HOST_CLIENT, JobShape, Resources, check_fits, task_ids
+from launcher.slurm.queue import early_shape
 from tests.harness import ROOT, in_process
 
 RUN = ("--dataset", "synthetic", "--rounds", "2")
@@ -54,7 +54,7 @@ def sruns(script: str) -> list[list[str]]:
 
 HOSTS_STEP = ["srun", "--overlap", "--nodes=$SLURM_JOB_NUM_NODES", "--ntasks-per-node=1",
               "--ntasks=$SLURM_JOB_NUM_NODES", "--job-name=hosts", sys.executable, "-m",
-              "launcher.backends.slurm_host", "serve"]
+              "launcher.slurm.host_server", "serve"]
 
 
 def test_the_script_asks_for_one_task_per_node_and_runs_them_as_one_step(
@@ -166,7 +166,7 @@ def test_gpus_per_task_binds_each_node_to_the_first_gpu_its_task_sees(tmp_path: 
     assert directives(script)["--gpus-per-task"] == "2"
     assert "srun --ntasks=6 --cpus-per-task=1 --gpus-per-task=2 " in script
     # Slurm binds GPUs to a step's own processes: each node is its step's, not forked
-    assert "slurm_host" not in script
+    assert "host_server" not in script
     assert '-m launcher.node_cli --plan' in script
     waits = script.index(f"[ -e {job}/steps/plan.ready ] && break")
     assert waits < script.index("srun ")  # no step before the plan is there
@@ -248,7 +248,7 @@ def test_a_run_larger_than_the_partition_is_refused(tmp_path: Path) -> None:
 def test_the_job_queued_before_the_plan_is_the_job_of_the_plan(tmp_path: Path,
                                                                 protocol: str) -> None:
     """`--submit` queues the job from the topology file and the protocol's name alone
-    (launcher/slurm_queue.py), without importing the protocol: the same name and tasks as the
+    (launcher/slurm/queue.py), without importing the protocol: the same name and tasks as the
     plan resolved afterwards gives (an aggregator is a node beyond the topology's)."""
     ring = topology(tmp_path, (3, 5, 8, 9))
     run = tmp_path / protocol
@@ -262,8 +262,8 @@ def test_the_job_queued_before_the_plan_is_the_job_of_the_plan(tmp_path: Path,
         f"dfl-{protocol}-ring", (3, 5, 8, 9))
     assert early.services == full.services[:1]  # the collector; the rest once resolved
     # torch takes seconds to import, numpy and networkx a third of one: none delays the job
-    code = subprocess.run([sys.executable, "-c", "import sys, launcher.cli, launcher.slurm_queue;"
-                           f" launcher.slurm_queue.load_topology({str(ring)!r}); sys.exit(bool("
+    code = subprocess.run([sys.executable, "-c", "import sys, launcher.cli, launcher.slurm.queue;"
+                           f" launcher.slurm.queue.load_topology({str(ring)!r}); sys.exit(bool("
                            "{'torch', 'numpy', 'networkx'} & set(sys.modules)))"],
                           cwd=ROOT).returncode
     assert code == 0, "dfl-launch slurm --submit imports torch, numpy or networkx before sbatch"
@@ -277,7 +277,7 @@ def test_a_slurm_job_is_planned_and_followed_without_torch(tmp_path: Path, datas
     a third import took a third of the mesh's start (docs/benchmarks.md)."""
     probe = ("import sys\n"
              "from launcher.cli import main\n"
-             "import launcher.slurm_submit, launcher.run.finish, launcher.backends.slurm\n"
+             "import launcher.slurm.submit, launcher.run.finish, launcher.slurm.backend\n"
              "from protocols.registry import PROTOCOLS\n"
              "assert len(dict(PROTOCOLS)) >= 15\n"
              "sys.argv = ['dfl-launch', *sys.argv[1:]]\n"
@@ -340,10 +340,10 @@ def test_a_transport_the_hosts_do_not_speak_is_refused_before_anything_is_queued
 
 def test_the_plan_comes_with_the_config_a_run_directory_keeps(tmp_path: Path) -> None:
     """`dfl-report` and RunResult.config read RUN_DIR/config.yaml, which `--submit` writes from
-    the config its plan was resolved from (launcher/slurm_submit.py): a local run's, addresses
+    the config its plan was resolved from (launcher/slurm/submit.py): a local run's, addresses
     aside (tests/test_reproduce_slurm.py reads a report of submitted runs)."""
-    from launcher.backends.slurm import SlurmBackend
     from launcher.config.inputs import resolve_inputs
+    from launcher.slurm.backend import SlurmBackend
 
     req = Request(topology(tmp_path), "d-psgd", None, {"dataset": "synthetic", "rounds": 2})
     backend = SlurmBackend(Resources(), "10.9.8.7")

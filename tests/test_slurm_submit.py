@@ -105,7 +105,7 @@ def test_a_run_too_large_for_the_partition_is_refused_before_submission(
 
 def test_input_only_the_plan_refuses_cancels_the_queued_job_in_one_line(
         lab: slurm_lab.Cluster) -> None:
-    """--submit queues the job before it resolves the plan (launcher/slurm_queue.py), so a
+    """--submit queues the job before it resolves the plan (launcher/slurm/queue.py), so a
     config value it refuses is found with the job already queued: the same one line and exit 2
     as for a local run, and the job cancelled before any node started."""
     before = {r.get("JobId") for r in lab.completed()}

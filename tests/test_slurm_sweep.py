@@ -1,4 +1,4 @@
-"""A sweep's runs as Slurm jobs (launcher/slurm_sweep.py) without a cluster: what is refused
+"""A sweep's runs as Slurm jobs (launcher/slurm/sweep.py) without a cluster: what is refused
 before anything is queued, and what Ctrl-C cancels. (tests/test_reproduce_slurm.py runs a
 reproduction's sweeps on a real Slurm.)"""
 
@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from launcher.backends import slurm_cluster
 from launcher.errors import LaunchError
-from launcher.run.resume import INPUTS_FILE, record_inputs
-from launcher.slurm_submit import SLURM_KEY
-from launcher.slurm_sweep import Following, SlurmSweep, preflight
+from launcher.run.resume import INPUTS_FILE, SLURM_KEY, record_inputs
+from launcher.slurm import commands
+from launcher.slurm.sweep import Following, SlurmSweep, preflight
 from launcher.sweep.grid import Point, points
 from launcher.sweep.runner import run_sweep
 from launcher.sweep.spec import SweepSpec, from_mapping
@@ -70,7 +69,7 @@ def test_a_run_interrupted_on_slurm_is_not_resumed_here(tmp_path: Path) -> None:
 def test_ctrl_c_cancels_the_jobs_followed_and_any_queued_after_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
     cancelled: list[str] = []
-    monkeypatch.setattr(slurm_cluster, "cancel", cancelled.append)
+    monkeypatch.setattr(commands, "cancel", cancelled.append)
     following = Following()
     with following.follow("7") as going:
         assert going

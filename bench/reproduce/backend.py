@@ -1,7 +1,7 @@
 """Where a reproduction's runs go (`--backend`): meshes on this machine, or Slurm jobs.
 
 Local runs one sweep after another, each as `dfl-launch sweep` does, and writes an experiment's
-outputs as soon as its runs are done. On Slurm (launcher/slurm_sweep.py) every run of every
+outputs as soon as its runs are done. On Slurm (launcher/slurm/sweep.py) every run of every
 experiment asked for is queued first, up to `--jobs` at once, and the outputs follow once all
 have finished: a cluster runs them side by side, so a paper budget takes the time of its longest
 runs, not of all of them one after another. Either way a finished run is kept and an
@@ -9,7 +9,7 @@ interrupted one resumed by the same command, and a run is the same bytes under b
 decides everything it computes.
 
 What each job asks Slurm for is `dfl-launch slurm`'s options, taken from the same table
-(launcher/config/slurm_options.py) with the same defaults, which live in the typed models
+(launcher/slurm/resource_options.py) with the same defaults, which live in the typed models
 (`Resources`, `SlurmSweep`) and nowhere here.
 """
 
@@ -20,10 +20,10 @@ from dataclasses import replace
 
 from bench.reproduce.arms import Runner, run_here
 from bench.reproduce.experiment import Recipe
-from launcher.backends.slurm_cluster import require_clients
-from launcher.config.slurm_options import COLLECTOR_HOST, RESOURCE_OPTIONS, resources_of
 from launcher.errors import LaunchError
-from launcher.slurm_sweep import SlurmSweep, run_on_slurm
+from launcher.slurm.commands import require_clients
+from launcher.slurm.resource_options import COLLECTOR_HOST, RESOURCE_OPTIONS, resources_of
+from launcher.slurm.sweep import SlurmSweep, run_on_slurm
 from launcher.sweep.runner import SweepResult
 from launcher.sweep.spec import SweepSpec
 

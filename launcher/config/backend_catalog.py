@@ -61,7 +61,7 @@ def local_spec(name: object) -> BackendSpec:
 def check_hosts_transport(asked: object) -> None:
     """Nodes started elsewhere (one dfl-node per host, a Slurm job's tasks) speak the hosts'
     transport: a run that asks for another (`--transport inproc`) is refused, before a job is
-    queued for it (launcher/slurm_queue.py) as when a host resolves its plan."""
+    queued for it (launcher/slurm/queue.py) as when a host resolves its plan."""
     if asked is not None and local_spec(asked).transport != HOSTS.transport:
         raise LaunchError(f"--transport: dfl-node runs over {HOSTS.transport}")
 

@@ -34,7 +34,7 @@ SHOWN = 3  # entries a refusal names
 def same_inputs(recorded: dict[str, Any] | None, req: Request) -> bool:
     """Whether a run directory's recorded inputs are what `req` asks for. Only what a run is
     asked is compared: a Slurm run records beside it what its job asked Slurm for
-    (launcher/slurm_submit.py), which changes nothing it computes."""
+    (launcher/slurm/submit.py), which changes nothing it computes."""
     asked = given(json.loads(json.dumps(inputs_body(req))))
     return recorded is not None and {key: given(recorded).get(key) for key in asked} == asked
 

@@ -36,6 +36,8 @@ from launcher.errors import LaunchError
 from launcher.logs import launcher_logger
 
 INPUTS_FILE = "inputs.json"
+# inputs.json: the resources and collector host a Slurm run asked for (launcher/slurm/submit.py)
+SLURM_KEY = "slurm"
 REPORTED_FILES = ("metrics.jsonl", "cycles.jsonl")
 LOG = launcher_logger("resume")
 
@@ -62,6 +64,15 @@ def recorded_inputs(run_dir: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return body if isinstance(body, dict) else None
+
+
+def slurm_inputs(run_dir: Path) -> dict[str, Any] | None:
+    """What a Slurm run in `run_dir` asked Slurm for (None: not a Slurm run). Here, not in
+    launcher/slurm/, because a local sweep must tell such a run from its own (sweep/runner.py)
+    and launcher/slurm/sweep.py builds on that runner."""
+    body = recorded_inputs(run_dir)
+    found = body.get(SLURM_KEY) if body is not None else None
+    return found if isinstance(found, dict) else None
 
 
 def resume_request(run_dir: Path, on_corrupt: str | None = None) -> Request:

@@ -4,7 +4,7 @@ A run whose directory holds an ok summary is done and skipped; one with a plan a
 inputs was interrupted (or failed) and is resumed from its checkpoints; any other starts fresh.
 A directory that was launched with other inputs than the sweep now asks for is not touched:
 that is bad input, since rerunning it would lose a finished run. The same decisions send a
-sweep's runs to Slurm instead (launcher/slurm_sweep.py); a run resumes where it started, on this
+sweep's runs to Slurm instead (launcher/slurm/sweep.py); a run resumes where it started, on this
 machine or as a Slurm job.
 """
 
@@ -31,8 +31,7 @@ from launcher.results.report_text import to_markdown
 from launcher.run.claim import finished, same_inputs
 from launcher.run.finish import EXIT_INTERRUPTED, EXIT_OK, stopped
 from launcher.run.progress import Display, RoundTable, emit
-from launcher.run.resume import recorded_inputs
-from launcher.slurm_submit import slurm_inputs
+from launcher.run.resume import recorded_inputs, slurm_inputs
 from launcher.sweep.grid import Point, check, points
 from launcher.sweep.spec import SweepSpec
 
@@ -46,7 +45,7 @@ def resumable(run_dir: Path) -> bool:
 def check_owned(point: Point) -> None:
     """The directory is this run's (or empty): never overwrite a run of another experiment.
     Only what the run was asked is compared: a run on Slurm records beside it what its job
-    asked Slurm for (launcher/slurm_submit.py), which changes nothing it computes."""
+    asked Slurm for (launcher/slurm/submit.py), which changes nothing it computes."""
     recorded = recorded_inputs(point.run_dir)
     if recorded is not None and not same_inputs(recorded, point.request):
         raise LaunchError(f"{point.run_dir}: holds a run with other inputs than the sweep "
@@ -55,7 +54,7 @@ def check_owned(point: Point) -> None:
 
 
 def check_resumable_here(point: Point) -> None:
-    """A run interrupted as a Slurm job goes on as one (launcher/slurm_sweep.py): its plan
+    """A run interrupted as a Slurm job goes on as one (launcher/slurm/sweep.py): its plan
     discovers its hosts where a local plan names them, and a node refuses a checkpoint of
     another plan, so resuming it here would only be refused as changed inputs."""
     if resumable(point.run_dir) and slurm_inputs(point.run_dir) is not None:

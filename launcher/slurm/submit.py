@@ -17,21 +17,10 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from dfl_node.plan import RunPlan
-from launcher.backends import slurm_cluster
-from launcher.backends.slurm import SlurmBackend
 from launcher.collect_remote import open_collector
 from launcher.config.options import Request, ViewOptions
-from launcher.config.slurm_job import (
-    PLAN,
-    JobShape,
-    Resources,
-    exit_file,
-    node_command,
-    task_ids,
-)
 from launcher.errors import LaunchError
 from launcher.run import rundir
 from launcher.run.collector import Collector
@@ -44,14 +33,24 @@ from launcher.run.prephase_coordinator import start_coordinator
 from launcher.run.progress import Display, open_display
 from launcher.run.resume import (
     INPUTS_FILE,
+    SLURM_KEY,
     prepare_resume,
-    recorded_inputs,
     resume_request,
+    slurm_inputs,
     start_fresh,
 )
-from launcher.slurm_queue import Queued, queue
+from launcher.slurm import commands
+from launcher.slurm.backend import SlurmBackend
+from launcher.slurm.job import (
+    PLAN,
+    JobShape,
+    Resources,
+    exit_file,
+    node_command,
+    task_ids,
+)
+from launcher.slurm.queue import Queued, queue
 
-SLURM_KEY = "slurm"  # inputs.json: the resources and collector host a Slurm run asked for
 PUMP_S = 0.5
 STOP_S = 10.0  # how long the aggregator may take to stop once the run has ended
 JOB_POLL_S = 2.0  # how often squeue is asked whether the job still runs
@@ -106,8 +105,8 @@ def follow(collector: Collector, plan: RunPlan, job: str, run_dir: Path,
             return failed
         if time.monotonic() - asked >= JOB_POLL_S:
             asked = time.monotonic()
-            state = slurm_cluster.job_state(job)
-            if state not in slurm_cluster.ACTIVE:
+            state = commands.job_state(job)
+            if state not in commands.ACTIVE:
                 collector.drain()
                 if (failed := watch.failure(node_exits(run_dir, plan, hub))) is not None:
                     return failed
@@ -146,7 +145,7 @@ def run_job(backend: SlurmBackend, plan: RunPlan, job: str, run_dir: Path, displ
         outcome = interrupted(exc)
     finally:
         if not outcome.ok:
-            slurm_cluster.cancel(job)
+            commands.cancel(job)
         stop(hub)
         collector.close()
         directory.close()
@@ -160,7 +159,7 @@ def run_job(backend: SlurmBackend, plan: RunPlan, job: str, run_dir: Path, displ
 def submit(req: Request, backend: SlurmBackend, queued: Queued, view: ViewOptions,
            resuming: bool = False) -> int:
     """The whole `--submit` (or `--resume` of a Slurm run: the same request, from the last
-    round every node has a checkpoint of) once the job is queued (launcher/slurm_queue.py):
+    round every node has a checkpoint of) once the job is queued (launcher/slurm/queue.py):
     resolve the plan, collect the run; the exit code of `dfl-launch`. Anything that refuses
     the run here cancels the job, whose hosts are still waiting for the plan."""
     run_dir = queued.run_dir
@@ -179,7 +178,7 @@ def submit(req: Request, backend: SlurmBackend, queued: Queued, view: ViewOption
         rundir.prepare(run_dir, config)
     except BaseException:
         backend.close()
-        slurm_cluster.cancel(queued.job)
+        commands.cancel(queued.job)
         raise
     with open_display(view.quiet) as display:
         display.start(plan)
@@ -188,7 +187,7 @@ def submit(req: Request, backend: SlurmBackend, queued: Queued, view: ViewOption
                                                   coordinate=resumed_at == 0)
         except BaseException:  # before it followed the job (a port taken, Ctrl-C)
             backend.close()
-            slurm_cluster.cancel(queued.job)
+            commands.cancel(queued.job)
             raise
         results = write_results(plan, config, collector, outcome, seconds, run_dir, view,
                                 display)
@@ -201,13 +200,6 @@ def record_slurm(run_dir: Path, backend: SlurmBackend) -> None:
     body = json.loads(path.read_text())
     body[SLURM_KEY] = {**asdict(backend.resources), "collector_host": backend.host}
     path.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n")
-
-
-def slurm_inputs(run_dir: Path) -> dict[str, Any] | None:
-    """What a Slurm run in `run_dir` asked Slurm for (None: not a Slurm run)."""
-    body = recorded_inputs(run_dir)
-    found = body.get(SLURM_KEY) if body is not None else None
-    return found if isinstance(found, dict) else None
 
 
 def resume(run_dir: Path, view: ViewOptions, on_corrupt: str | None = None) -> int:

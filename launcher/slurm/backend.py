@@ -10,12 +10,12 @@ so it must be on a file system the compute nodes share (as the home or scratch d
 cluster is):
 
     DIR/plan.json      the plan
-    DIR/job.sh         the batch script (launcher/config/slurm_job.py)
+    DIR/job.sh         the batch script (launcher/slurm/job.py)
     DIR/slurm-<job>.out  the job's output, the nodes' logs among it
     DIR/steps/node-<id>.exit  each node's exit status, once it ended
 
-`--submit` queues the job before it resolves the plan (launcher/slurm_queue.py), then writes
-the plan, which the job's hosts wait for, and collects the run here (launcher/slurm_submit.py).
+`--submit` queues the job before it resolves the plan (launcher/slurm/queue.py), then writes
+the plan, which the job's hosts wait for, and collects the run here (launcher/slurm/submit.py).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from launcher.config.backend_catalog import SLURM
 from launcher.config.host_plan import resolve_host_run, services
 from launcher.config.options import Request
 from launcher.config.ports import PortClaims
-from launcher.config.slurm_job import (
+from launcher.slurm.job import (
     PLAN,
     JobShape,
     Resources,
@@ -77,7 +77,7 @@ class SlurmBackend(HandOffBackend):
                                                  for n in plan.nodes))
 
     def hand_off(self, plan: RunPlan, out: Path, resuming: bool = False) -> Path:
-        """Script and plan in `out` (launcher/config/slurm_job.py's prepare_run_dir)."""
+        """Script and plan in `out` (launcher/slurm/job.py's prepare_run_dir)."""
         return self.complete(plan, prepare_run_dir(out, resuming))
 
     def complete(self, plan: RunPlan, run_dir: Path) -> Path:

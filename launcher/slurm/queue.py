@@ -1,7 +1,7 @@
 """`dfl-launch slurm --submit`, first: the job in the queue before the plan exists.
 
 Slurm takes a second or more to start a job, and each host's server then spends seconds
-importing torch and the runtime (launcher/backends/slurm_host.py). The launcher's own imports
+importing torch and the runtime (launcher/slurm/host_server.py). The launcher's own imports
 and plan take as long again. Queued from what the options and the topology file alone say,
 the job starts and its hosts warm up while the launcher resolves the plan, instead of after:
 the servers wait for DIR/steps/plan.ready, which the launcher makes once the plan is written.
@@ -14,7 +14,7 @@ options, the topology file, the protocol's name, the transport, the partition's 
 directory.
 What only the plan can refuse (a config value, the data) comes after: the job is cancelled
 then, before any node started, and the refusal is the same one line and exit 2
-(launcher/slurm_submit.py).
+(launcher/slurm/submit.py).
 """
 
 from __future__ import annotations
@@ -24,10 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dfl_config.plugins import PROTOCOLS_GROUP, registered
-from launcher.backends import slurm_cluster
 from launcher.config.backend_catalog import check_hosts_transport
 from launcher.config.options import Request
-from launcher.config.slurm_job import (
+from launcher.errors import LaunchError
+from launcher.slurm import commands
+from launcher.slurm.job import (
     PLAN,
     JobShape,
     Resources,
@@ -37,7 +38,6 @@ from launcher.config.slurm_job import (
     prepare_run_dir,
     write_script,
 )
-from launcher.errors import LaunchError
 from topologies.errors import TopologyError
 from topologies.loader import load_topology, resolve_topology_path
 
@@ -78,7 +78,7 @@ def queue(req: Request, resources: Resources, out: Path, resuming: bool = False)
     run_dir = out.absolute()
     shape = early_shape(req, run_dir)
     check_fits(len(shape.tasks), resources,
-               *slurm_cluster.partition_cpus(resources.partition))
+               *commands.partition_cpus(resources.partition))
     run_dir = prepare_run_dir(out, resuming)
     script = write_script(shape, resources, run_dir, sys.executable)
-    return Queued(slurm_cluster.submit(str(script)), run_dir, shape)
+    return Queued(commands.submit(str(script)), run_dir, shape)

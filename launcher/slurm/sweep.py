@@ -1,6 +1,6 @@
 """A sweep's runs as Slurm jobs: each run one job, queued and followed from this host as
-`dfl-launch slurm --submit` queues and follows one (launcher/slurm_queue.py,
-launcher/slurm_submit.py), so that a grid of meshes (a paper's reproduction, `python -m
+`dfl-launch slurm --submit` queues and follows one (launcher/slurm/queue.py,
+launcher/slurm/submit.py), so that a grid of meshes (a paper's reproduction, `python -m
 bench.reproduce --backend slurm`) runs on a cluster.
 
 Which runs go is decided as the local runner decides it (launcher/sweep/runner.py): a run whose
@@ -34,15 +34,16 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from launcher.backends import slurm_cluster
-from launcher.backends.slurm import SlurmBackend
 from launcher.config.options import ViewOptions
-from launcher.config.slurm_job import Resources, check_fits
 from launcher.errors import LaunchError
 from launcher.run.finish import EXIT_INTERRUPTED
 from launcher.run.progress import emit
-from launcher.slurm_queue import early_shape, queue
-from launcher.slurm_submit import slurm_inputs, submit
+from launcher.run.resume import slurm_inputs
+from launcher.slurm import commands
+from launcher.slurm.backend import SlurmBackend
+from launcher.slurm.job import Resources, check_fits
+from launcher.slurm.queue import early_shape, queue
+from launcher.slurm.submit import submit
 from launcher.sweep.grid import Point, check, points
 from launcher.sweep.runner import (
     SweepResult,
@@ -86,7 +87,7 @@ class Following:
             self.stopped = True
             jobs = sorted(self.jobs)
         for job in jobs:
-            slurm_cluster.cancel(job)
+            commands.cancel(job)
 
     @contextlib.contextmanager
     def follow(self, job: str) -> Iterator[bool]:
@@ -97,7 +98,7 @@ class Following:
             if going:
                 self.jobs.add(job)
         if not going:
-            slurm_cluster.cancel(job)
+            commands.cancel(job)
         try:
             yield going
         finally:
@@ -118,7 +119,7 @@ def preflight(grid: Sequence[Point], options: SlurmSweep) -> None:
                               "here (a run resumes where it started), or move it away")
     if not todo:
         return
-    slurm_cluster.require_clients()
+    commands.require_clients()
     tasks = 0
     for point in todo:
         try:
@@ -126,7 +127,7 @@ def preflight(grid: Sequence[Point], options: SlurmSweep) -> None:
         except LaunchError as exc:
             raise LaunchError(f"{point.label}: {exc}") from None
     check_fits(tasks, options.resources,
-               *slurm_cluster.partition_cpus(options.resources.partition))
+               *commands.partition_cpus(options.resources.partition))
 
 
 def run_on_slurm(specs: Sequence[SweepSpec], options: SlurmSweep,
@@ -156,7 +157,7 @@ def out_of(spec: SweepSpec) -> Path:
 
 def run_points(todo: Sequence[Point], options: SlurmSweep) -> bool:
     """Queue and follow `todo`; whether the sweep was interrupted (Ctrl-C)."""
-    host = options.collector_host or slurm_cluster.submit_host()
+    host = options.collector_host or commands.submit_host()
     following = Following()
     view = ViewOptions(quiet=True, plots=False)
     pool = ThreadPoolExecutor(options.jobs, thread_name_prefix="slurm-run")

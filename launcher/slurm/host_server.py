@@ -8,7 +8,7 @@ forked from (launcher/backends/zygote.py). This is that zygote for a Slurm alloc
 - `serve`: one task per host of the job (one step over all hosts, `--overlap`, so it takes no
   CPU away from the nodes' steps) imports everything, warms torch and the plan's data up, and
   listens on a Unix socket local to the host;
-- each node's task runs a small client that never imports torch (slurm_client.py, which says
+- each node's task runs a small client that never imports torch (task_client.py, which says
   what the two exchange): it asks the host's server to fork its node, hands over its stdout
   and stderr, relays the signals Slurm sends the task and exits with the node's status. The
   server kills a node whose client is gone (SIGKILL of the task), so a node never outlives its
@@ -16,7 +16,7 @@ forked from (launcher/backends/zygote.py). This is that zygote for a Slurm alloc
 
 Slurm still places, cancels and accounts every node as a task (of the nodes' step, or of its own
 step); only the CPU time shows under the host step. GPU jobs do not use this
-(launcher/config/slurm_job.py): Slurm binds GPUs to a step's own processes, so each node there
+(launcher/slurm/job.py): Slurm binds GPUs to a step's own processes, so each node there
 runs in its task, a fresh interpreter.
 """
 
@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
-from launcher.backends.slurm_client import INT_BYTES, PACKET_BYTES, socket_path
+from launcher.slurm.task_client import INT_BYTES, PACKET_BYTES, socket_path
 
 PLAN_EVERY_S = 0.05
 
@@ -46,7 +46,7 @@ def serve(sock_path: str, plan_path: Path, run_dir: Path) -> None:
     from dfl_node.plan import RunPlan
     from launcher.backends import preload
     from launcher.config.host_plan import ensure_host_data
-    from launcher.config.slurm_job import ready_file
+    from launcher.slurm.job import ready_file
 
     preload.one_blas_thread()
     preload.warm_forward()
@@ -76,10 +76,10 @@ def serve(sock_path: str, plan_path: Path, run_dir: Path) -> None:
 
 
 def wait_for(ready: Path) -> None:
-    """The plan's go-ahead (launcher/config/slurm_job.py's ready_file), which `dfl-launch slurm
+    """The plan's go-ahead (launcher/slurm/job.py's ready_file), which `dfl-launch slurm
     --submit` gives only after it queued the job and wrote the plan, so that this server's
     imports above overlap its own."""
-    from launcher.config.slurm_job import PLAN_WAIT_S
+    from launcher.slurm.job import PLAN_WAIT_S
 
     deadline = time.monotonic() + PLAN_WAIT_S
     while not ready.exists():
@@ -205,12 +205,12 @@ class Server:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m launcher.backends.slurm_host serve PLAN RUN_DIR JOB` on each host."""
+    """`python -m launcher.slurm.host_server serve PLAN RUN_DIR JOB` on each host."""
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["serve"] and len(args) == 4:
         serve(socket_path(args[3]), Path(args[1]), Path(args[2]))
     else:
-        print("usage: python -m launcher.backends.slurm_host serve PLAN RUN_DIR JOB",
+        print("usage: python -m launcher.slurm.host_server serve PLAN RUN_DIR JOB",
               file=sys.stderr)
         sys.exit(2)
 

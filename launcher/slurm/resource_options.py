@@ -1,7 +1,7 @@
 """The options that say what a Slurm job asks for, declared once for every command line that
 submits jobs (`dfl-launch slurm`, `python -m bench.reproduce --backend slurm`).
 
-Each option is a field of `Resources` (launcher/config/slurm_job.py), and its default is that
+Each option is a field of `Resources` (launcher/slurm/job.py), and its default is that
 field's default, so a second command line cannot drift from the first: the flag, its help and
 its metavar are here, the value's type and default in the typed model. Kept free of click and
 argparse alike: each command line builds its parser from this table.
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from launcher.config.slurm_job import Resources
+from launcher.slurm.job import Resources
 
 DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(Resources)}
 

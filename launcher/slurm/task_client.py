@@ -1,4 +1,4 @@
-"""The client each node's Slurm task runs: it asks its host's server (slurm_host.py) to fork the
+"""The client each node's Slurm task runs: it asks its host's server (host_server.py) to fork the
 node, and ends as the node ends.
 
 One runs per node, fifty to a job of fifty, all on the way to round 1, so its start is what it
@@ -104,10 +104,10 @@ def receive(sock: _socket.socket) -> tuple[str, str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -S -I .../slurm_client.py JOB NODE_ID` in each node's task."""
+    """`python -S -I .../task_client.py JOB NODE_ID` in each node's task."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2 or not args[1].isdigit():
-        print("usage: python -S -I slurm_client.py JOB NODE_ID", file=sys.stderr)
+        print("usage: python -S -I task_client.py JOB NODE_ID", file=sys.stderr)
         sys.exit(2)
     run(socket_path(args[0]), int(args[1]))
 

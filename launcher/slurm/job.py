@@ -70,7 +70,7 @@ def task_ids(plan: RunPlan) -> list[int]:
 class JobShape:
     """What the batch script needs of a run: its name, its tasks and what runs beside them on
     the submit host. All but the last follow from the topology file and the protocol's name,
-    so `--submit` can queue the job before it resolves the plan (launcher/slurm_queue.py)."""
+    so `--submit` can queue the job before it resolves the plan (launcher/slurm/queue.py)."""
 
     name: str
     tasks: tuple[int, ...]
@@ -114,10 +114,10 @@ def exit_file(run_dir: Path, node_id: int) -> Path:
     return run_dir / STEPS_DIR / f"node-{node_id}.exit"
 
 
-# The client a node's task runs (launcher/backends/slurm_client.py), by path: it needs only
+# The client a node's task runs (launcher/slurm/task_client.py), by path: it needs only
 # what the interpreter has built in, so `python -S -I` skips site-packages.
-HOST_CLIENT = Path(__file__).resolve().parents[1] / "backends" / "slurm_client.py"
-PLAN_WAIT_S = 900  # how long a job queued before its plan waits for it (launcher/slurm_queue.py)
+HOST_CLIENT = Path(__file__).resolve().parent / "task_client.py"
+PLAN_WAIT_S = 900  # how long a job queued before its plan waits for it (launcher/slurm/queue.py)
 
 
 def node_command(python: str, plan_path: Path, run_dir: Path, forked: bool) -> list[str]:
@@ -131,11 +131,11 @@ def node_command(python: str, plan_path: Path, run_dir: Path, forked: bool) -> l
 
 def host_command(python: str, plan_path: Path, run_dir: Path) -> list[str]:
     """The step of one server per host that the nodes are forked from
-    (launcher/backends/slurm_host.py): over every host of the job, overlapping the nodes'
+    (launcher/slurm/host_server.py): over every host of the job, overlapping the nodes'
     steps, so it holds no CPU of theirs."""
     return ["srun", "--overlap", "--nodes=$SLURM_JOB_NUM_NODES", "--ntasks-per-node=1",
             "--ntasks=$SLURM_JOB_NUM_NODES", "--job-name=hosts", python, "-m",
-            "launcher.backends.slurm_host", "serve", str(plan_path), str(run_dir),
+            "launcher.slurm.host_server", "serve", str(plan_path), str(run_dir),
             "$SLURM_JOB_ID"]
 
 
@@ -218,7 +218,7 @@ def batch_script(shape: JobShape, resources: Resources, plan_path: Path, run_dir
               f"mkdir -p {steps}"]
     if forked:
         lines += ["# One server per host imports the runtime once; each node's task forks its node",
-                  "# from it (launcher/backends/slurm_host.py).",
+                  "# from it (launcher/slurm/host_server.py).",
                   f"{shell_words(host_command(python, plan_path, run_dir))} &",
                   "hosts=$!"]
     else:
