@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from dfl_config.problems import one_line
 from dfl_node.learning.models import build_model
 from launcher.config.layers import defaults_file, resolve_config
-from protocols.dmflsq.dmflsq_bits import (
+from protocols.dmflsq.bits import (
     PAPER_ACCOUNTING,
     Accounting,
     ceil_log2,

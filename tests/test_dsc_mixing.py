@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from protocols.dsc.dsc import combine
-from protocols.dsc.dsc_mixing import (
+from protocols.dsc.mixing_weights import (
     adjacency,
     affinity_matrix,
     eq18_matrix,
@@ -19,6 +18,7 @@ from protocols.dsc.dsc_mixing import (
     subdominant_modulus,
     task_affinity,
 )
+from protocols.dsc.node import combine
 
 SEG = np.array([1, 1, 1, 1, 0, 0, 1, 0], dtype=np.float32)
 SN = np.array([1, 1, 0, 1, 1, 1, 0, 1], dtype=np.float32)

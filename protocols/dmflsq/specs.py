@@ -1,6 +1,6 @@
 """What the launcher knows of DMFL-SQ and its CHOCO-SGD baseline: their settings, with the
 paper's defaults, and their capabilities (protocols/spec.py). The algorithms are the node
-classes in dmflsq.py and chocosgd.py."""
+classes in node.py and chocosgd.py."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pydantic import BeforeValidator
 
 from dfl_config.section import Count, Flag, NonNegative, Positive
 from protocols.capabilities import SurvivesFailures
-from protocols.dmflsq import dmflsq_report
-from protocols.dmflsq.dmflsq_bits import Accounting
+from protocols.dmflsq import report_table
+from protocols.dmflsq.bits import Accounting
 from protocols.hyper import ProtocolHyper, TrainingHyper
 from protocols.spec import ProtocolSpec
 from protocols.toolkit.accounting import MessageAccounting
@@ -84,5 +84,5 @@ class ChocoHyper(TrainingHyper):
 
 
 DMFLSQ_SPEC = ProtocolSpec(DMFLSQHyper, capabilities=(SurvivesFailures(),),
-                           report_family="dmfl-sq", report_table=dmflsq_report.TABLE)
+                           report_family="dmfl-sq", report_table=report_table.TABLE)
 CHOCO_SPEC = ProtocolSpec(ChocoHyper, report_family="dmfl-sq")  # in the DMFL-SQ paper's table

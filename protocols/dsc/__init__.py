@@ -2,5 +2,5 @@
 its baselines (no aggregation, FedAvg, max, FedAMP), the aggregation-depth analysis, and the
 multi-task model, data (procedural scenes, NYU-v2), routing policies and dense-task metrics that
 only DSC uses; and what the launcher knows of it, without torch: `specs`, which names its report
-(`dsc_report`) and its `dfl-launch jstar` command.
+(`report_table`) and its `dfl-launch jstar` command.
 """

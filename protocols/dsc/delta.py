@@ -6,7 +6,7 @@ baseline b_{t,q} is the client-averaged no-aggregation result (docs/protocols/ds
 what reproduces the paper's Table 2); the per-client baseline is an option.
 
 Apart from the meters that measure the metrics (task_metrics.py, torch) because the launcher
-computes it from finished runs' summaries (dsc_summary.py, dsc_report.py) without torch.
+computes it from finished runs' summaries (run_summary.py, report_table.py) without torch.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field
 
 from dfl_config.section import Count, Flag, NonNegative, NonNegativeInt, Number, Positive
-from protocols.dsc.dsc_mixing import FedAvgVariant
+from protocols.dsc.mixing_weights import FedAvgVariant
 from protocols.dsc.taskdata import Task
 from protocols.hyper import TrainingHyper
 

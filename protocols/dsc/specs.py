@@ -1,6 +1,6 @@
 """What the launcher knows of the DSC family (DSC and its four baselines): their settings, checks,
 datasets, model, `jstar` command, report and run-level summary keys (protocols/spec.py). The
-algorithms are the node classes in dsc.py and dsc_baselines.py."""
+algorithms are the node classes in node.py and baselines.py."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from protocols.capabilities import RunReport
-from protocols.dsc import dsc_report
-from protocols.dsc.dsc_summary import run_summary
+from protocols.dsc import report_table
 from protocols.dsc.hyper import DSCFedAMPHyper, DSCFedAvgHyper, DSCHyper
 from protocols.dsc.jstar import jstar_cmd
 from protocols.dsc.nyu import NyuOptions
 from protocols.dsc.portfolios import DSCNodeAttributes
 from protocols.dsc.routed_spec import RoutedSpec
+from protocols.dsc.run_summary import run_summary
 from protocols.dsc.scenes import SceneOptions
 from protocols.dsc.workload import check_scene_plan, prepare_nyu, prepare_scenes
 from protocols.sdk import RunPlan
@@ -59,8 +59,8 @@ def check_plan(plan: RunPlan) -> None:
 
 DSC_SPEC = ProtocolSpec(
     DSCHyper, capabilities=(TaskReport(),), check_plan=check_plan,
-    report_family="dsc", report_table=dsc_report.TABLE, score=dsc_report.SCORE,
-    multitask=dsc_report.MULTITASK, launch_commands=(jstar_cmd,),
+    report_family="dsc", report_table=report_table.TABLE, score=report_table.SCORE,
+    multitask=report_table.MULTITASK, launch_commands=(jstar_cmd,),
     datasets={"scenes": prepare_scenes, "nyuv2": prepare_nyu},
     dataset_options={"scenes": SceneOptions, "nyuv2": NyuOptions},
     model_specs=(RoutedSpec,), node_attributes=DSCNodeAttributes)

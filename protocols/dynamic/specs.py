@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dfl_config.section import Count
 from protocols.capabilities import DynamicGraphs
-from protocols.dynamic import dynamic_report
+from protocols.dynamic import report_table
 from protocols.hyper import DenseAccounting, TrainingHyper
 from protocols.spec import ProtocolSpec
 
@@ -25,5 +25,5 @@ class EpidemicHyper(TrainingHyper):
 
 
 SGP_SPEC = ProtocolSpec(SGPHyper, capabilities=(DynamicGraphs(),), report_family="sgp",
-                        report_table=dynamic_report.TABLE)
+                        report_table=report_table.TABLE)
 EPIDEMIC_SPEC = ProtocolSpec(EpidemicHyper, capabilities=(DynamicGraphs(),), report_family="sgp")

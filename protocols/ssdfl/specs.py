@@ -1,7 +1,7 @@
 """What the launcher knows of the SSD-FL family (SSD-FL, SDFL, PDFL, STC, CSTC): their settings,
 capabilities and checks (protocols/spec.py), and SSD-FL's one-time coordinator, which runs in
-the coordinator process. The algorithms are the node classes of ssdfl.py (SSD-FL and the cycle
-they all run) and ssdfl_baselines.py; nothing here imports torch.
+the coordinator process. The algorithms are the node classes of node.py (SSD-FL and the cycle
+they all run) and baselines.py; nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from protocols.capabilities import PrePhase
 from protocols.hyper import TrainingHyper
 from protocols.sdk import Coordination, RunPlan
 from protocols.spec import ProtocolSpec, model_fits_data
-from protocols.ssdfl import ssdfl_report
+from protocols.ssdfl import report_table
 from protocols.ssdfl.clustering import ClusteringConfig, ClusteringSettings
 from protocols.ssdfl.coordinator import clustering_config, coordinate_clusters
 from protocols.ssdfl.optimizers import Fraction, SSDFLNodeAttributes
@@ -149,7 +149,7 @@ SDFL_SPEC: ProtocolSpec[CycleHyper] = ProtocolSpec(
     SDFLHyper, report_family="ssd-fl", node_attributes=SSDFLNodeAttributes,
     cycle_groups="cluster")  # each node's cluster, in its metrics records
 SSDFL_SPEC = replace(SDFL_SPEC, Hyper=SSDFLHyper, capabilities=(Clustering(),),
-                     report_table=ssdfl_report.TABLE, check_plan=check_clustering)
+                     report_table=report_table.TABLE, check_plan=check_clustering)
 PDFL_SPEC = replace(SDFL_SPEC, Hyper=PDFLHyper)
 STC_SPEC = replace(SDFL_SPEC, Hyper=STCHyper)
 CSTC_SPEC = replace(SDFL_SPEC, Hyper=CSTCHyper)

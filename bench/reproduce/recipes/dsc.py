@@ -38,9 +38,14 @@ from dfl_node.plan import RunPlan
 from launcher.config.layers import defaults_file
 from protocols.dsc.delta import DIRECTIONS
 from protocols.dsc.depth import continuous_depth, deployed_depth, fit_constants
-from protocols.dsc.dsc_mixing import adjacency, affinity_matrix, eq18_matrix, subdominant_modulus
-from protocols.dsc.dsc_summary import delta_keys
 from protocols.dsc.hyper import DSCHyper
+from protocols.dsc.mixing_weights import (
+    adjacency,
+    affinity_matrix,
+    eq18_matrix,
+    subdominant_modulus,
+)
+from protocols.dsc.run_summary import delta_keys
 from topologies import generators as gen
 from topologies.loader import load_topology, resolve_topology_path
 

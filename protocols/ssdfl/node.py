@@ -25,7 +25,7 @@ global` mixes with the global matrix in both regimes (synchronous DFL; the sDFL 
 S = 1 check). Neighbour sums run over ascending ids, self included (the SDK's `mix`), so every
 transport computes the same floats.
 
-The cycle is `CycleEngine`'s; the baselines (`ssdfl_baselines.py`) run it with other weight
+The cycle is `CycleEngine`'s; the baselines (`baselines.py`) run it with other weight
 rows, and `SSDFL` adds the pre-phase that chooses its rows. Their settings, and what the launcher
 and the coordinator run (Algorithm 1 included), are declared in `specs.py`, without torch.
 """

@@ -22,9 +22,9 @@ from collections.abc import Mapping
 
 import torch
 
-from protocols.dsc.dsc import DSC
-from protocols.dsc.dsc_mixing import Weights, fedamp_row, fedavg_row, model_cosine
 from protocols.dsc.hyper import DSCFedAMPHyper, DSCFedAvgHyper
+from protocols.dsc.mixing_weights import Weights, fedamp_row, fedavg_row, model_cosine
+from protocols.dsc.node import DSC
 from protocols.dsc.specs import DSC_FEDAMP_SPEC, DSC_FEDAVG_SPEC, DSC_MAX_SPEC, DSC_NOAGG_SPEC
 from protocols.sdk import Received
 

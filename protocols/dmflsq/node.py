@@ -24,7 +24,7 @@ that started from the same w^0 (every node builds w^0 from the run's shared init
 initial exchange is needed and none is charged: docs/protocols/dmfl-sq.md#a4).
 
 Bits are charged to `ctx.formula` per directed link and round exactly as eqs. (18)-(19) count
-them (`protocols/dmflsq/dmflsq_bits.py`), where the messages are sent: the model message states
+them (`protocols/dmflsq/bits.py`), where the messages are sent: the model message states
 its own bits (`Compressed.payload`), each consensus sub-round charges the pair it carried; the
 wire ledger counts what the sockets carried beside it.
 
@@ -64,7 +64,7 @@ import torch
 from torch.nn import functional as F
 from torch.nn.utils import parameters_to_vector
 
-from protocols.dmflsq.dmflsq_bits import ceil_log2, psi_pair_bits
+from protocols.dmflsq.bits import ceil_log2, psi_pair_bits
 from protocols.dmflsq.specs import DMFLSQ_SPEC, DMFLSQHyper
 from protocols.sdk import (
     BatchSampler,

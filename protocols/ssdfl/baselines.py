@@ -2,7 +2,7 @@
 docs/protocols/ssd-fl.md#baselines).
 
 The paper's fairness rule: every method gets, per global cycle, tau_a training iterations plus
-tau_r communication-only iterations. All four therefore run SSD-FL's engine (`ssdfl.py`: the
+tau_r communication-only iterations. All four therefore run SSD-FL's engine (`node.py`: the
 same eq. 11 iteration, the same eq. 10 per-device optimizers with their momentum/anchor reset at
 the start of each cycle's training phase (docs/protocols/ssd-fl.md#a2, #a3), the same shared
 init, batch streams and
@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from protocols.sdk import NodeContext
+from protocols.ssdfl.node import CycleEngine, Row
 from protocols.ssdfl.specs import (
     CSTC_SPEC,
     PDFL_SPEC,
@@ -43,7 +44,6 @@ from protocols.ssdfl.specs import (
     SDFLHyper,
     STCHyper,
 )
-from protocols.ssdfl.ssdfl import CycleEngine, Row
 from protocols.ssdfl.stc_sampling import EdgeSampler, mixing_row, random_partition, same_cluster
 
 

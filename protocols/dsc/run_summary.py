@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from protocols.dsc.delta import delta_report
-from protocols.dsc.dsc_mixing import perron_vector, subdominant_modulus
+from protocols.dsc.mixing_weights import perron_vector, subdominant_modulus
 from protocols.sdk import RunPlan
 
 TaskMetrics = dict[int, dict[str, dict[str, float]]]

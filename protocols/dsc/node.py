@@ -30,7 +30,7 @@ holding it (#a19); `warmup_rounds` freezes the logits, every block run, for the 
 (#a4); `payload_bytes` charges psi at a nominal size on the clock and in the formula while the
 real psi travels (#payload-override).
 
-The baselines (`protocols/dsc/dsc_baselines.py`) reuse this round and change only the weights and
+The baselines (`protocols/dsc/baselines.py`) reuse this round and change only the weights and
 what travels. What the launcher reads of the family (settings, checks, datasets, report, run-level
 keys) is its specs' (`protocols/dsc/specs.py`).
 """
@@ -45,8 +45,8 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from protocols.dsc.dsc_mixing import Affinity, Policies, Weights, affinity, softmax_weights
 from protocols.dsc.hyper import DSCHyper
+from protocols.dsc.mixing_weights import Affinity, Policies, Weights, affinity, softmax_weights
 from protocols.dsc.multitask_training import LocalTrainer
 from protocols.dsc.multitask_training import evaluate as evaluate_tasks
 from protocols.dsc.routed_model import RoutedMultiTaskNet, build_multitask_model
