@@ -11,7 +11,7 @@ plan's results key): a node whose plan differs ends the collection as bad input 
 line naming the sections), and the node, told so, sends no result. It may start
 before or after the nodes: a node's records queue until a collector listens. Each node's final
 parameters stay in its own host's run directory (final/). For a discover plan it also serves
-the directory the nodes learn each other's addresses from (launcher/run/directory.py).
+the directory the nodes learn each other's addresses from (launcher/run/address_book.py).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from launcher.config.endpoints import wildcard_bind
 from launcher.config.host_plan import check_place, place_plan
 from launcher.errors import LaunchError
 from launcher.results.cycle_metrics import CycleMetrics
+from launcher.run.address_book import AddressBook
 from launcher.run.collector import Collector, PlanDiffers, ZmqSource
-from launcher.run.directory import Directory
 from launcher.run.faults import interrupted
 from launcher.run.finish import report, save
 from launcher.run.on_failure import FailureWatch
@@ -84,7 +84,7 @@ def collect(plan_path: Path, out_dir: Path, timeout_s: float, keys: Path | None 
     check_place(plan, out_dir)
     collector = open_collector(plan, out_dir, curve)
     try:
-        directory = Directory(plan) if plan.discovery else None
+        directory = AddressBook(plan) if plan.discovery else None
     except LaunchError:
         collector.close()
         raise

@@ -29,7 +29,7 @@ from launcher.run.outcome import Outcome
 from launcher.run.prephase_coordinator import start_coordinator
 from launcher.run.progress import Display, emit, open_display
 from launcher.run.resume import prepare_resume, resume_request
-from launcher.run.run_files import remove_temporaries
+from launcher.run.rundir import remove_temporaries
 
 LOG = launcher_logger("launch")
 

@@ -33,7 +33,7 @@ from dfl_node.runner.discovery import DiscoveryError, discover
 from dfl_node.runner.prephase_client import ZmqPrephaseChannel
 from dfl_node.runner.process_memory import share_one_arena
 from dfl_node.runner.receive_caps import PEER_MESSAGES, wire_limits
-from dfl_node.runner.reporter import FileReporter, NoCollector, Reporter, ZmqReporter
+from dfl_node.runner.record_sink import FileRecordSink, NoCollector, RecordSink, ZmqRecordSink
 from dfl_node.runner.run_node import run_node
 from dfl_node.settings.wire import rendezvous_seconds
 from dfl_node.transports.encryption import COORDINATOR, Curve, load_curve
@@ -78,19 +78,19 @@ def start_zmq_node(plan: RunPlan, node_id: int, out_dir: Path, curve: Curve | No
                              heartbeat=Heartbeat.of(plan.wire, host_crowd(plan, entry.host)),
                              discover=learn_peers if plan.discovery else None)
     plan = found[0] if found else plan
-    reporter: Reporter = ZmqReporter(given, node_id, curve=curve)
+    sink: RecordSink = ZmqRecordSink(given, node_id, curve=curve)
     if keep_records:
-        reporter = FileReporter(out_dir / "records" / f"node-{node_id}.jsonl", reporter)
+        sink = FileRecordSink(out_dir / "records" / f"node-{node_id}.jsonl", sink)
     prephase = (ZmqPrephaseChannel(node_id, plan.prephase["address"],
                                    int(plan.prephase["max_bytes"]), curve)
                 if plan.prephase else None)
     failed = True
     try:
-        run_node(plan, node_id, node_class(plan.protocol), transport, reporter, out_dir,
+        run_node(plan, node_id, node_class(plan.protocol), transport, sink, out_dir,
                  prephase)
         failed = False
     except Exception as exc:
-        reporter.emit({"type": "error", "node": node_id, "message": f"{type(exc).__name__}: {exc}",
+        sink.emit({"type": "error", "node": node_id, "message": f"{type(exc).__name__}: {exc}",
                        **failure_fields(exc), **io_fields(exc)})
         transport.close()  # lets what is queued go out: a refusing node's plan hashes, say
         raise
@@ -98,7 +98,7 @@ def start_zmq_node(plan: RunPlan, node_id: int, out_dir: Path, curve: Curve | No
         if prephase is not None:
             prephase.close()
         try:
-            reporter.close()  # the collector refused the plan (PlanError) or never answered
+            sink.close()  # the collector refused the plan (PlanError) or never answered
         except (PlanError, NoCollector):
             if not failed:  # else the run's own error is the one to report
                 raise

@@ -21,7 +21,7 @@ from launcher.config.host_plan import resolve_host_plan
 from launcher.config.options import Request
 from launcher.config.ports import PortClaims
 from launcher.errors import LaunchError
-from launcher.run.directory import Directory
+from launcher.run.address_book import AddressBook
 from tests.harness import ENV_ROOT, ROOT, final_files, in_process, launch_ok
 
 OPTIONS = ("--dataset", "synthetic", "--rounds", "2", "--set", "wire.rendezvous_s=120")
@@ -121,7 +121,7 @@ def small_plan(tmp_path: Path, port_claims: PortClaims) -> RunPlan:
 def test_the_directory_answers_once_all_reported_and_drops_impostors(
         tmp_path: Path, port_claims: PortClaims) -> None:
     plan = small_plan(tmp_path, port_claims)
-    directory = Directory(plan)
+    directory = AddressBook(plan)
     context = zmq.Context()
     try:
         socks = {i: dealer(context, plan.discovery["address"], i) for i in plan.ids}
@@ -149,7 +149,7 @@ def test_the_directory_answers_once_all_reported_and_drops_impostors(
 def test_a_node_without_a_table_by_the_deadline_names_the_directory(
         tmp_path: Path, port_claims: PortClaims) -> None:
     plan = small_plan(tmp_path, port_claims)
-    directory = Directory(plan)
+    directory = AddressBook(plan)
     try:
         with pytest.raises(TimeoutError, match=r"node 0: the directory at tcp://127\.0\.0\.1:"
                                                r"\d+ sent no address table within 0\.2 s"):

@@ -21,7 +21,7 @@ import pytest
 import zmq
 
 from dfl_node.plan import PlanError, RunPlan
-from dfl_node.runner.reporter import NoCollector, ZmqReporter
+from dfl_node.runner.record_sink import NoCollector, ZmqRecordSink
 from dfl_node.runner.results_seal import RECORD, new_results_key, results_key, seal
 from launcher.config.host_plan import resolve_host_plan
 from launcher.config.options import Request
@@ -102,13 +102,13 @@ def test_a_node_of_another_plan_is_refused_and_told(tmp_path: Path, ports: list[
     assert plan.results_key != theirs.results_key  # each resolution draws its own
     other = dataclasses.replace(theirs, results_key=plan.results_key)
     collector = Collector(ZmqSource(plan), tmp_path / "run", plan.ids)
-    strange = ZmqReporter(dataclasses.replace(plan, results_key=new_results_key()), 1,
+    strange = ZmqRecordSink(dataclasses.replace(plan, results_key=new_results_key()), 1,
                           linger_ms=500)
     try:
         wait_for(lambda: collector.pump(0.1) and collector.rejected, 30, "the stranger's hello")
         assert collector.rejected == {"unauthenticated": 1}
-        reporter = ZmqReporter(other, 0)
-        reporter.emit({"type": "ready", "node": 0, "pid": 1})
+        sink = ZmqRecordSink(other, 0)
+        sink.emit({"type": "ready", "node": 0, "pid": 1})
         with pytest.raises(PlanDiffers) as refused:
             wait_for(lambda: collector.pump(0.1) and False, 30, "node 0's hello")
         assert str(refused.value) == ("node 0's plan differs in ['protocol'] from this "
@@ -116,7 +116,7 @@ def test_a_node_of_another_plan_is_refused_and_told(tmp_path: Path, ports: list[
     finally:
         collector.close()
     with pytest.raises(PlanError) as told:
-        reporter.close()
+        sink.close()
     assert str(told.value) == ("node 0: the collector's plan differs in ['protocol']; "
                                "refusing to send it results")
     with pytest.raises(NoCollector, match=r"no collector at .* agreed to the plan"):

@@ -24,7 +24,7 @@ from dfl_mesh.testing.state_walk import Leaf, coverage, snapshot
 from dfl_node.learning.torch_settings import apply_runtime
 from dfl_node.plan import RunPlan
 from dfl_node.runner.prephase_client import InprocPrephaseHub
-from dfl_node.runner.reporter import QueueReporter
+from dfl_node.runner.record_sink import QueueRecordSink
 from dfl_node.runner.run_node import run_node
 from dfl_node.transports.inproc import InprocHub, InprocTransport
 from launcher.api.settings import parse
@@ -152,7 +152,7 @@ def run_inproc(plan: RunPlan, algorithm: type[Protocol], out: Path) -> None:
     def body(node_id: int) -> None:
         transport = InprocTransport(node_id, hub, set(plan.neighbors(node_id)))
         try:
-            run_node(plan, node_id, algorithm, transport, QueueReporter(records), out,
+            run_node(plan, node_id, algorithm, transport, QueueRecordSink(records), out,
                      prephase.channel(node_id) if plan.prephase else None)
         except Exception as exc:
             failures.append((node_id, f"{type(exc).__name__}: {exc}"))

@@ -1,7 +1,7 @@
 """One node's life: connect, build model and data, run the protocol's rounds, report, save.
 
 The same function runs in a launcher-spawned process, under `dfl-node` on another host, and as a
-thread of the in-process transport; only the transport and the reporter differ.
+thread of the in-process transport; only the transport and the sink of its records differ.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from dfl_node.runner.node_state import Resumed
 from dfl_node.runner.prephase_client import PrephaseChannel, run_prephase
 from dfl_node.runner.profiling import profiled
 from dfl_node.runner.receive_caps import wire_limits
-from dfl_node.runner.reporter import Reporter, params_due, params_record
+from dfl_node.runner.record_sink import RecordSink, params_due, params_record
 from dfl_node.settings.wire import rendezvous_seconds
 from dfl_node.state import checkpoint_layout as checkpoint
 from dfl_node.state.checkpoint_file import write_tensors
@@ -60,7 +60,7 @@ def node_clock(plan: RunPlan, node_id: int) -> VirtualClock:
 
 
 def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: Transport,
-             reporter: Reporter, out_dir: Path, prephase: PrephaseChannel | None = None) -> None:
+             sink: RecordSink, out_dir: Path, prephase: PrephaseChannel | None = None) -> None:
     """Run node `node_id` of `plan` to completion; its final model lands in `out_dir/final/`.
 
     `algorithm` is the plan's protocol class, looked up by the caller: the runtime knows none."""
@@ -77,7 +77,7 @@ def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: 
     proto = cls(ctx)
     saved = node_checkpoint.load(out_dir, plan, node_id)
     resumed = node_checkpoint.restore(saved, ctx, proto) if saved is not None else None
-    reporter.emit({"type": "ready", "node": node_id, "pid": os.getpid()})
+    sink.emit({"type": "ready", "node": node_id, "pid": os.getpid()})
     meet_mesh(comm, plan, resumed.round if resumed else None)
     prephase_traffic = (resumed.prephase if resumed
                         else run_prephase(plan.prephase, node_id, proto, prephase))
@@ -101,7 +101,7 @@ def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: 
 
     if learns and plan.eval_at_start and resumed is None:
         last = metrics(0, {})
-        reporter.emit(last)
+        sink.emit(last)
     with profiled(node_id, out_dir):
         for r in range(resumed.round if resumed else 0, plan.rounds):
             comm.round = r
@@ -120,10 +120,10 @@ def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: 
             first_round_at = first_round_at or time.time()
             if learns and ((r + 1) % plan.eval_every == 0 or r + 1 == plan.rounds):
                 last = metrics(r + 1, info)
-                reporter.emit(last)
+                sink.emit(last)
                 if params_due(int(plan.cycle_metrics.get("params_every", 0)), plan.eval_every,
                               plan.rounds, r + 1):
-                    reporter.emit(params_record(node_id, r + 1, proto.eval_model().state_dict()))
+                    sink.emit(params_record(node_id, r + 1, proto.eval_model().state_dict()))
             if checkpoint.due(plan.checkpoint_every, r + 1):
                 node_checkpoint.save(out_dir, ctx, proto, Resumed(r + 1, last, prephase_traffic))
     comm.close()
@@ -134,7 +134,7 @@ def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: 
     extra = proto.extra_state()
     if extra:
         write_tensors(final / f"node-{node_id}-copies.safetensors", extra)
-    reporter.emit({"type": "done", "node": node_id, "pid": os.getpid(),
+    sink.emit({"type": "done", "node": node_id, "pid": os.getpid(),
                    "host": socket.gethostname(), "device": entry.device,
                    "accuracy": last.get("accuracy"), "loss": last.get("loss"),
                    **{k: last[k] for k in ("global_accuracy", "global_loss") if k in last},

@@ -17,7 +17,7 @@ from pathlib import Path
 from dfl_node.learning.torch_settings import apply_runtime
 from dfl_node.plan import RunPlan
 from dfl_node.runner.prephase_client import InprocPrephaseHub
-from dfl_node.runner.reporter import QueueReporter
+from dfl_node.runner.record_sink import QueueRecordSink
 from dfl_node.runner.run_node import run_node
 from dfl_node.transports.inproc import InprocHub, InprocTransport
 from launcher.backends.base import LocalBackend, LocalMesh, OnRecord
@@ -45,7 +45,7 @@ def run_threads(plan: RunPlan, run_dir: Path, collector: Collector,
         try:
             channel = prephase.channel(node_id) if prephase else None
             run_node(plan, node_id, node_class(plan.protocol), transport,
-                     QueueReporter(sink), run_dir, channel)
+                     QueueRecordSink(sink), run_dir, channel)
         except Exception as exc:
             failures[node_id] = f"{type(exc).__name__}: {exc}"
             if fields := io_fields(exc):

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dfl_node.plan import RunPlan
-from dfl_node.runner.reporter import params_due
+from dfl_node.runner.record_sink import params_due
 from protocols.registry import protocol_spec
 from topologies.measures import exact_conductance, slem, sweep_conductance
 from topologies.mixing import WEIGHTS, induced, lazy

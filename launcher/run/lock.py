@@ -19,7 +19,7 @@ from pathlib import Path
 from types import TracebackType
 
 from launcher.errors import LaunchError
-from launcher.run.run_files import LOCK
+from launcher.run.rundir import LOCK
 
 
 def holder(path: Path) -> str:

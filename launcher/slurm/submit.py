@@ -23,8 +23,8 @@ from launcher.collect_remote import open_collector
 from launcher.config.options import Request, ViewOptions
 from launcher.errors import LaunchError
 from launcher.run import rundir
+from launcher.run.address_book import AddressBook
 from launcher.run.collector import Collector
-from launcher.run.directory import Directory
 from launcher.run.faults import interrupted
 from launcher.run.finish import report, write_results
 from launcher.run.on_failure import FailureWatch
@@ -127,7 +127,7 @@ def run_job(backend: SlurmBackend, plan: RunPlan, job: str, run_dir: Path, displ
     the job cancelled unless the run succeeded."""
     collector = open_collector(plan, run_dir, None, display.on_record)
     try:
-        directory = Directory(plan)
+        directory = AddressBook(plan)
     except LaunchError:
         collector.close()
         raise

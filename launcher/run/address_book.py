@@ -1,4 +1,5 @@
-"""The directory of a discover plan: where its nodes report their addresses and get everyone's.
+"""The address book of a discover plan: where its nodes report their addresses and get
+everyone's.
 
 It runs beside the collector (the one process the plan's address is known for in advance) and
 answers no node before every node of the plan has reported, so each node gets the same table
@@ -48,8 +49,8 @@ def valid_report(identity: bytes, raw: bytes, ids: set[int]) -> tuple[int, Entry
     return node, (address, host)
 
 
-class Directory:
-    """The plan's directory, serving until `close`; `table` is what every node was told."""
+class AddressBook:
+    """The plan's address book, serving until `close`; `table` is what every node was told."""
 
     def __init__(self, plan: RunPlan) -> None:
         self.ids = set(plan.ids)

@@ -40,13 +40,13 @@ class NoCollector(TimeoutError):
     """No collector answered a node's HELLO before it closed; the message is one line."""
 
 
-class Reporter(Protocol):
+class RecordSink(Protocol):
     def emit(self, record: dict[str, Any]) -> None: ...
 
     def close(self) -> None: ...
 
 
-class ZmqReporter:
+class ZmqRecordSink:
     """DEALER to the collector's ROUTER: records queued until the collector is up, every one
     sealed with the plan's results key (dfl_node/runner/results_seal.py).
 
@@ -55,7 +55,7 @@ class ZmqReporter:
     raises PlanError (one line) from the `emit` or `close` that reads it: a node never sends
     results to a collector of another plan, and says so. `close()` waits up to the linger for
     a verdict still due, and raises NoCollector if none came: the records never left this
-    node (a kept copy is in records/node-<id>.jsonl, FileReporter).
+    node (a kept copy is in records/node-<id>.jsonl, FileRecordSink).
 
     It owns its context so that `close()` can wait (up to the linger) until every queued record
     is out: a launcher-forked node ends with os._exit, which would drop them otherwise. With
@@ -146,7 +146,7 @@ class ZmqReporter:
             self._held.clear()
 
 
-class QueueReporter:
+class QueueRecordSink:
     """The in-process twin: records go straight into the collector's queue."""
 
     def __init__(self, sink: queue.Queue) -> None:
@@ -159,12 +159,12 @@ class QueueReporter:
         pass
 
 
-class FileReporter:
+class FileRecordSink:
     """Records as JSON lines in a file of this host's run directory, beside the stream to the
     collector: a node on its own host keeps its part of the results even when no collector
     listened. Raw bytes (a `params` record's tensors) are written as base64 text."""
 
-    def __init__(self, path: Path, then: Reporter) -> None:
+    def __init__(self, path: Path, then: RecordSink) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file = path.open("a", encoding="utf-8")
         self._then = then
