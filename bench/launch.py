@@ -17,10 +17,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dfl_config.errors import DflMeshError
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-class DataMissing(Exception):
+class DataMissing(DflMeshError):
     """A group's dataset is not where dfl-launch would look: the message says what it needs."""
 
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
+from dfl_config.errors import DflMeshError
+
 HOME = "dfl-mesh"  # this project's distribution
 PROTOCOLS_GROUP = "dfl_mesh.protocols"  # protocols/registry.py's: the specs
 NODES_GROUP = "dfl_mesh.protocol_nodes"  # and the node classes, by the same names
@@ -91,7 +93,7 @@ def discover_one(group: str, name: str) -> tuple[Any, str] | None:
     return load(group, eps[0], package), package
 
 
-class PluginLoadError(TypeError):
+class PluginLoadError(TypeError, DflMeshError):
     """An entry point whose import raised: one line, naming its package and the error."""
 
 

@@ -17,6 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from dfl_config.errors import DflMeshError
 from topologies.schedules import RoundGraphs
 
 SCHEMA_VERSION = 1
@@ -40,7 +41,7 @@ HOST_LOCAL_DATA = ("data_root", "cache_dir")
 HOST_LOCAL_SECURE = ("keys_dir",)
 
 
-class PlanError(ValueError):
+class PlanError(ValueError, DflMeshError):
     """A plan file that cannot be used; the message is one line."""
 
 

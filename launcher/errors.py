@@ -8,13 +8,14 @@ import sys
 
 import click
 
+from dfl_config.errors import DflMeshError
 from launcher import stop_signals
 from launcher.logs import configure, launcher_logger
 
 LOG = launcher_logger("cli")
 
 
-class LaunchError(Exception):
+class LaunchError(DflMeshError):
     pass
 
 

@@ -5,6 +5,8 @@ Every user-facing failure (a bad file, a bad generator parameter, an unknown shi
 fault, so that a CLI can print it as is, with no traceback, and exit 2.
 """
 
+from dfl_config.errors import DflMeshError
 
-class TopologyError(Exception):
+
+class TopologyError(DflMeshError):
     """A topology that cannot be used; `str(error)` is one line fit for stderr."""

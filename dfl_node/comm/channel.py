@@ -79,6 +79,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
+from dfl_config.errors import DflMeshError
 from dfl_node.comm.received import ReceivedTensors
 from dfl_node.ledgers.traffic import Ledger
 from dfl_node.netsim.tdma import Link, TdmaSchedule
@@ -105,7 +106,7 @@ Validator = Callable[[Mapping[str, np.ndarray]], None]
 FrameHook = Callable[[Mapping[Link, int]], None]
 
 
-class PeerTimeout(TimeoutError):
+class PeerTimeout(TimeoutError, DflMeshError):
     """Expected messages did not arrive within the receive timeout."""
 
     def __init__(self, src: int, tag: Tag, missing: tuple[int, ...] = ()) -> None:

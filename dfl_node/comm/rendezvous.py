@@ -15,10 +15,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from dfl_config.errors import DflMeshError
 from dfl_node.comm.channel import Comm, PeerTimeout
 
 
-class RendezvousTimeout(TimeoutError):
+class RendezvousTimeout(TimeoutError, DflMeshError):
     """Neighbours did not show up before the rendezvous deadline; the message is one line."""
 
 

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from dfl_config.errors import DflMeshError
+
 # The four arrays of every entry, each `<name>.npy`.
 ARRAYS = ("x_train", "y_train", "x_test", "y_test")
 META = "meta.json"
@@ -23,7 +25,7 @@ META = "meta.json"
 FORMAT = 1
 
 
-class DataError(ValueError):
+class DataError(ValueError, DflMeshError):
     """Data a node cannot load: a missing cache entry, a bad data section; one line."""
 
 

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from dfl_config.errors import DflMeshError
 from dfl_node.learning.seeds import numpy_stream
 
 DIRICHLET_MIN_SIZE = 64
 DIRICHLET_ATTEMPTS = 1000
 
 
-class PartitionError(ValueError):
+class PartitionError(ValueError, DflMeshError):
     pass
 
 

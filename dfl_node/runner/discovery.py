@@ -20,6 +20,7 @@ from typing import Any
 import msgpack
 import zmq
 
+from dfl_config.errors import DflMeshError
 from dfl_node.comm.rendezvous import RendezvousTimeout
 from dfl_node.comm.routes import route_source
 from dfl_node.plan import PlanError, RunPlan
@@ -30,7 +31,7 @@ MAX_TABLE_BYTES = 16 << 20  # a host name and an address per node: far below thi
 Entry = tuple[str, str]
 
 
-class DiscoveryError(RuntimeError):
+class DiscoveryError(RuntimeError, DflMeshError):
     """The directory refused this node, or its answer is not a table of the plan's nodes."""
 
 

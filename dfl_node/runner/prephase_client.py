@@ -23,6 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import zmq
 
+from dfl_config.errors import DflMeshError
 from dfl_node.transports.encryption import COORDINATOR, Curve
 from dfl_node.transports.zeromq import routing_id
 from dfl_node.wire.codec import Frame, Message, WireError, WireLimits, decode, encode
@@ -38,7 +39,7 @@ ERROR_TEXT_BYTES = 1000
 Arrays = dict[str, np.ndarray]
 
 
-class PrephaseError(RuntimeError):
+class PrephaseError(RuntimeError, DflMeshError):
     """The pre-phase failed: no answer in time, a malformed answer, or the coordinator's error."""
 
 

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import msgpack
 import zmq
 
+from dfl_config.errors import DflMeshError
 from dfl_node.plan import PlanError, RunPlan
 from dfl_node.runner.results_seal import (
     HELLO,
@@ -36,7 +37,7 @@ from dfl_node.transports.encryption import COLLECTOR, Curve
 MAX_VERDICT_BYTES = 1 << 16  # a verdict is a nonce and a few section names
 
 
-class NoCollector(TimeoutError):
+class NoCollector(TimeoutError, DflMeshError):
     """No collector answered a node's HELLO before it closed; the message is one line."""
 
 

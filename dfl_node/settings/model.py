@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import ValidationError
 
+from dfl_config.errors import DflMeshError
 from dfl_config.plugins import Plugins, discover
 from dfl_config.problems import one_line, suggestion
 from dfl_config.section import Count, NonNegativeInt, Section
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from torch import nn
 
 
-class ModelError(ValueError):
+class ModelError(ValueError, DflMeshError):
     pass
 
 

@@ -38,13 +38,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dfl_config.errors import DflMeshError
+
 DIGEST_KEY = "dfl_mesh_sha256"  # the metadata key of a file's digest
 _METADATA = "__metadata__"  # safetensors' header key of the free-form string metadata
 _LENGTH = struct.Struct("<Q")  # safetensors: the header's length, 8 bytes little-endian
 _ALIGN = 8  # safetensors pads the header with spaces so that tensor data starts aligned
 
 
-class CorruptFile(ValueError):
+class CorruptFile(ValueError, DflMeshError):
     """A file that fails its check. The message is one line: the file, then the reason."""
 
     def __init__(self, path: Path, reason: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from dfl_config.errors import DflMeshError
 from dfl_node.transports.liveness import LivenessWatch
 from dfl_node.wire.codec import Frame
 
@@ -22,7 +23,7 @@ UNKNOWN_PEER = -1
 FORGED_PEER = -2
 
 
-class TransportError(RuntimeError):
+class TransportError(RuntimeError, DflMeshError):
     """The transport cannot do what was asked (unknown peer, closed, send timed out, bind)."""
 
 

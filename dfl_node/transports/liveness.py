@@ -43,6 +43,7 @@ import zmq
 from pydantic import ValidationError
 from zmq.utils.monitor import recv_monitor_message
 
+from dfl_config.errors import DflMeshError
 from dfl_config.problems import one_line
 from dfl_node.settings.wire import WireSettings
 
@@ -55,7 +56,7 @@ CROWD_FREE = 50  # node processes per core up to which `wire.deadline_s` is take
 STALL_ENV = "DFL_TEST_STALL"  # fault injection for tests: "node:round:seconds"
 
 
-class MeshFailure(RuntimeError):
+class MeshFailure(RuntimeError, DflMeshError):
     """The run cannot go on because nodes `peers` are gone; the message is one line."""
 
     silent_intervals: int | None = None  # set by a heartbeat verdict (PeerDead)

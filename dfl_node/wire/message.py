@@ -13,6 +13,7 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
+from dfl_config.errors import DflMeshError
 from dfl_node.wire.tags import Tag
 
 PROTOCOL_VERSION = 2
@@ -30,7 +31,7 @@ MAX_PHASE_LEN = 64
 Frame: TypeAlias = bytes | bytearray | memoryview
 
 
-class WireError(ValueError):
+class WireError(ValueError, DflMeshError):
     """A received message was refused; `reason` is the stable code a ledger counts."""
 
     def __init__(self, reason: str, detail: str = "") -> None:

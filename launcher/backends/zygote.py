@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from dfl_config.errors import DflMeshError
 from launcher import process_table
 from launcher.backends import preload
 
@@ -56,7 +57,7 @@ Target = Callable[..., None]
 ORPHAN_POLL_S = 0.05  # how often a wait for an orphaned node looks again
 
 
-class ZygoteLost(RuntimeError):
+class ZygoteLost(RuntimeError, DflMeshError):
     """The zygote died: it forks no more nodes and reports no more exits."""
 
 

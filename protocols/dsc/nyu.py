@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dfl_config.errors import DflMeshError
 from dfl_config.section import Count, Positive, Section
 from protocols.dsc.taskdata import IGNORE, TaskSet
 
@@ -29,7 +30,7 @@ NYU_CLASSES = 13
 LAYOUT = "ROOT/{train,val}/{image,label,depth,normal}/<k>.npy"
 
 
-class NyuError(ValueError):
+class NyuError(ValueError, DflMeshError):
     pass
 
 

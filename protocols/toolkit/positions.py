@@ -33,8 +33,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from dfl_config.errors import DflMeshError
 
-class CompressionError(ValueError):
+
+class CompressionError(ValueError, DflMeshError):
     """A compressed payload is malformed (wrong names, lengths, positions, codes or scale)."""
 
 
