@@ -154,6 +154,7 @@ def host_plan(plan_path: Path | None, run: dict[str, Any], out_dir: Path | None,
     from launcher.config import host_plan as hostplan
     from launcher.config.keys import RESULTS_KEY, read_results_key
     from launcher.config.options import request
+    from launcher.data.prepare import ensure_host_data
     from launcher.run import rundir  # the launcher's resolution code, not in the node path
 
     given = [FLAGS.get(k, "--" + k.replace("_", "-")) for k, v in run.items()
@@ -176,7 +177,7 @@ def host_plan(plan_path: Path | None, run: dict[str, Any], out_dir: Path | None,
         plan.node(node_id)
     elif not plan.prephase:
         raise LaunchError(f"--coordinator: protocol {plan.protocol} has no pre-phase")
-    hostplan.ensure_host_data(plan, run["data_root"])
+    ensure_host_data(plan, run["data_root"])
     hostplan.place_plan(plan, out)
     return plan, out
 

@@ -15,10 +15,11 @@ from dfl_node.learning.datacache import DataError
 from dfl_node.learning.datasets import load_arrays
 from dfl_node.plan import RunPlan
 from dfl_node.runner.results_seal import new_results_key
-from launcher.config.host_plan import ensure_host_data, resolve_host_plan
+from launcher.config.host_plan import resolve_host_plan
 from launcher.config.keys import RESULTS_KEY
 from launcher.config.options import Request
 from launcher.config.ports import PortClaims
+from launcher.data.prepare import ensure_host_data
 from launcher.errors import LaunchError
 from tests.harness import ENV_ROOT, ROOT, final_files, launch_ok
 from tests.proc_util import listening, wait_for

@@ -45,7 +45,7 @@ def serve(sock_path: str, plan_path: Path, run_dir: Path) -> None:
     import launcher.node_cli  # noqa: F401  (everything a node imports, before the first fork)
     from dfl_node.plan import RunPlan
     from launcher.backends import preload
-    from launcher.config.host_plan import ensure_host_data
+    from launcher.data.prepare import ensure_host_data
     from launcher.slurm.job import ready_file
 
     preload.one_blas_thread()
