@@ -1,8 +1,11 @@
-"""Layer 2: the algorithms. `base.Protocol` is the SDK a protocol implements, `describe` the
-types of what it declares for the launcher (report table, score, plots, commands, datasets),
-`registry` maps CLI names to classes and is the launcher's only way in, `toolkit` holds
-building blocks (compressors, public copies, event triggers, max-consensus), and each family
-of a paper is one sub-package.
+"""Layer 2: the algorithms. `spec.ProtocolSpec` is what a protocol declares for the launcher
+(no torch), `base.Protocol` the node class it implements, `sdk` the building blocks of a round
+and the one door to the runtime, `describe` the types of what it shows (report table, score,
+plots, commands, datasets), `registry` maps CLI names to specs and node classes and is the
+launcher's way in (besides the types of `describe` and `hyper`), `toolkit` holds building
+blocks (compressors, public copies, event triggers, max-consensus), and each family of a paper
+is one sub-package.
 
-May import `dfl_node` and `topologies`. No family imports a sibling family (import-linter).
+May import `dfl_node`, `topologies` and `dfl_config`. No family imports a sibling family
+(import-linter).
 """

@@ -2,5 +2,6 @@
 `mixing` weights, graph `measures` (SLEM, spectral gap, conductance), the `dfl-topology` CLI
 (`cli`) and the shipped files (`make_shipped`, `*.yaml`).
 
-Imports nothing of the project: every other layer stands on it.
+May import `dfl_config` only (the typed-config base and one-line errors): every layer above
+stands on it.
 """

@@ -4,5 +4,7 @@ by hand (hosts.py). base.py is the Backend interface, registry.py the local back
 `--transport` name; what each backend is and supports is in launcher/config/backend_catalog.py,
 which configuration reads before anything runs.
 
-May import `launcher.config`, `launcher.run` and the runtime.
+May import `launcher.config`, `launcher.run`, `launcher.results` (per-cycle metrics),
+`launcher.node_cli` (what a forked node runs), the protocols' registry and the layers below.
+A Slurm job is started from launcher/slurm/, above this package.
 """

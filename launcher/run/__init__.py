@@ -2,5 +2,6 @@
 plan's nodes, failure handling, live progress, the run directory and its files, summary and
 ledgers, resume, the pre-phase coordinator.
 
-May import `launcher.config` and the runtime; never a backend.
+May import `launcher.config`, `launcher.results`, the protocols' registry and the runtime;
+never a backend.
 """

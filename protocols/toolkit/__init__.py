@@ -2,6 +2,6 @@
 specs (a plugin point: entry-point groups `dfl_mesh.sparsifiers`, `dfl_mesh.quantizers`) and
 their position coding, public model copies, event triggers and scalar max-consensus.
 
-May import `topologies` and the protocol SDK (the runtime only through it); never a protocol
-family.
+May import `topologies`, `dfl_config` and the protocol SDK (the runtime only through it);
+never a protocol family.
 """
