@@ -8,13 +8,11 @@ the script prints its own tables, so the report is not printed.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Any
 
 from launcher.api.result import RunResult
-from launcher.config.options import parse_seeds
 from launcher.errors import LaunchError
 from launcher.run.finish import EXIT_INTERRUPTED
 from launcher.sweep.grid import Point
@@ -67,12 +65,3 @@ def summaries(result: SweepResult) -> dict[tuple[str, str, int], dict[str, Any]]
     topology as its file's stem, as the run directories name it."""
     return {(p.variant.name, Path(p.topology).stem, p.seed):
             {**RunResult(p.run_dir).raw, "_dir": str(p.run_dir)} for p in result.points}
-
-
-def seed_range(text: str) -> list[int]:
-    """`--seeds A-B` of a script, read by the launcher's own parser (`dfl-launch --seeds` and a
-    sweep file's `seeds` read it alike)."""
-    try:
-        return list(parse_seeds(text))
-    except LaunchError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("--seeds: ")) from None

@@ -28,9 +28,6 @@ from dfl_node.settings.runtime import RuntimeHyper
 
 # torch's documented setting for deterministic cuBLAS (CUDA >= 10.2); one user-given wins.
 CUBLAS_WORKSPACE = ":4096:8"
-# How the launcher's forkserver warms torch up (launcher/backends/preload.py): "full" (forward and
-# backward) or "forward" (a mesh with a GPU node: a backward pass would start the CUDA driver).
-WARM_UP_ENV = "DFL_MESH_WARM_UP"
 
 
 def runtime_settings(hyper: Mapping[str, Any]) -> RuntimeHyper:

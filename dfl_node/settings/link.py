@@ -52,10 +52,5 @@ class LinkSettings(Section):
     """expected: K / (1 - p) transmissions (Eq. 5); sampled: Geometric draws per packet."""
 
     @property
-    def packet_seconds(self) -> float:
-        """l_pkt: the airtime of one packet transmission at the link default bandwidth."""
-        return 8.0 * self.packet_bytes / (self.bandwidth_mbps * 1e6)
-
-    @property
     def needs_positions(self) -> bool:
         return self.loss_model != "fixed"

@@ -1,4 +1,5 @@
-"""The one-time pre-phase coordinator (DESIGN step 5): every node's report in, an answer out.
+"""The one-time pre-phase coordinator (a `PrePhase` capability, docs/extending/protocol.md):
+every node's report in, an answer out.
 
 It gathers exactly one report per node of the plan, hands them to the protocol's `coordinate`
 (which computes, e.g., clusters), answers every node, and writes `prephase.json`
