@@ -19,8 +19,8 @@ from dfl_node.learning.shards import load_node_data
 from dfl_node.learning.training import evaluate
 from dfl_node.plan import RunPlan
 from dfl_node.runner.context import NodeContext
+from dfl_node.state.checkpoint_codec import capture, capture_fields, restore, restore_fields
 from dfl_node.state.checkpoint_file import State
-from dfl_node.state.codec import capture, capture_fields, restore, restore_fields
 from protocols.spec import H, ProtocolSpec
 
 # Samples per forward pass when a node evaluates. A pass's activations are the largest buffers a
@@ -39,8 +39,9 @@ class Protocol(ABC, Generic[H]):
     spec: ClassVar[ProtocolSpec[Any]]
 
     # Attributes (dotted paths reach inside) whose state the next round reads beside the model:
-    # samplers, copies, trackers, counters. A checkpoint saves them (dfl_node/state/codec.py);
-    # dfl_mesh.testing's state audit and resume check fail when one is missing.
+    # samplers, copies, trackers, counters. A checkpoint saves them
+    # (dfl_node/state/checkpoint_codec.py); dfl_mesh.testing's state audit and resume check
+    # fail when one is missing.
     checkpoint_fields: tuple[str, ...] = ()
 
     def __init_subclass__(cls, **declared: Any) -> None:

@@ -22,9 +22,9 @@ import dfl_mesh
 from dfl_mesh.testing.compare import metrics_rows, results_difference
 from dfl_mesh.testing.kill import kill_after_checkpoint, node_ids
 from dfl_node.learning.training import BatchSampler
+from dfl_node.state import checkpoint_codec as statecodec
 from dfl_node.state import checkpoint_file as checkpoint
 from dfl_node.state import checkpoint_layout as layout
-from dfl_node.state import codec as statecodec
 from launcher.run.resume import keep_rounds_through
 from protocols.registry import PROTOCOLS
 from tests.checkpoint_damage import DAMAGES, damage, flip_bit

@@ -10,9 +10,9 @@ declare their own state in `checkpoint_fields` (LocalSGD: its sampler and step c
 enters those fields only, and nothing else of them: what else they hold (an Exchange's
 schema, set on its first call) is rebuilt by a resumed node.
 
-Coverage mirrors dfl_node/state/codec.py: the model's parameters and buffers, and every path
-in `checkpoint_fields`, where an object that lists fields of its own is saved field by field
-and anything else (a tensor, a module, a dict) whole.
+Coverage mirrors dfl_node/state/checkpoint_codec.py: the model's parameters and buffers, and
+every path in `checkpoint_fields`, where an object that lists fields of its own is saved field
+by field and anything else (a tensor, a module, a dict) whole.
 """
 
 from __future__ import annotations

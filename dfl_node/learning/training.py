@@ -20,7 +20,7 @@ from dfl_node.learning.arrays import Samples
 class BatchSampler:
     """Draws mini-batches by sampling a fresh permutation per epoch."""
 
-    # what a checkpoint keeps (dfl_node/state/codec.py): the stream and the epoch's rest
+    # what a checkpoint keeps (dfl_node/state/checkpoint_codec.py): the stream and the epoch's rest
     checkpoint_fields: ClassVar[tuple[str, ...]] = ("rng", "_order")
 
     def __init__(self, x: Samples, y: np.ndarray, batch_size: int, rng: np.random.Generator,

@@ -94,7 +94,7 @@ def to_tensors(data: TaskSet, idx: np.ndarray,
 class LocalTrainer:
     """E local epochs at a time on one node's data; keeps optimiser state between rounds."""
 
-    # what a checkpoint keeps (dfl_node/state/codec.py)
+    # what a checkpoint keeps (dfl_node/state/checkpoint_codec.py)
     checkpoint_fields: ClassVar[tuple[str, ...]] = ("sgd", "adam", "batches", "gumbel",
                                                     "epochs_done")
 

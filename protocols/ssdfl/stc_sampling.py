@@ -30,7 +30,8 @@ SHARED = -1  # the node id of streams every device derives alike
 class EdgeSampler:
     """Per-step sampled adjacency of G (ids in plan order), one draw per edge per step."""
 
-    checkpoint_fields: ClassVar[tuple[str, ...]] = ("streams",)  # dfl_node/state/codec.py
+    # saved by dfl_node/state/checkpoint_codec.py
+    checkpoint_fields: ClassVar[tuple[str, ...]] = ("streams",)
 
     def __init__(self, seed: int, ids: Sequence[int], edges: Sequence[tuple[int, int]],
                  p_edge: float) -> None:

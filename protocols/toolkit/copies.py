@@ -23,7 +23,8 @@ WireTensors = Mapping[str, np.ndarray | torch.Tensor]
 class PublicCopies:
     """x_hat_i and x_hat_j (j in N_i), flat float32 vectors of length P."""
 
-    checkpoint_fields: ClassVar[tuple[str, ...]] = ("own", "of", "gen")  # dfl_node/state/codec.py
+    # saved by dfl_node/state/checkpoint_codec.py
+    checkpoint_fields: ClassVar[tuple[str, ...]] = ("own", "of", "gen")
 
     def __init__(self, compressor: Compressor, neighbors: list[int], init: torch.Tensor,
                  gen: torch.Generator | None) -> None:
