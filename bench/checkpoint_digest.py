@@ -29,7 +29,7 @@ from safetensors.torch import save
 from torch import nn
 
 from bench.figures import Figure, compare, interleaved, median, module_main
-from dfl_node.state import checkpoint_file, codec, sealed_file
+from dfl_node.state import checkpoint_codec, checkpoint_file, sealed_file
 from dfl_node.state.checkpoint_layout import META_KEY
 
 LAYERS = (784, 2048, 256, 10)  # 2,134,794 parameters
@@ -41,9 +41,9 @@ def node_state() -> checkpoint_file.State:
     torch.manual_seed(0)
     model = nn.Sequential(*(nn.Linear(a, b) for a, b in pairwise(LAYERS)))
     state = checkpoint_file.State()
-    state.put("model", codec.capture(model))
-    state.put("rng", codec.capture(np.random.default_rng(0)))
-    state.put("gen", codec.capture(torch.Generator().manual_seed(0)))
+    state.put("model", checkpoint_codec.capture(model))
+    state.put("rng", checkpoint_codec.capture(np.random.default_rng(0)))
+    state.put("gen", checkpoint_codec.capture(torch.Generator().manual_seed(0)))
     return state
 
 
