@@ -23,7 +23,8 @@ from dfl_node.plan import RunPlan
 from launcher.backends import slurm_cluster
 from launcher.backends.slurm import SlurmBackend
 from launcher.collect_remote import open_collector
-from launcher.config.options import Request, ViewOptions
+from launcher.config.options import ViewOptions
+from launcher.config.run_spec import RunSpec
 from launcher.config.slurm_job import (
     PLAN,
     JobShape,
@@ -157,7 +158,7 @@ def run_job(backend: SlurmBackend, plan: RunPlan, job: str, run_dir: Path, displ
     return outcome, collector, time.monotonic() - started
 
 
-def submit(req: Request, backend: SlurmBackend, queued: Queued, view: ViewOptions,
+def submit(req: RunSpec, backend: SlurmBackend, queued: Queued, view: ViewOptions,
            resuming: bool = False) -> int:
     """The whole `--submit` (or `--resume` of a Slurm run: the same request, from the last
     round every node has a checkpoint of) once the job is queued (launcher/slurm_queue.py):
