@@ -1,10 +1,10 @@
 """The resolved run configuration: protocol defaults file, then --config, then options, --set.
 
-Every layer is plain YAML data, merged recursively over the ones before it; after each layer the
-merged config is validated against the run's typed model (launcher/config/run_config.py), so a
-mistake is reported with the layer it came from: `SOURCE: dotted.path: reason (did you mean
-X?)`. Defaults live in the models, not here: a protocol's YAML file is only its overrides and
-may be absent (a plugin's protocol needs none).
+Every layer is plain data (a file's YAML, a RunSpec's options and overrides), merged recursively
+over the ones before it; after each layer the merged config is validated against the run's
+typed model (launcher/config/run_config.py), so a mistake is reported with the layer it came
+from: `SOURCE: dotted.path: reason (did you mean X?)`. Defaults live in the models, not here: a
+protocol's YAML file is only its overrides and may be absent (a plugin's protocol needs none).
 """
 
 from __future__ import annotations
