@@ -95,8 +95,7 @@ def command_line_spec(params: dict[str, Any]) -> RunSpec:
     """The RunSpec of the run options as click parsed them."""
     return RunSpec.of(topology=params["topology"], protocol=params["protocol"],
                       config_file=params["config_file"], options=options_of(params),
-                      sets=params["sets"],
-                      seeds=parse_seeds(params["seeds"]))
+                      sets=params["sets"], seeds=parse_seeds(params["seeds"]))
 
 
 def command_line(spec: RunSpec) -> list[str]:
