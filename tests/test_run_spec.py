@@ -55,7 +55,8 @@ def api_spec(args: tuple[Any, ...], keywords: dict[str, Any]) -> RunSpec:
     """The spec `dfl_mesh.run(*args, **keywords)` runs."""
     settings = dict(keywords)
     config, overrides = settings.pop("config", None), settings.pop("overrides", {})
-    return keyword_spec(*args, config, settings, overrides)
+    topology, protocol = args
+    return keyword_spec(topology, protocol, config, settings, overrides)
 
 
 def test_the_command_line_and_the_api_make_equal_specs(tmp_path: Path) -> None:
