@@ -26,7 +26,8 @@ import tempfile
 from pathlib import Path
 
 from bench import sweeps
-from launcher.api.settings import to_argv
+from launcher.api.settings import keyword_spec
+from launcher.config.options import command_line
 from launcher.sweep.grid import points
 from launcher.sweep.spec import SweepSpec, Variant
 
@@ -65,8 +66,8 @@ def run_all(out: Path) -> None:
         per_seed = SweepSpec(out=spec.out, variants=[dsc], topologies=spec.topologies,
                              seeds=[point.seed], settings=settings)
         (run_dir,) = (p.run_dir for p in points(per_seed))
-        shown = to_argv(point.topology, dsc.protocol, None,
-                        {**settings, **dsc.settings, "seed": point.seed}, {})
+        shown = command_line(keyword_spec(point.topology, dsc.protocol, None,
+                                          {**settings, **dsc.settings, "seed": point.seed}, {}))
         print("  $ " + shlex.join(["dfl-launch", *shown, "--out", str(below_root(run_dir))]),
               flush=True)
         sweeps.run(per_seed.model_copy(update={"settings": {

@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from launcher.config.compose_options import DEFAULT_IMAGE, DEFAULT_SUBNET, ComposeOptions
-from launcher.config.options import ViewOptions, request, run_options
+from launcher.config.options import ViewOptions, command_line_spec, run_options
 from launcher.errors import LaunchError, run_cli
 from launcher.slurm.resource_options import COLLECTOR_HOST, RESOURCE_OPTIONS, resources_of
 
@@ -95,7 +95,7 @@ def cli(ctx: click.Context, **kwargs: Any) -> None:
         sys.exit(resume(kwargs["resume_dir"], view, on_corrupt))
     from launcher.launch import launch
 
-    sys.exit(launch(request(kwargs), kwargs["out_dir"], view, kwargs["overwrite"]))
+    sys.exit(launch(command_line_spec(kwargs), kwargs["out_dir"], view, kwargs["overwrite"]))
 
 
 @cli.command("plan")
@@ -105,7 +105,7 @@ def plan_cmd(**kwargs: Any) -> None:
     """Write the resolved plan.json without running anything."""
     from launcher.launch import write_plan_only
 
-    write_plan_only(request(kwargs), kwargs["output"])
+    write_plan_only(command_line_spec(kwargs), kwargs["output"])
 
 
 @cli.command("collect")
@@ -136,7 +136,7 @@ def compose_cmd(image: str, subnet: str, output: Path, **kwargs: Any) -> None:
     """Write a docker-compose mesh: one container per node, plus the collector."""
     from launcher.backends.compose import write_compose
 
-    path = write_compose(request(kwargs), ComposeOptions(output, image, subnet))
+    path = write_compose(command_line_spec(kwargs), ComposeOptions(output, image, subnet))
     print(f"docker-compose -f {path} up")
 
 
@@ -171,7 +171,7 @@ def slurm_cmd(output: Path, submit: bool, collector_host: str | None, quiet: boo
 
     resources = resources_of(kwargs)
     host = collector_host or submit_host()
-    req = request(kwargs)
+    req = command_line_spec(kwargs)
     if submit:
         from launcher.slurm.queue import queue
 

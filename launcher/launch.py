@@ -15,8 +15,9 @@ from launcher.config.checks import check_local
 from launcher.config.disk_space import check_disk_space
 from launcher.config.inputs import resolve
 from launcher.config.keys import secure_plan
-from launcher.config.options import Request, ViewOptions
+from launcher.config.options import ViewOptions
 from launcher.config.ports import PortClaims
+from launcher.config.run_spec import RunSpec
 from launcher.logs import launcher_logger
 from launcher.results.cycle_metrics import CycleMetrics
 from launcher.run import rundir
@@ -34,22 +35,21 @@ from launcher.run.rundir import remove_temporaries
 LOG = launcher_logger("launch")
 
 
-def write_plan_only(req: Request, output: Path) -> None:
+def write_plan_only(req: RunSpec, output: Path) -> None:
     """`dfl-launch plan`: the plan for hosts started by hand, written to `output`."""
     backend = HostsBackend()
     backend.hand_off(backend.resolve(req), output)
 
 
-def launch(req: Request, out_dir: Path | None, view: ViewOptions, overwrite: bool = False) -> int:
+def launch(req: RunSpec, out_dir: Path | None, view: ViewOptions, overwrite: bool = False) -> int:
     """Run once, or once per seed (one run directory each); the worst exit code wins."""
     if not req.seeds:
         return launch_one(req, out_dir, view, overwrite=overwrite)
     base = out_dir or rundir.default_run_dir(req.protocol or "run", Path(req.topology or "").stem)
     codes = []
     for seed in req.seeds:
-        one = Request(req.topology, req.protocol, req.config_file,
-                      {**req.options, "seed": seed}, req.sets)
-        codes.append(launch_one(one, base / f"seed-{seed}", view, overwrite=overwrite))
+        codes.append(launch_one(req.with_seed(seed), base / f"seed-{seed}", view,
+                                overwrite=overwrite))
         if stopped(codes[-1]):
             break
     return max(codes, key=lambda c: (c != EXIT_OK, c))
@@ -62,7 +62,7 @@ def resume(run_dir: Path, view: ViewOptions, on_corrupt: str | None = None) -> i
     return launch_one(resume_request(run_dir, on_corrupt), run_dir, view, resuming=True)
 
 
-def launch_one(req: Request, out_dir: Path | None, view: ViewOptions,
+def launch_one(req: RunSpec, out_dir: Path | None, view: ViewOptions,
                resuming: bool = False, display: Display | None = None,
                overwrite: bool = False) -> int:
     """`display`: what shows the run (default: chosen by stdout and `view.quiet`); a sweep
@@ -73,7 +73,7 @@ def launch_one(req: Request, out_dir: Path | None, view: ViewOptions,
     # The backend the command line asks for starts what it needs at once, in parallel with
     # resolving the plan (the processes backend forks its zygote: launcher/backends/zygote.py);
     # a config file may still choose another.
-    likely = local_backend(req.options.get("transport") or DEFAULT_LOCAL)
+    likely = local_backend(req.options.transport or DEFAULT_LOCAL)
     with ExitStack() as held:
         lock = held.enter_context(RunLock(out_dir)) if resuming and out_dir else None
         if lock is not None and out_dir is not None and finished(out_dir):
@@ -86,7 +86,7 @@ def launch_one(req: Request, out_dir: Path | None, view: ViewOptions,
         return run_one(req, out_dir, view, likely, lock, overwrite, display)
 
 
-def run_one(req: Request, out_dir: Path | None, view: ViewOptions, likely: LocalBackend,
+def run_one(req: RunSpec, out_dir: Path | None, view: ViewOptions, likely: LocalBackend,
             resumed: RunLock | None, overwrite: bool, shown_by: Display | None = None) -> int:
     """`resumed`: the lock of the run directory a --resume took already; a new run takes its
     own once the plan names its directory (launcher/run/claim.py), until the launch ends."""

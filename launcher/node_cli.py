@@ -153,7 +153,7 @@ def host_plan(plan_path: Path | None, run: dict[str, Any], out_dir: Path | None,
     directory, with this host's data ready for it."""
     from launcher.config import host_plan as hostplan
     from launcher.config.keys import RESULTS_KEY, read_results_key
-    from launcher.config.options import request
+    from launcher.config.options import command_line_spec
     from launcher.data.prepare import ensure_host_data
     from launcher.run import rundir  # the launcher's resolution code, not in the node path
 
@@ -167,7 +167,7 @@ def host_plan(plan_path: Path | None, run: dict[str, Any], out_dir: Path | None,
         plan = RunPlan.load(plan_path)
         out = out_dir or plan_path.parent
     else:
-        plan = hostplan.resolve_host_plan(request(run))
+        plan = hostplan.resolve_host_plan(command_line_spec(run))
         if run["keys"] is None or read_results_key(Path(run["keys"])) is None:
             raise LaunchError("--topology: each host draws its own results key unless --keys "
                               f"DIR holds the run's ({RESULTS_KEY}, made by dfl-launch keys; "

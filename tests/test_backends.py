@@ -19,8 +19,8 @@ from launcher.cli import cli
 from launcher.cli import main as launch_main
 from launcher.config import backend_catalog
 from launcher.config.backend_catalog import BACKENDS, DEFAULT_LOCAL, HOSTS, LOCAL
-from launcher.config.options import Request
 from launcher.config.run_config import RunSettings
+from launcher.config.run_spec import RunSpec
 from launcher.errors import LaunchError
 from launcher.node_cli import main as node_main
 from launcher.slurm.backend import SlurmBackend
@@ -154,7 +154,8 @@ def test_dfl_node_refuses_a_backend_whose_nodes_it_cannot_run(
 def test_the_hosts_backend_writes_the_plan_dfl_launch_plan_writes(tmp_path: Path) -> None:
     (tmp_path / "t.yaml").write_text(FIXED)
     backend = HostsBackend()
-    req = Request(str(tmp_path / "t.yaml"), "d-psgd", None, {"dataset": "synthetic"})
+    req = RunSpec(topology=str(tmp_path / "t.yaml"), protocol="d-psgd",
+                  options={"dataset": "synthetic"})
     plan = backend.resolve(req)
     path = backend.hand_off(plan, tmp_path / "deep" / "plan.json")
     assert path == tmp_path / "deep" / "plan.json"

@@ -17,7 +17,7 @@ import yaml
 from dfl_node.learning.datacache import read_meta
 from dfl_node.plan import RunPlan
 from launcher.backends.compose import ComposeOptions, compose_file, write_compose
-from launcher.config.options import Request
+from launcher.config.run_spec import RunSpec
 from launcher.errors import LaunchError
 from tests.harness import ENV_ROOT, ROOT
 
@@ -45,7 +45,8 @@ def services(path: Path) -> list[str]:
 
 
 def make(out: Path, topology: str, protocol: str, **options: object) -> Path:
-    return write_compose(Request(topology, protocol, None, options), ComposeOptions(out))
+    return write_compose(RunSpec(topology=topology, protocol=protocol,
+                                 options=options), ComposeOptions(out))
 
 
 def test_ring20_names_twenty_nodes_and_the_collector(tmp_path: Path) -> None:

@@ -18,8 +18,8 @@ from dfl_node.plan import RunPlan
 from dfl_node.runner.discovery import DiscoveryError, discover, parse_table, reachable_address
 from dfl_node.transports.zeromq import routing_id
 from launcher.config.host_plan import resolve_host_plan
-from launcher.config.options import Request
 from launcher.config.ports import PortClaims
+from launcher.config.run_spec import RunSpec
 from launcher.errors import LaunchError
 from launcher.run.address_book import AddressBook
 from tests.harness import ENV_ROOT, ROOT, final_files, in_process, launch_ok
@@ -112,10 +112,10 @@ def answer(sock: zmq.Socket) -> dict[str, object]:
 
 def small_plan(tmp_path: Path, port_claims: PortClaims) -> RunPlan:
     port = port_claims.claim(1)[0]
-    return resolve_host_plan(Request(str(ring6(tmp_path)), "d-psgd", None,
-                                     {"dataset": "synthetic"},
-                                     ("endpoints.nodes=discover", "endpoints.collector=h:1",
-                                      f"endpoints.directory=127.0.0.1:{port}")))
+    return resolve_host_plan(RunSpec(topology=str(ring6(tmp_path)), protocol="d-psgd",
+                                     options={"dataset": "synthetic"},
+                                     sets=("endpoints.nodes=discover", "endpoints.collector=h:1",
+                                           f"endpoints.directory=127.0.0.1:{port}")))
 
 
 def test_the_directory_answers_once_all_reported_and_drops_impostors(
@@ -172,10 +172,10 @@ def test_the_reported_address_is_the_interface_that_routes_to_the_directory() ->
 
 def test_a_directory_host_unknown_here_is_one_line_and_exit_1(tmp_path: Path) -> None:
     """A --collector-host the compute nodes cannot resolve: the node says so in one line."""
-    plan = resolve_host_plan(Request(str(ring6(tmp_path)), "d-psgd", None,
-                                     {"dataset": "synthetic"},
-                                     ("endpoints.nodes=discover", "endpoints.collector=h:1",
-                                      "endpoints.directory=no-such-host.invalid:9")))
+    plan = resolve_host_plan(RunSpec(topology=str(ring6(tmp_path)), protocol="d-psgd",
+                                     options={"dataset": "synthetic"},
+                                     sets=("endpoints.nodes=discover", "endpoints.collector=h:1",
+                                           "endpoints.directory=no-such-host.invalid:9")))
     plan.dump(tmp_path / "plan.json")
     done = in_process("dfl-node", "--plan", str(tmp_path / "plan.json"), "--node-id", "0",
                       "--out", str(tmp_path))
@@ -206,5 +206,6 @@ def test_a_topology_that_fixes_a_node_address_contradicts_discovery(tmp_path: Pa
 
 def test_dfl_node_resolving_a_discover_plan_itself_needs_the_directory(tmp_path: Path) -> None:
     with pytest.raises(LaunchError, match=r"endpoints\.directory: one node per host needs"):
-        resolve_host_plan(Request(str(ring6(tmp_path)), "d-psgd", None, {"dataset": "synthetic"},
-                                  ("endpoints.nodes=discover", "endpoints.collector=h:1")))
+        resolve_host_plan(RunSpec(topology=str(ring6(tmp_path)), protocol="d-psgd",
+                                  options={"dataset": "synthetic"},
+                                  sets=("endpoints.nodes=discover", "endpoints.collector=h:1")))

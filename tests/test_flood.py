@@ -26,7 +26,7 @@ from dfl_node.runner.receive_caps import (
     wire_limits,
 )
 from launcher.config.host_plan import resolve_host_plan
-from launcher.config.options import Request
+from launcher.config.run_spec import RunSpec
 from tests.harness import start_stalled_ring4
 from tests.proc_util import wait_for
 
@@ -60,8 +60,9 @@ def host_plan(tmp_path: Path, *sets: str, protocol: str = "d-psgd",
     """A plan of two nodes on fixed ports (nothing is claimed or bound)."""
     path = tmp_path / "pair.yaml"
     path.write_text("nodes: [{id: 0, port: 7001}, {id: 1, port: 7002}]\nedges: [[0, 1]]\n")
-    return resolve_host_plan(Request(str(path), protocol, None, {"dataset": dataset},
-                                     ("endpoints.collector=127.0.0.1:7003", *sets)))
+    return resolve_host_plan(RunSpec(topology=str(path), protocol=protocol,
+                                     options={"dataset": dataset},
+                                     sets=("endpoints.collector=127.0.0.1:7003", *sets)))
 
 
 def test_the_cap_is_the_plans_largest_legitimate_message(tmp_path: Path) -> None:

@@ -30,8 +30,8 @@ from dfl_node.transports.liveness import STALL_ENV
 from dfl_node.transports.zeromq import routing_id
 from dfl_node.wire.codec import encode
 from launcher.config.host_plan import resolve_host_plan
-from launcher.config.options import Request
 from launcher.config.ports import PortClaims
+from launcher.config.run_spec import RunSpec
 from launcher.run.prephase_coordinator import Gathered, ZmqCoordinatorChannel, gather
 from tests.harness import ENV_ROOT, ROOT, final_files, launch_ok
 from tests.hostile import Tally, attack_collector, attack_node, garbled, wire_reason
@@ -71,9 +71,10 @@ def options(rounds: int, collector_port: int) -> list[str]:
 
 def host_plan(topo: Path, opts: list[str]) -> RunPlan:
     sets = tuple(opts[i + 1] for i, flag in enumerate(opts) if flag == "--set")
-    return resolve_host_plan(Request(str(topo), "d-psgd", None, {
-        "dataset": "synthetic", "partition": "iid", "rounds": int(opts[opts.index("--rounds") + 1])
-    }, sets))
+    return resolve_host_plan(RunSpec(topology=str(topo), protocol="d-psgd",
+                                     options={"dataset": "synthetic", "partition": "iid",
+                                              "rounds": int(opts[opts.index("--rounds") + 1])},
+                                     sets=sets))
 
 
 def python(*args: str) -> subprocess.Popen:
@@ -164,9 +165,11 @@ def test_the_prephase_coordinator_counts_what_it_refuses(tmp_path: Path, ports: 
     """The third kind of listening socket (SSD-FL's coordinator), attacked while it gathers:
     each refused message counted under its reason, the reports it keeps the honest ones."""
     topo = ring(tmp_path, ports, 4)
-    plan = resolve_host_plan(Request(str(topo), "ssd-fl", None, {"dataset": "synthetic"}, (
-        f"endpoints.collector=127.0.0.1:{ports[5]}",
-        f"endpoints.coordinator=127.0.0.1:{ports[6]}", "model={name: mlp}")))
+    plan = resolve_host_plan(RunSpec(topology=str(topo), protocol="ssd-fl",
+                                     options={"dataset": "synthetic"},
+                                     sets=(f"endpoints.collector=127.0.0.1:{ports[5]}",
+                                           f"endpoints.coordinator=127.0.0.1:{ports[6]}",
+                                           "model={name: mlp}")))
     limits, rng = limits_of(plan.prephase), random.Random(7)
     report = {i: [bytes(f) for f in encode(i, REPORT_TAG, {"x": np.full(3, i, np.float32)})]
               for i in plan.ids}

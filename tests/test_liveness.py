@@ -24,8 +24,8 @@ from dfl_node.transports.zeromq import ZmqTransport
 from dfl_node.wire.codec import WireLimits
 from dfl_node.wire.tags import Tag
 from launcher.backends.compose import ComposeOptions, write_compose
-from launcher.config.options import Request
 from launcher.config.ports import PortClaims
+from launcher.config.run_spec import RunSpec
 from launcher.node_cli import host_crowd
 from tests.harness import ENV_ROOT, ROOT
 from tests.proc_util import wait_for
@@ -129,7 +129,7 @@ def test_a_crowded_host_stretches_the_deadline() -> None:
 
 
 def test_the_crowd_counts_the_plans_nodes_on_one_host(tmp_path: Path) -> None:
-    write_compose(Request("ring20", "d-psgd", None, {}), ComposeOptions(tmp_path))
+    write_compose(RunSpec(topology="ring20", protocol="d-psgd"), ComposeOptions(tmp_path))
     plan = RunPlan.load(tmp_path / "run" / "plan.json")  # one host per node: node-<id>
     assert host_crowd(plan, "node-3") == 1 / (os.cpu_count() or 1)
     assert host_crowd(plan, "elsewhere") == 0

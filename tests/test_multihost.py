@@ -17,8 +17,8 @@ from dfl_node.plan import RunPlan
 from dfl_node.runner.results_seal import new_results_key
 from launcher.config.host_plan import resolve_host_plan
 from launcher.config.keys import RESULTS_KEY
-from launcher.config.options import Request
 from launcher.config.ports import PortClaims
+from launcher.config.run_spec import RunSpec
 from launcher.data.prepare import ensure_host_data
 from launcher.errors import LaunchError
 from tests.harness import ENV_ROOT, ROOT, final_files, launch_ok
@@ -57,8 +57,9 @@ def results_keys(tmp_path: Path) -> Path:
     return keys
 
 
-def request(topo: Path, *sets: str, **options: object) -> Request:
-    return Request(str(topo), "d-psgd", None, {"dataset": "synthetic", **options}, sets)
+def request(topo: Path, *sets: str, **options: object) -> RunSpec:
+    return RunSpec(topology=str(topo), protocol="d-psgd",
+                   options={"dataset": "synthetic", **options}, sets=sets)
 
 
 def test_every_host_resolves_the_launchers_plan(tmp_path: Path, ports: list[int]) -> None:
@@ -90,7 +91,8 @@ def test_a_host_plan_with_a_port_left_open_is_refused(
         count: str | None, needle: str) -> None:
     topo = count or str(topology(tmp_path, ports, 3))
     with pytest.raises(LaunchError) as err:
-        resolve_host_plan(Request(str(topo), protocol, None, {"dataset": "synthetic"}, sets))
+        resolve_host_plan(RunSpec(topology=str(topo), protocol=protocol,
+                                  options={"dataset": "synthetic"}, sets=sets))
     assert needle in str(err.value)
 
 
@@ -191,8 +193,9 @@ def test_off_launcher_coordinator_and_collector_equal_the_launchers_inproc_run(
 
 def test_a_host_without_the_prepared_data_decodes_its_own_copy(
         tmp_path: Path, ports: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
-    planned = resolve_host_plan(Request(str(topology(tmp_path, ports, 2)), "d-psgd", None,
-                                        {"dataset": "fmnist"}, ("endpoints.collector=h:1",)))
+    planned = resolve_host_plan(RunSpec(topology=str(topology(tmp_path, ports, 2)),
+                                        protocol="d-psgd", options={"dataset": "fmnist"},
+                                        sets=("endpoints.collector=h:1",)))
     elsewhere = {**planned.data, "cache_dir": f"/elsewhere/{Path(planned.data['cache_dir']).name}"}
     plan = RunPlan.from_dict({**planned.to_dict(), "data": elsewhere})
     monkeypatch.setenv("DFL_MESH_CACHE", str(tmp_path / "cache"))

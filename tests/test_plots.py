@@ -14,7 +14,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.image import imread
 
-from launcher.config.options import Request
+from launcher.config.run_spec import RunSpec
 from launcher.launch import write_plan_only
 from launcher.logs import configure
 from launcher.results.plots import figures, plot_run, write_plots
@@ -157,7 +157,8 @@ def test_a_plotting_failure_is_one_line_and_keeps_the_run(
 def test_a_run_that_failed_before_evaluating_plots_what_it_has(tmp_path: Path) -> None:
     topo = tmp_path / "spec4.yaml"
     topo.write_text(SPEC4)
-    write_plan_only(Request(str(topo), "d-psgd", None, {"dataset": "synthetic"}),
+    write_plan_only(RunSpec(topology=str(topo), protocol="d-psgd",
+                            options={"dataset": "synthetic"}),
                     tmp_path / "plan.json")
     (tmp_path / "metrics.jsonl").write_text("")
     (tmp_path / "summary.json").write_text('{"status": "failed"}')

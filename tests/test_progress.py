@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dfl_node.plan import RunPlan
-from launcher.config.options import Request
+from launcher.config.run_spec import RunSpec
 from launcher.launch import write_plan_only
 from launcher.run.outcome import Outcome
 from launcher.run.progress import (
@@ -147,7 +147,8 @@ def test_the_display_follows_stdout_and_quiet(capsys: pytest.CaptureFixture[str]
 
 
 def test_the_live_view_names_each_step_and_draws_the_rounds(tmp_path: Path, hex6: str) -> None:
-    write_plan_only(Request(hex6, "d-psgd", None, {"dataset": "synthetic", "rounds": 2}),
+    write_plan_only(RunSpec(topology=hex6, protocol="d-psgd",
+                            options={"dataset": "synthetic", "rounds": 2}),
                     tmp_path / "plan.json")
     plan = RunPlan.load(tmp_path / "plan.json")
     screen = Terminal()

@@ -24,8 +24,8 @@ from dfl_node.plan import PlanError, RunPlan
 from dfl_node.runner.record_sink import NoCollector, ZmqRecordSink
 from dfl_node.runner.results_seal import RECORD, new_results_key, results_key, seal
 from launcher.config.host_plan import resolve_host_plan
-from launcher.config.options import Request
 from launcher.config.ports import PortClaims
+from launcher.config.run_spec import RunSpec
 from launcher.run.collector import Collector, PlanDiffers, ZmqSource
 from tests.harness import ENV_ROOT, ROOT, start_stalled_ring4
 from tests.proc_util import listening, wait_for
@@ -46,9 +46,10 @@ def plan_of(tmp_path: Path, ports: list[int], count: int, *sets: str) -> RunPlan
     path = tmp_path / "mesh.yaml"
     path.write_text(json.dumps({"name": "mesh", "nodes": nodes,
                                 "edges": [[0, 1]] if count == 2 else []}))
-    return resolve_host_plan(Request(str(path), "d-psgd", None, {
-        "dataset": "synthetic", "rounds": 2}, (f"endpoints.collector=127.0.0.1:{ports[2]}",
-                                               "model={name: mlp, hidden: [8]}", *sets)))
+    return resolve_host_plan(RunSpec(topology=str(path), protocol="d-psgd",
+                                     options={"dataset": "synthetic", "rounds": 2},
+                                     sets=(f"endpoints.collector=127.0.0.1:{ports[2]}",
+                                           "model={name: mlp, hidden: [8]}", *sets)))
 
 
 def forgeries(key: bytes) -> list[list[bytes]]:

@@ -16,9 +16,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from launcher.api.settings import parse
+from launcher.api.settings import keyword_spec
 from launcher.run.claim import same_inputs
-from launcher.run.resume import inputs_body
 from tests.harness import ENV_ROOT, ROOT, Exited
 from tests.mounts import read_only, tmpfs
 from tests.proc_util import wait_for
@@ -177,9 +176,8 @@ def test_a_run_recorded_before_an_option_existed_has_the_same_inputs(tmp_path: P
     """An option left unset is its default, whether the run directory was written before the
     option existed (its inputs.json lacks the key) or after (it holds null): a sweep or a
     reproduction then finds its finished runs its own, and a changed value still does not."""
-    req = parse(["--topology", ring4, "--protocol", "d-psgd", "--dataset", "synthetic",
-                 "--rounds", "3"])
-    recorded = json.loads(json.dumps(inputs_body(req)))
+    req = keyword_spec(ring4, "d-psgd", None, {"dataset": "synthetic", "rounds": 3}, {})
+    recorded = json.loads(json.dumps(req.recorded()))
     assert recorded["options"]["on_corrupt"] is None
     del recorded["options"]["on_corrupt"]
     assert same_inputs(recorded, req)

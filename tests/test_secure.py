@@ -41,8 +41,8 @@ from dfl_node.wire.tags import Tag
 from launcher.cli import main as launcher_main
 from launcher.config.host_plan import resolve_host_plan
 from launcher.config.keys import RESULTS_KEY, make_keys
-from launcher.config.options import Request
 from launcher.config.ports import PortClaims
+from launcher.config.run_spec import RunSpec
 from launcher.node_cli import main as node_main
 from launcher.run.collector import Collector, ZmqSource
 from launcher.run.prephase_coordinator import Gathered, ZmqCoordinatorChannel, admit
@@ -73,11 +73,12 @@ def plan(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunPlan]:
     nodes = [{"id": i, "host": "127.0.0.1", "port": ports[i]} for i in range(3)]
     (root / "tri.yaml").write_text(json.dumps({"nodes": nodes,
                                                "edges": [[0, 1], [1, 2], [2, 0]]}))
-    yield resolve_host_plan(Request(str(root / "tri.yaml"), "ssd-fl", None,
-                                    {"dataset": "synthetic", "partition": "iid", "secure": True,
-                                     "keys": str(root / "keys")},
-                                    ("endpoints.collector=127.0.0.1:1",
-                                     "endpoints.coordinator=127.0.0.1:2", "model={name: mlp}")))
+    yield resolve_host_plan(RunSpec(topology=str(root / "tri.yaml"), protocol="ssd-fl",
+                                    options={"dataset": "synthetic", "partition": "iid",
+                                             "secure": True, "keys": str(root / "keys")},
+                                    sets=("endpoints.collector=127.0.0.1:1",
+                                          "endpoints.coordinator=127.0.0.1:2",
+                                          "model={name: mlp}")))
     claims.release()
 
 

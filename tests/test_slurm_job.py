@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dfl_node.plan import RunPlan
-from launcher.config.options import Request
+from launcher.config.run_spec import RunSpec
 from launcher.errors import LaunchError
 from launcher.node_cli import node_from_env
 from launcher.slurm.job import HOST_CLIENT, JobShape, Resources, check_fits, task_ids
@@ -256,7 +256,7 @@ def test_the_job_queued_before_the_plan_is_the_job_of_the_plan(tmp_path: Path,
                       "--collector-host", "10.9.8.7", "-o", str(run))
     assert done.code == 0, done.err
     plan = RunPlan.load(run / "plan.json")
-    early = early_shape(Request(ring, protocol, None, {}), run)
+    early = early_shape(RunSpec(topology=ring, protocol=protocol), run)
     full = JobShape.of(plan, run / "plan.json", run)
     assert (early.name, early.tasks) == (full.name, full.tasks) == (
         f"dfl-{protocol}-ring", (3, 5, 8, 9))
@@ -300,7 +300,7 @@ def test_a_protocol_that_no_package_registers_is_refused_before_anything_is_queu
         tmp_path: Path) -> None:
     with pytest.raises(LaunchError, match=r"--protocol: unknown protocol 'd-pgsd' \(known: .*"
                                           r"d-psgd"):
-        early_shape(Request(topology(tmp_path), "d-pgsd", None, {}), tmp_path)
+        early_shape(RunSpec(topology=topology(tmp_path), protocol="d-pgsd"), tmp_path)
 
 
 def test_a_task_runs_the_node_at_its_rank_in_the_plan(tmp_path: Path,
@@ -333,9 +333,11 @@ def test_a_transport_the_hosts_do_not_speak_is_refused_before_anything_is_queued
     """The tasks run zmq nodes: `--transport inproc` (as a quick reproduction's recipe says
     for a local run) would be refused by the plan, after sbatch; early_shape refuses it before."""
     with pytest.raises(LaunchError, match=r"^--transport: dfl-node runs over zmq$"):
-        early_shape(Request(topology(tmp_path), "d-psgd", None, {"transport": "inproc"}),
+        early_shape(RunSpec(topology=topology(tmp_path), protocol="d-psgd",
+                            options={"transport": "inproc"}),
                     tmp_path)
-    early_shape(Request(topology(tmp_path), "d-psgd", None, {"transport": "zmq"}), tmp_path)
+    early_shape(RunSpec(topology=topology(tmp_path), protocol="d-psgd",
+                        options={"transport": "zmq"}), tmp_path)
 
 
 def test_the_plan_comes_with_the_config_a_run_directory_keeps(tmp_path: Path) -> None:
@@ -345,7 +347,8 @@ def test_the_plan_comes_with_the_config_a_run_directory_keeps(tmp_path: Path) ->
     from launcher.config.inputs import resolve_inputs
     from launcher.slurm.backend import SlurmBackend
 
-    req = Request(topology(tmp_path), "d-psgd", None, {"dataset": "synthetic", "rounds": 2})
+    req = RunSpec(topology=topology(tmp_path), protocol="d-psgd",
+                  options={"dataset": "synthetic", "rounds": 2})
     backend = SlurmBackend(Resources(), "10.9.8.7")
     try:
         config, plan = backend.resolve_run(req)

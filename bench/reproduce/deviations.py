@@ -20,7 +20,7 @@ from typing import Any
 from bench.reproduce.arms import Arm
 from bench.reproduce.graphs import materialize
 from dfl_node.settings.data import SyntheticSettings
-from launcher.api.settings import parse, to_argv
+from launcher.api.settings import keyword_spec
 from launcher.config.inputs import resolve_inputs
 from protocols.registry import protocol_spec
 
@@ -86,7 +86,7 @@ def _thawed(value: Any) -> Any:
 @lru_cache(maxsize=512)
 def _resolve(topology: str, protocol: str, config: str | None,
              settings: Any) -> tuple[tuple[str, Any], ...]:
-    req = parse(to_argv(topology, protocol, config, _thawed(settings), {}))
+    req = keyword_spec(topology, protocol, config, _thawed(settings), {})
     topo, config_ = resolve_inputs(req)
     return tuple({**config_, "N": len(topo.nodes), "graph": topo.name}.items())
 

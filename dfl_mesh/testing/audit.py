@@ -27,7 +27,6 @@ from dfl_node.runner.prephase_client import InprocPrephaseHub
 from dfl_node.runner.record_sink import QueueRecordSink
 from dfl_node.runner.run_node import run_node
 from dfl_node.transports.inproc import InprocHub, InprocTransport
-from launcher.api.settings import parse
 from launcher.config.inputs import resolve
 from launcher.config.ports import PortClaims
 from launcher.run.prephase_coordinator import start_coordinator
@@ -134,7 +133,7 @@ def resolved_plan(kit_mesh: Mesh) -> RunPlan:
     as for a run)."""
     claims = PortClaims()
     try:
-        return resolve(parse(kit_mesh.argv(transport="inproc")), claims)[1]
+        return resolve(kit_mesh.spec(transport="inproc"), claims)[1]
     finally:
         claims.release()
 

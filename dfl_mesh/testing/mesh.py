@@ -19,7 +19,9 @@ from typing import Any
 
 from launcher.api.result import RunResult
 from launcher.api.running import run
-from launcher.api.settings import to_argv
+from launcher.api.settings import keyword_spec
+from launcher.config.options import command_line
+from launcher.config.run_spec import RunSpec
 
 # Nodes 0 and 2 have three neighbours, 1 and 3 two.
 KIT_TOPOLOGY = """\
@@ -52,10 +54,14 @@ class Mesh:
         check_ok(result, f"{self.protocol} ({describe(more)})")
         return result
 
+    def spec(self, **more: Any) -> RunSpec:
+        """The run's RunSpec, as `run` makes it."""
+        return keyword_spec(self.topology, self.protocol, None, {**self.settings, **more},
+                            self.overrides)
+
     def argv(self, **more: Any) -> list[str]:
         """The same run as `dfl-launch` arguments, for a run in a process of its own."""
-        return to_argv(self.topology, self.protocol, None, {**self.settings, **more},
-                       self.overrides)
+        return command_line(self.spec(**more))
 
 
 def describe(settings: Mapping[str, Any]) -> str:

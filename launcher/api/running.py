@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.api.result import RunResult
-from launcher.api.settings import parse, to_argv
+from launcher.api.settings import keyword_spec
 from launcher.config.options import ViewOptions
 from launcher.errors import LaunchError
 from launcher.launch import launch_one
@@ -48,7 +48,7 @@ def run(topology: str | Path, protocol: str, *, config: str | Path | None = None
     (`{"accounting.b_hdr": 32}`). A failed run returns (check `.ok`); bad input raises
     `InputError` before anything starts.
     """
-    req = parse(to_argv(topology, protocol, config, settings, overrides or {}))
+    req = keyword_spec(topology, protocol, config, settings, overrides or {})
     if req.seeds:
         raise LaunchError("seeds=: one run per call; dfl_mesh.sweep(...) runs a seed range")
     run_dir = Path(out) if out is not None else rundir.default_run_dir(

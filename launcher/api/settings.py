@@ -1,9 +1,10 @@
-"""Keyword settings of `dfl_mesh.run` as the command line's options, parsed by the same parser.
+"""Keyword settings of `dfl_mesh.run` as a RunSpec, built from the Python values themselves.
 
-A setting named like a `dfl-launch` option (`rounds=5`, `data_root=...`, `on_failure=...`) is
-that option; any other keyword is a config key (`lr=0.05`, a top-level key or a protocol
-hyper-parameter), exactly as `--set key=value` is. Values travel as JSON, which YAML reads
-unchanged, so `model={"name": "mlp"}` reaches the config as the mapping it is.
+A setting named like a `dfl-launch` run option (`rounds=5`, `data_root=...`, `on_failure=...`)
+is that option; any other keyword is a config key (`lr=0.05`, a top-level key or a protocol
+hyper-parameter), exactly as `--set key=value` is, and keeps its value as given:
+`model={"name": "mlp"}` reaches the config as the mapping it is. The spec is validated as the
+command line's is (launcher/config/run_spec.py), so the same run asked either way is one spec.
 """
 
 from __future__ import annotations
@@ -13,54 +14,43 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import click
-
-from launcher.config.options import Request, request, run_options
+from launcher.config.options import parse_seeds
+from launcher.config.run_spec import OPTION_NAMES, Override, RunSpec, options_of
 from launcher.errors import LaunchError
 
-
-def _parser() -> click.Command:
-    @click.command("dfl_mesh.run")
-    @run_options
-    def command(**kwargs: Any) -> None:
-        """Never invoked: the command exists for its parser."""
-
-    return command
-
-
-PARSER = _parser()
-OPTION_NAMES = {p.name: p for p in PARSER.params if isinstance(p, click.Option) and p.name}
-OPTION_FLAGS = {name: max(p.opts, key=len) for name, p in OPTION_NAMES.items()}
 NOT_SETTINGS = {"topology", "protocol", "config_file", "sets"}
+FLAGS = {"secure"}  # given or not: False is not given, as an absent `--secure`
 
 
-def to_argv(topology: str | Path, protocol: str, config: str | Path | None,
-            settings: Mapping[str, Any], overrides: Mapping[str, Any]) -> list[str]:
-    """The `dfl-launch` arguments these settings stand for."""
-    argv = ["--topology", str(topology), "--protocol", protocol]
-    if config is not None:
-        argv += ["--config", str(config)]
-    sets: dict[str, Any] = {}
+def keyword_spec(topology: str | Path, protocol: str, config: str | Path | None,
+                 settings: Mapping[str, Any], overrides: Mapping[str, Any]) -> RunSpec:
+    """The RunSpec of `dfl_mesh.run(topology, protocol, config=..., overrides=..., **settings)`;
+    a LaunchError (one line) where the command line exits 2."""
+    named: dict[str, Any] = {}
+    values: dict[str, Any] = {}
     for name, value in settings.items():
         if name in NOT_SETTINGS:
             raise LaunchError(f"{name}=: pass it as run()'s own argument")
-        if value is None:
+        if value is None or (name in FLAGS and value is False):
             continue
-        if name not in OPTION_NAMES:
-            sets[name] = value
-        elif OPTION_NAMES[name].is_flag:
-            argv += [OPTION_FLAGS[name]] if value else []
+        if name == "seeds":  # `seeds="0-4"` as `--seeds 0-4`
+            named[name] = parse_seeds(str(value))
+        elif name in OPTION_NAMES:
+            named[name] = value
         else:
-            argv += [OPTION_FLAGS[name], str(value)]
-    for key, value in {**sets, **overrides}.items():
-        argv += ["--set", f"{key}={json.dumps(value)}"]
-    return argv
+            values[name] = value
+    sets = tuple(config_value(key, value) for key, value in {**values, **overrides}.items())
+    return RunSpec.of(topology=topology, protocol=protocol,
+                      config_file=Path(config) if config is not None else None,
+                      options=options_of(named), sets=sets, seeds=named.get("seeds", ()))
 
 
-def parse(argv: list[str]) -> Request:
-    """The request `dfl-launch ARGV` makes; a LaunchError (one line) where the CLI exits 2."""
+def config_value(key: str, value: Any) -> Override:
+    """A config key's value, which the run records as JSON (inputs.json)."""
     try:
-        with PARSER.make_context(PARSER.name, list(argv)) as ctx:
-            return request(ctx.params)
-    except click.ClickException as exc:
-        raise LaunchError(exc.format_message()) from None
+        json.dumps(value)
+    except (TypeError, ValueError):
+        raise LaunchError(f"{key}=: {type(value).__name__} is no config value (give "
+                          "numbers, strings, booleans, lists and mappings of them)") from None
+    return Override(key, value)
+

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 from dfl_node.plan import RunPlan
 from dfl_node.runner.prephase_client import InprocPrephaseHub
 from launcher.config.backend_catalog import BackendSpec
-from launcher.config.options import Request
+from launcher.config.run_spec import RunSpec
 from launcher.results.cycle_metrics import CycleMetrics
 from launcher.run.collector import Collector
 from launcher.run.outcome import Outcome
@@ -78,7 +78,7 @@ class HandOffBackend(Backend):
     """`dfl-launch` writes what the nodes need; someone else starts them."""
 
     @abstractmethod
-    def resolve(self, req: Request) -> RunPlan:
+    def resolve(self, req: RunSpec) -> RunPlan:
         """The plan the nodes will run, with every address they need fixed in it."""
 
     @abstractmethod

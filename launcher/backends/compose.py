@@ -36,7 +36,7 @@ from launcher.backends.base import HandOffBackend
 from launcher.config.backend_catalog import COMPOSE
 from launcher.config.compose_options import DEFAULT_IMAGE, DEFAULT_SUBNET, ComposeOptions
 from launcher.config.host_plan import place_plan, resolve_host_plan, services
-from launcher.config.options import Request
+from launcher.config.run_spec import RunSpec
 from launcher.errors import LaunchError
 from topologies.model import Topology
 
@@ -161,7 +161,7 @@ class ComposeBackend(HandOffBackend):
         self.image = image
         self.subnet = check_subnet(subnet)
 
-    def resolve(self, req: Request) -> RunPlan:
+    def resolve(self, req: RunSpec) -> RunPlan:
         plan = resolve_host_plan(req, place_in_containers)
         if plan.secure and not self.spec.secure:
             raise LaunchError("--secure: compose meshes do not carry key files yet")
@@ -176,7 +176,7 @@ class ComposeBackend(HandOffBackend):
         return path
 
 
-def write_compose(req: Request, opts: ComposeOptions) -> Path:
+def write_compose(req: RunSpec, opts: ComposeOptions) -> Path:
     """Plan, data and compose file in `opts.out`; the compose file's path."""
     backend = ComposeBackend(opts.image, opts.subnet)
     return backend.hand_off(backend.resolve(req), opts.out)

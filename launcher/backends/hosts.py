@@ -17,8 +17,8 @@ from launcher.backends.base import HandOffBackend
 from launcher.config.backend_catalog import HOSTS
 from launcher.config.inputs import resolve
 from launcher.config.keys import secure_plan
-from launcher.config.options import Request
 from launcher.config.ports import PortClaims
+from launcher.config.run_spec import RunSpec
 
 
 class HostsBackend(HandOffBackend):
@@ -26,7 +26,7 @@ class HostsBackend(HandOffBackend):
 
     spec = HOSTS
 
-    def resolve(self, req: Request) -> RunPlan:
+    def resolve(self, req: RunSpec) -> RunPlan:
         claims = PortClaims()
         try:
             config, plan = resolve(req, claims)

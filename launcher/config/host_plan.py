@@ -21,9 +21,9 @@ from launcher.config.backend_catalog import check_hosts_transport
 from launcher.config.endpoints import fixed_endpoint
 from launcher.config.inputs import resolve_inputs
 from launcher.config.keys import secure_plan
-from launcher.config.options import Request
 from launcher.config.planner import build_plan
 from launcher.config.ports import PortClaims
+from launcher.config.run_spec import RunSpec
 from launcher.errors import LaunchError
 from protocols.registry import PROTOCOLS
 from topologies.model import Topology
@@ -64,20 +64,20 @@ def check_fixed(topology: Topology, config: dict[str, Any]) -> None:
 Placement = Callable[[Topology, dict[str, Any]], tuple[Topology, dict[str, Any]]]
 
 
-def resolve_host_plan(req: Request, place: Placement | None = None) -> RunPlan:
+def resolve_host_plan(req: RunSpec, place: Placement | None = None) -> RunPlan:
     """The plan every host resolves alike from the same topology and options (with `place`,
     from the topology and config it returns)."""
     return resolve_host_run(req, place)[1]
 
 
-def resolve_host_run(req: Request, place: Placement | None = None,
+def resolve_host_run(req: RunSpec, place: Placement | None = None,
                      ) -> tuple[dict[str, Any], RunPlan]:
     """The resolved config and the plan of `resolve_host_plan`: a launcher that collects the
     run (`dfl-launch slurm --submit`) keeps the config in the run directory, as a local launch
     does, for `dfl-report` and `RunResult.config` to read."""
     if req.seeds:
         raise LaunchError("--seeds: one node runs one seed; start one mesh per seed")
-    check_hosts_transport(req.options.get("transport"))
+    check_hosts_transport(req.options.transport)
     topology, config = resolve_inputs(req)
     if place is not None:
         topology, config = place(topology, config)

@@ -1,4 +1,4 @@
-"""What the user asked for, resolved: the topology, the layered config, then the plan.
+"""What the user asked for (a RunSpec), resolved: the topology, the layered config, the plan.
 
 Every check that can refuse a run happens here, before anything starts, so that bad input is
 one line and exit 2 whichever command (`dfl-launch`, `dfl-node --topology`, `compose`) asked.
@@ -12,10 +12,10 @@ from dfl_node.plan import RunPlan
 from launcher.config.capacity import check_capacity, check_node_ids, check_rounds
 from launcher.config.checks import check_failure_policy
 from launcher.config.layers import resolve_config
-from launcher.config.options import Request
 from launcher.config.planner import build_plan
 from launcher.config.ports import PortClaims
 from launcher.config.run_config import node_attributes_model
+from launcher.config.run_spec import RunSpec
 from launcher.errors import LaunchError
 from protocols.registry import PROTOCOLS, unknown_protocol
 from topologies.errors import TopologyError
@@ -23,7 +23,7 @@ from topologies.loader import load_topology, resolve_topology_path
 from topologies.model import Topology
 
 
-def resolve(req: Request, claims: PortClaims) -> tuple[dict[str, Any], RunPlan]:
+def resolve(req: RunSpec, claims: PortClaims) -> tuple[dict[str, Any], RunPlan]:
     """Everything a run needs, or a LaunchError naming what is wrong."""
     topo, config = resolve_inputs(req)
     check_capacity(topo, config, str(req.topology), claims)
@@ -31,7 +31,7 @@ def resolve(req: Request, claims: PortClaims) -> tuple[dict[str, Any], RunPlan]:
                               aggregator=PROTOCOLS[config["protocol"]].server_based)
 
 
-def resolve_inputs(req: Request) -> tuple[Topology, dict[str, Any]]:
+def resolve_inputs(req: RunSpec) -> tuple[Topology, dict[str, Any]]:
     """The topology and the resolved config, validated; a LaunchError naming what is wrong."""
     if not req.topology:
         raise LaunchError("--topology is required")
@@ -44,7 +44,7 @@ def resolve_inputs(req: Request) -> tuple[Topology, dict[str, Any]]:
     except TopologyError as exc:
         raise LaunchError(str(exc)) from None
     check_node_ids(topo, req.topology, PROTOCOLS[req.protocol].server_based)
-    config = resolve_config(req.protocol, req.config_file, req.options, req.sets)
+    config = resolve_config(req.protocol, req.config_file, req.options.model_dump(), req.sets)
     check_failure_policy(config, req.protocol, PROTOCOLS[req.protocol].survives_failures)
     check_rounds(topo, config, PROTOCOLS[req.protocol].server_based)
     config["topology"] = topo.name

@@ -1,15 +1,16 @@
 """The resolved run configuration: protocol defaults file, then --config, then options, --set.
 
-Every layer is plain YAML data, merged recursively over the ones before it; after each layer the
-merged config is validated against the run's typed model (launcher/config/run_config.py), so a
-mistake is reported with the layer it came from: `SOURCE: dotted.path: reason (did you mean
-X?)`. Defaults live in the models, not here: a protocol's YAML file is only its overrides and
-may be absent (a plugin's protocol needs none).
+Every layer is plain data (a file's YAML, a RunSpec's options and overrides), merged recursively
+over the ones before it; after each layer the merged config is validated against the run's
+typed model (launcher/config/run_config.py), so a mistake is reported with the layer it came
+from: `SOURCE: dotted.path: reason (did you mean X?)`. Defaults live in the models, not here: a
+protocol's YAML file is only its overrides and may be absent (a plugin's protocol needs none).
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from dfl_config.limits import MAX_SET_CHARS, oversized_file
+from dfl_config.limits import oversized_file
 from dfl_config.problems import one_line
 from launcher.config.run_config import AUTO, DEFAULT_MODELS, RunSettings, run_config_model
+from launcher.config.run_spec import Override
 from launcher.errors import LaunchError
 
 # CLI options that set a key of another name (the rest are `--` + the key, dashed).
@@ -73,26 +75,17 @@ def merge(base: dict[str, Any], layer: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def parse_set(item: str, top_keys: set[str], hyper_keys: set[str]) -> dict[str, Any]:
-    """`key=value` or `a.b=value` (value parsed as YAML) as a config layer.
+def override_layer(override: Override, top_keys: set[str],
+                   hyper_keys: set[str]) -> dict[str, Any]:
+    """`key=value` or `a.b=value` as a config layer.
 
     A key whose first part is not top-level but is a protocol hyper-parameter is under `hyper`,
     so `--set lr=0.05` and `--set accounting.b_hdr=32` work as a researcher expects.
     """
-    if len(item) > MAX_SET_CHARS:
-        raise LaunchError(f"--set {item[:40]!r}...: {len(item)} characters, more than one "
-                          f"--set may hold ({MAX_SET_CHARS})")
-    if "=" not in item:
-        raise LaunchError(f"--set {item!r}: expected key=value")
-    key, raw = item.split("=", 1)
-    try:
-        value = yaml.safe_load(raw)
-    except yaml.YAMLError:
-        value = raw
-    path = key.split(".")
+    path = override.key.split(".")
     if path[0] not in top_keys and path[0] in hyper_keys:
         path = ["hyper", *path]
-    layer: dict[str, Any] = {path[-1]: value}
+    layer: dict[str, Any] = {path[-1]: override.value}
     for part in reversed(path[:-1]):
         layer = {part: layer}
     return layer
@@ -120,7 +113,7 @@ def option_layers(options: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def resolve_config(protocol: str, config_file: Path | None, options: dict[str, Any],
-                   sets: tuple[str, ...]) -> dict[str, Any]:
+                   sets: Sequence[Override]) -> dict[str, Any]:
     model = run_config_model(protocol)
     hyper_keys = set(model.model_fields["hyper"].annotation.model_fields)  # type: ignore[union-attr]
     layers: list[tuple[str, dict[str, Any]]] = []
@@ -130,8 +123,8 @@ def resolve_config(protocol: str, config_file: Path | None, options: dict[str, A
     if config_file is not None:
         layers.append((str(config_file), read_yaml_mapping(config_file, "config")))
     layers += option_layers(options)
-    layers += [(f"--set {item}", parse_set(item, set(model.model_fields), hyper_keys))
-               for item in sets]
+    layers += [(f"--set {o.item}", override_layer(o, set(model.model_fields), hyper_keys))
+               for o in sets]
     merged: dict[str, Any] = {}
     validated = model.model_validate(with_model(merged))
     for source, layer in layers:

@@ -1,4 +1,4 @@
-"""The run options `dfl-launch` and `dfl-node --topology` share, and the Request they make.
+"""The run options `dfl-launch` and `dfl-node --topology` share, and the RunSpec they make.
 
 Kept apart from both CLIs (and light to import) so that one host's `dfl-node` resolves a plan
 from exactly the options, defaults and parsing the launcher uses.
@@ -7,7 +7,7 @@ from exactly the options, defaults and parsing the launcher uses.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,19 +15,8 @@ import click
 
 from dfl_node.state.checkpoint_check import ON_CORRUPT
 from launcher.config.backend_catalog import LOCAL, transport_help
+from launcher.config.run_spec import WIRE_OPTIONS, RunSpec, options_of
 from launcher.errors import LaunchError
-
-
-@dataclass(frozen=True)
-class Request:
-    """What the user asked for on the command line."""
-
-    topology: str | None
-    protocol: str | None
-    config_file: Path | None
-    options: dict[str, Any]
-    sets: tuple[str, ...] = ()
-    seeds: tuple[int, ...] = field(default=())
 
 
 @dataclass(frozen=True)
@@ -102,15 +91,30 @@ def parse_seeds(text: str | None) -> tuple[int, ...]:
     return tuple(range(lo, hi + 1))
 
 
-def request(kwargs: dict[str, Any]) -> Request:
-    keys = ("rounds", "seed", "dataset", "data_root", "partition", "eval_every", "transport",
-            "checkpoint_every", "on_corrupt", "secure", "keys")
-    if kwargs["seed"] is not None and kwargs["seeds"] is not None:
-        raise LaunchError("--seed and --seeds exclude each other")
-    options = {k: kwargs[k] for k in keys}
-    wire = {key: kwargs[flag] for key, flag in (("deadline_s", "deadline"),
-                                                ("on_failure", "on_failure"))
-            if kwargs[flag] is not None}
-    options["wire"] = wire or None
-    return Request(kwargs["topology"], kwargs["protocol"], kwargs["config_file"],
-                   options, kwargs["sets"], parse_seeds(kwargs["seeds"]))
+def command_line_spec(params: dict[str, Any]) -> RunSpec:
+    """The RunSpec of the run options as click parsed them."""
+    return RunSpec.of(topology=params["topology"], protocol=params["protocol"],
+                      config_file=params["config_file"], options=options_of(params),
+                      sets=params["sets"], seeds=parse_seeds(params["seeds"]))
+
+
+def command_line(spec: RunSpec) -> list[str]:
+    """The `dfl-launch` arguments whose `command_line_spec` is `spec`: to start the run in a
+    process of its own, or to show the command that repeats it. Every option's flag is its
+    name, dashed (`data_root`: `--data-root`, `deadline`: `--deadline`)."""
+    argv = ["--topology", str(spec.topology), "--protocol", str(spec.protocol)]
+    if spec.config_file is not None:
+        argv += ["--config", str(spec.config_file)]
+    named = {**spec.options.model_dump(exclude={"wire"}),
+             **{name: (spec.options.wire or {}).get(key) for name, key in WIRE_OPTIONS.items()}}
+    for name, value in named.items():
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            argv += [flag] if value else []
+        elif value is not None:
+            argv += [flag, str(value)]
+    if spec.seeds:
+        argv += ["--seeds", f"{spec.seeds[0]}-{spec.seeds[-1]}"]
+    for override in spec.sets:
+        argv += ["--set", override.item]
+    return argv

@@ -22,20 +22,20 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from launcher.config.options import Request
+from launcher.config.run_spec import RunSpec
 from launcher.errors import LaunchError
 from launcher.run import rundir
 from launcher.run.lock import RunLock
-from launcher.run.resume import inputs_body, record_inputs, recorded_inputs
+from launcher.run.resume import record_inputs, recorded_inputs
 
 SHOWN = 3  # entries a refusal names
 
 
-def same_inputs(recorded: dict[str, Any] | None, req: Request) -> bool:
+def same_inputs(recorded: dict[str, Any] | None, req: RunSpec) -> bool:
     """Whether a run directory's recorded inputs are what `req` asks for. Only what a run is
     asked is compared: a Slurm run records beside it what its job asked Slurm for
     (launcher/slurm/submit.py), which changes nothing it computes."""
-    asked = given(json.loads(json.dumps(inputs_body(req))))
+    asked = given(json.loads(json.dumps(req.recorded())))
     return recorded is not None and {key: given(recorded).get(key) for key in asked} == asked
 
 
@@ -48,7 +48,7 @@ def given(inputs: dict[str, Any]) -> dict[str, Any]:
     return {**inputs, "options": {k: v for k, v in options.items() if v is not None}}
 
 
-def check_new(run_dir: Path, req: Request, overwrite: bool) -> None:
+def check_new(run_dir: Path, req: RunSpec, overwrite: bool) -> None:
     """Refuse (LaunchError) a `run_dir` a new run of `req` may not take; touches nothing."""
     if run_dir.exists() and not run_dir.is_dir():
         raise LaunchError(f"--out {run_dir}: not a directory")
@@ -66,7 +66,7 @@ def check_new(run_dir: Path, req: Request, overwrite: bool) -> None:
                       "replace its run files (nothing else is deleted)")
 
 
-def claim_new(run_dir: Path, req: Request, overwrite: bool) -> RunLock:
+def claim_new(run_dir: Path, req: RunSpec, overwrite: bool) -> RunLock:
     """Make `run_dir` if need be and lock it for a new run of `req`, checked again under the
     lock; nothing in it is deleted yet (`start_fresh`, once the run is sure to start)."""
     check_new(run_dir, req, overwrite)
@@ -96,7 +96,7 @@ def writing(run_dir: Path) -> Iterator[None]:
                           f"{exc.strerror or exc}") from None
 
 
-def start_fresh(run_dir: Path, lock: RunLock, req: Request) -> None:
+def start_fresh(run_dir: Path, lock: RunLock, req: RunSpec) -> None:
     """A new run in the claimed `run_dir`: the previous run's files deleted (none other), so no
     old checkpoint is resumed from and no old row or summary mixes in, and the inputs recorded
     for a later `--resume` (an OSError is the caller's: `writing`)."""

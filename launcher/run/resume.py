@@ -31,7 +31,7 @@ from typing import Any
 from dfl_node.plan import PlanError, RunPlan
 from dfl_node.state import checkpoint_layout as checkpoint
 from dfl_node.state.checkpoint_check import Checked, OnCorrupt, check_rounds, set_aside
-from launcher.config.options import Request
+from launcher.config.run_spec import RunSpec
 from launcher.errors import LaunchError
 from launcher.logs import launcher_logger
 
@@ -42,18 +42,8 @@ REPORTED_FILES = ("metrics.jsonl", "cycles.jsonl")
 LOG = launcher_logger("resume")
 
 
-def inputs_body(req: Request) -> dict[str, Any]:
-    """What a later `--resume` resolves again; paths made absolute so any cwd works."""
-    topology = Path(req.topology) if req.topology else None
-    return {"topology": str(topology.resolve()) if topology and topology.exists()
-            else req.topology,
-            "protocol": req.protocol,
-            "config_file": str(req.config_file.resolve()) if req.config_file else None,
-            "options": req.options, "sets": list(req.sets)}
-
-
-def record_inputs(run_dir: Path, req: Request) -> None:
-    (run_dir / INPUTS_FILE).write_text(json.dumps(inputs_body(req), indent=1, sort_keys=True)
+def record_inputs(run_dir: Path, req: RunSpec) -> None:
+    (run_dir / INPUTS_FILE).write_text(json.dumps(req.recorded(), indent=1, sort_keys=True)
                                        + "\n")
 
 
@@ -75,25 +65,22 @@ def slurm_inputs(run_dir: Path) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
-def resume_request(run_dir: Path, on_corrupt: str | None = None) -> Request:
-    """The request the run in `run_dir` was launched with, its `on_corrupt` replaced where
+def resume_request(run_dir: Path, on_corrupt: str | None = None) -> RunSpec:
+    """The spec the run in `run_dir` was launched with, its `on_corrupt` replaced where
     given; LaunchError if it has none."""
     path = run_dir / INPUTS_FILE
     try:
         body = json.loads(path.read_text())
-        options = dict(body["options"])
         if on_corrupt is not None:
-            options["on_corrupt"] = on_corrupt
-        return Request(body["topology"], body["protocol"],
-                       Path(body["config_file"]) if body["config_file"] else None,
-                       options, tuple(body["sets"]))
+            body["options"] = {**body["options"], "on_corrupt": on_corrupt}
+        return RunSpec.from_record(body)
     except FileNotFoundError:
         raise LaunchError(f"--resume {run_dir}: not a run directory ({path} is missing)") from None
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, LaunchError) as exc:
         raise LaunchError(f"{path}: unreadable: {exc}") from None
 
 
-def prepare_resume(run_dir: Path, plan: RunPlan, req: Request, on_corrupt: OnCorrupt) -> int:
+def prepare_resume(run_dir: Path, plan: RunPlan, req: RunSpec, on_corrupt: OnCorrupt) -> int:
     """Check that `plan` (the inputs resolved again) is the run's own and its checkpoints
     intact (`on_corrupt` decides what a refused file means), cut the reported rows after the
     resume round, tell the nodes; the round to resume after (0: from scratch)."""
@@ -154,7 +141,7 @@ def restore_last_rows(path: Path, run_dir: Path, plan: RunPlan, round_: int) -> 
             out.writelines(json.dumps(row, sort_keys=True) + "\n" for row in missing)
 
 
-def start_fresh(run_dir: Path, req: Request) -> int:
+def start_fresh(run_dir: Path, req: RunSpec) -> int:
     """A new run in `run_dir`: no old checkpoint may be resumed from, no old row is kept, and
     the inputs are recorded for a later `--resume`; the round it starts after, 0."""
     checkpoint.clear(run_dir)
@@ -177,7 +164,7 @@ def changed_sections(old: RunPlan, new: RunPlan) -> list[str]:
     return [name for name in after if before.get(name) != after[name]]
 
 
-def describe(section: str, req: Request) -> str:
+def describe(section: str, req: RunSpec) -> str:
     """A changed section, with the input file it comes from where there is one."""
     if section == "topology":
         return f"topology ({req.topology})"

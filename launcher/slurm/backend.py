@@ -29,8 +29,8 @@ from dfl_node.plan import RunPlan
 from launcher.backends.base import HandOffBackend
 from launcher.config.backend_catalog import SLURM
 from launcher.config.host_plan import resolve_host_run, services
-from launcher.config.options import Request
 from launcher.config.ports import PortClaims
+from launcher.config.run_spec import RunSpec
 from launcher.slurm.job import (
     PLAN,
     JobShape,
@@ -63,10 +63,10 @@ class SlurmBackend(HandOffBackend):
                 endpoints[name] = f"{self.host}:{self.claims.claim(1, '0.0.0.0')[0]}"
         return topology, {**config, "endpoints": endpoints}
 
-    def resolve(self, req: Request) -> RunPlan:
+    def resolve(self, req: RunSpec) -> RunPlan:
         return self.resolve_run(req)[1]
 
-    def resolve_run(self, req: Request) -> tuple[dict[str, Any], RunPlan]:
+    def resolve_run(self, req: RunSpec) -> tuple[dict[str, Any], RunPlan]:
         """The resolved config and the discover plan; with GPUs per task, every node on
         `cuda:0`: Slurm binds each task its own GPUs and the task sees the first as device 0,
         whichever it is on the host (the submit host's GPUs, if any, do not matter)."""

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from dfl_config.plugins import PROTOCOLS_GROUP, registered
 from launcher.config.backend_catalog import check_hosts_transport
-from launcher.config.options import Request
+from launcher.config.run_spec import RunSpec
 from launcher.errors import LaunchError
 from launcher.slurm import commands
 from launcher.slurm.job import (
@@ -51,7 +51,7 @@ class Queued:
     shape: JobShape
 
 
-def early_shape(req: Request, run_dir: Path) -> JobShape:
+def early_shape(req: RunSpec, run_dir: Path) -> JobShape:
     """The job's name and tasks from the topology file and the protocol's name: one task per
     node of the topology (a server-based protocol's aggregator is a node beyond them, run on
     the submit host). Of the services, only the collector is known yet."""
@@ -63,7 +63,7 @@ def early_shape(req: Request, run_dir: Path) -> JobShape:
     if req.protocol not in known:
         raise LaunchError(f"--protocol: unknown protocol {req.protocol!r} (known: "
                           f"{', '.join(sorted(known))})")
-    check_hosts_transport(req.options.get("transport"))
+    check_hosts_transport(req.options.transport)
     try:
         topology = load_topology(resolve_topology_path(req.topology))
     except TopologyError as exc:
@@ -72,7 +72,7 @@ def early_shape(req: Request, run_dir: Path) -> JobShape:
                     (tuple(collector_by_hand(run_dir / PLAN, run_dir)),))
 
 
-def queue(req: Request, resources: Resources, out: Path, resuming: bool = False) -> Queued:
+def queue(req: RunSpec, resources: Resources, out: Path, resuming: bool = False) -> Queued:
     """Check what can be checked without the plan, write DIR/job.sh and submit it."""
     resources.check()
     run_dir = out.absolute()

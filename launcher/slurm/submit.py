@@ -20,7 +20,8 @@ from pathlib import Path
 
 from dfl_node.plan import RunPlan
 from launcher.collect_remote import open_collector
-from launcher.config.options import Request, ViewOptions
+from launcher.config.options import ViewOptions
+from launcher.config.run_spec import RunSpec
 from launcher.errors import LaunchError
 from launcher.run import rundir
 from launcher.run.address_book import AddressBook
@@ -156,7 +157,7 @@ def run_job(backend: SlurmBackend, plan: RunPlan, job: str, run_dir: Path, displ
     return outcome, collector, time.monotonic() - started
 
 
-def submit(req: Request, backend: SlurmBackend, queued: Queued, view: ViewOptions,
+def submit(req: RunSpec, backend: SlurmBackend, queued: Queued, view: ViewOptions,
            resuming: bool = False) -> int:
     """The whole `--submit` (or `--resume` of a Slurm run: the same request, from the last
     round every node has a checkpoint of) once the job is queued (launcher/slurm/queue.py):

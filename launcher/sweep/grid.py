@@ -1,4 +1,4 @@
-"""The runs a sweep stands for, each a request and a run directory, all checked up front.
+"""The runs a sweep stands for, each a RunSpec and a run directory, all checked up front.
 
 A run's directory says what it is: OUT/<variant>/<topology>/<key=value,...>/seed-<s>. The same
 sweep file therefore finds its own runs again after an interruption, and `dfl-report OUT` groups
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from launcher.api.settings import parse, to_argv
+from launcher.api.settings import keyword_spec
 from launcher.config.inputs import resolve_inputs
-from launcher.config.options import Request
+from launcher.config.run_spec import RunSpec
 from launcher.errors import LaunchError
 from launcher.sweep.spec import SweepSpec, Variant
 
@@ -28,7 +28,7 @@ class Point:
     values: dict[str, Any]
     seed: int
     run_dir: Path
-    request: Request
+    request: RunSpec
 
     @property
     def label(self) -> str:
@@ -57,7 +57,7 @@ def points(spec: SweepSpec) -> list[Point]:
             where = spec.out / variant.name / Path(topology).stem / slug(values)
             for seed in spec.seeds:
                 settings = {**spec.settings, **variant.settings, **values, "seed": seed}
-                req = parse(to_argv(topology, variant.protocol, variant.config, settings, {}))
+                req = keyword_spec(topology, variant.protocol, variant.config, settings, {})
                 out.append(Point(variant, topology, values, seed, where / f"seed-{seed}", req))
     return out
 
