@@ -22,7 +22,6 @@ from topologies.errors import TopologyError
 from topologies.loader import load_topology, resolve_topology_path
 from topologies.model import Topology
 
-
 Inputs = tuple[Topology, dict[str, Any]]
 """A request's topology and resolved config, validated (`resolve_inputs`)."""
 

@@ -26,8 +26,6 @@ from launcher.api.running import interactive
 from launcher.config.options import ViewOptions
 from launcher.errors import LaunchError
 from launcher.launch import launch_one
-from launcher.results.report import build_report
-from launcher.results.report_text import to_markdown
 from launcher.run.claim import finished, same_inputs
 from launcher.run.finish import EXIT_INTERRUPTED, EXIT_OK, stopped
 from launcher.run.progress import Display, RoundTable, emit
@@ -208,8 +206,13 @@ def run_sweep(spec: SweepSpec, progress: bool = True, plots: bool = True,
 
 
 def report_sweep(result: SweepResult, on_report: Callable[[str], None]) -> None:
-    """OUT/report.md over the sweep's finished runs, once any has finished."""
+    """OUT/report.md over the sweep's finished runs, once any has finished. The report's
+    statistics import scipy (about 1 CPU-s), here and not at the top: a sweep refused for bad
+    input, and `import dfl_mesh`, need none of it."""
     if any(finished(p.run_dir) for p in result.points):
+        from launcher.results.report import build_report
+        from launcher.results.report_text import to_markdown
+
         result.report = to_markdown(build_report([result.out]))
         (result.out / REPORT_FILE).write_text(result.report)
         on_report(result.report.rstrip("\n"))
