@@ -16,12 +16,10 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from dfl_node.plan import RunPlan
-from launcher.api.result import RunResult
+from launcher.api.result import RunResult, frame
 from launcher.api.running import interactive
 from launcher.config.options import ViewOptions
 from launcher.errors import LaunchError
@@ -33,6 +31,9 @@ from launcher.run.resume import recorded_inputs
 from launcher.slurm_submit import slurm_inputs
 from launcher.sweep.grid import Point, check, points
 from launcher.sweep.spec import SweepSpec
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 REPORT_FILE = "report.md"
 
@@ -160,7 +161,7 @@ class SweepResult:
                          "worst_accuracy": s.get("worst_accuracy"),
                          "bits_per_client": s.get("bits_per_client"),
                          "run_dir": str(p.run_dir)})
-        return pd.DataFrame(rows)
+        return frame(rows)
 
 
 def run_point(point: Point, display: Display | None, plots: bool) -> int:
