@@ -35,6 +35,7 @@ from bench import (
     compute,
     first_run,
     overhead,
+    refusal_cost,
     round_cost,
     scale,
     startup,
@@ -61,7 +62,7 @@ GROUPS: dict[str, Group] = {
     "transport": transport.figures, "overhead": overhead.figures,
     "round_cost": round_cost.figures, "startup": startup.figures, "scale": scale.figures,
     "compute": TakesDataRoot(compute.figures), "wire_efficiency": wire_efficiency.figures,
-    "first_run": first_run.figures}
+    "first_run": first_run.figures, "refusal": refusal_cost.figures}
 
 
 def machine() -> dict[str, object]:

@@ -9,11 +9,10 @@ from pathlib import Path
 from dfl_node.plan import RunPlan
 from launcher.backends.base import LocalBackend
 from launcher.backends.hosts import HostsBackend
-from launcher.backends.registry import local_backend
 from launcher.config.backend_catalog import DEFAULT_LOCAL
 from launcher.config.checks import check_local
 from launcher.config.disk_space import check_disk_space
-from launcher.config.inputs import resolve
+from launcher.config.inputs import Inputs, plan_inputs, resolve_inputs
 from launcher.config.keys import secure_plan
 from launcher.config.options import ViewOptions
 from launcher.config.ports import PortClaims
@@ -70,10 +69,6 @@ def launch_one(req: RunSpec, out_dir: Path | None, view: ViewOptions,
     other files than its own, replacing only its run files (launcher/run/claim.py)."""
     if out_dir is not None and not resuming:
         check_new(out_dir, req, overwrite)  # before any work: a refused directory costs no wait
-    # The backend the command line asks for starts what it needs at once, in parallel with
-    # resolving the plan (the processes backend forks its zygote: launcher/backends/zygote.py);
-    # a config file may still choose another.
-    likely = local_backend(req.options.transport or DEFAULT_LOCAL)
     with ExitStack() as held:
         lock = held.enter_context(RunLock(out_dir)) if resuming and out_dir else None
         if lock is not None and out_dir is not None and finished(out_dir):
@@ -81,21 +76,32 @@ def launch_one(req: RunSpec, out_dir: Path | None, view: ViewOptions,
             emit(f"run_dir: {out_dir}  finished already (summary.json: status ok); "
                  "nothing to resume")
             return EXIT_OK
+        inputs = resolve_inputs(req)  # bad input is refused here, before torch is imported
+        # The local backends bring the node runtime and torch (seconds to import): only for a
+        # request that holds. The one the command line asks for starts what it needs at once,
+        # in parallel with building the plan (the processes backend forks its zygote:
+        # launcher/backends/zygote.py); a config file may still choose another.
+        from launcher.backends.registry import local_backend
+
+        likely = local_backend(req.options.transport or DEFAULT_LOCAL)
         likely.prestart()
         held.callback(likely.close)
-        return run_one(req, out_dir, view, likely, lock, overwrite, display)
+        return run_one(req, inputs, out_dir, view, likely, lock, overwrite, display)
 
 
-def run_one(req: RunSpec, out_dir: Path | None, view: ViewOptions, likely: LocalBackend,
-            resumed: RunLock | None, overwrite: bool, shown_by: Display | None = None) -> int:
+def run_one(req: RunSpec, inputs: Inputs, out_dir: Path | None, view: ViewOptions,
+            likely: LocalBackend, resumed: RunLock | None, overwrite: bool,
+            shown_by: Display | None = None) -> int:
     """`resumed`: the lock of the run directory a --resume took already; a new run takes its
     own once the plan names its directory (launcher/run/claim.py), until the launch ends."""
+    from launcher.backends.registry import local_backend  # loaded by launch_one already
+
     claims = PortClaims()
     backend = likely
     with ExitStack() as held, shown_by or open_display(view.quiet) as display:
         try:
             display.stage("resolving the plan, preparing data")
-            config, plan = resolve(req, claims)
+            config, plan = plan_inputs(req, inputs, claims)
             backend = local_backend(plan.transport)
             if backend is not likely:
                 likely.close()

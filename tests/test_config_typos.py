@@ -20,7 +20,7 @@ import yaml
 from launcher.cli import main
 from launcher.config.layers import resolve_config
 from protocols.registry import PROTOCOLS
-from tests.test_resume import ring_file
+from tests.rings import ring_file
 
 
 def typo(key: str) -> str:
@@ -71,21 +71,28 @@ def run_cli(args: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
     return int(exited.value.code or 0)
 
 
+def typo_args(protocol: str, path: tuple[str, ...], key: str, value: Any, way: str,
+              tmp_path: Path) -> tuple[list[str], str]:
+    """A case's `dfl-launch` arguments (its run directory tmp_path/run), and where its error
+    line says the misspelt key came from."""
+    wrong = typo(key)
+    args = ["--topology", ring_file(tmp_path), "--protocol", protocol,
+            "--out", str(tmp_path / "run")]
+    if way == "set":
+        return [*args, "--set", f"{'.'.join((*path, wrong))}={flow(value)}"], \
+            f"--set {'.'.join((*path, wrong))}="
+    file = tmp_path / "typo.yaml"
+    file.write_text(yaml.safe_dump(nested(path, wrong, value)))
+    return [*args, "--config", str(file)], str(file)
+
+
 @pytest.mark.parametrize(("protocol", "path", "key", "value", "way"), list(cases()))
 def test_a_misspelt_key_is_exit_2_with_its_path_and_the_key_meant(
         protocol: str, path: tuple[str, ...], key: str, value: Any, way: str, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
     wrong = typo(key)
     out = tmp_path / "run"
-    args = ["--topology", ring_file(tmp_path), "--protocol", protocol, "--out", str(out)]
-    if way == "set":
-        source = f"--set {'.'.join((*path, wrong))}="
-        args += ["--set", f"{'.'.join((*path, wrong))}={flow(value)}"]
-    else:
-        file = tmp_path / "typo.yaml"
-        file.write_text(yaml.safe_dump(nested(path, wrong, value)))
-        source = str(file)
-        args += ["--config", str(file)]
+    args, source = typo_args(protocol, path, key, value, way, tmp_path)
     assert run_cli(args, monkeypatch) == 2
     err = capfd.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
@@ -111,11 +118,14 @@ TOPOLOGY_TYPOS = {
 }
 
 
-@pytest.mark.parametrize("what", [*TOPOLOGY_TYPOS, *(
-    f"{name}-attribute" for name, cls in PROTOCOLS.items() if cls.node_attributes)])
-def test_a_misspelt_topology_key_is_exit_2_with_its_path_and_the_key_meant(
-        what: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capfd: pytest.CaptureFixture[str]) -> None:
+def topology_cases() -> list[str]:
+    return [*TOPOLOGY_TYPOS, *(
+        f"{name}-attribute" for name, cls in PROTOCOLS.items() if cls.node_attributes)]
+
+
+def topology_typo_args(what: str, tmp_path: Path) -> tuple[list[str], str, str]:
+    """A topology case's `dfl-launch` arguments (its run directory tmp_path/run), the path at
+    fault in the file and the key meant."""
     if what in TOPOLOGY_TYPOS:
         node0, edge0, where, meant = TOPOLOGY_TYPOS[what]
     else:
@@ -125,26 +135,40 @@ def test_a_misspelt_topology_key_is_exit_2_with_its_path_and_the_key_meant(
         node0, edge0, where = f"{{id: 0, {typo(meant)}: null}}", "[0, 1]", f"nodes[0].{typo(meant)}"
     file = tmp_path / "topo.yaml"
     file.write_text(topology_text(node0, edge0))
+    return ["--topology", str(file), "--protocol", "d-psgd", "--out", str(tmp_path / "run")], \
+        where, meant
+
+
+@pytest.mark.parametrize("what", topology_cases())
+def test_a_misspelt_topology_key_is_exit_2_with_its_path_and_the_key_meant(
+        what: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    args, where, meant = topology_typo_args(what, tmp_path)
+    file = tmp_path / "topo.yaml"
     out = tmp_path / "run"
-    assert run_cli(["--topology", str(file), "--protocol", "d-psgd", "--out", str(out)],
-                   monkeypatch) == 2
+    assert run_cli(args, monkeypatch) == 2
     err = capfd.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
     assert str(file) in err[0] and f"{where}: unknown key (did you mean {meant}?)" in err[0], err
     assert not out.exists()
 
 
-@pytest.mark.parametrize(("given", "meant"), [("lrr=0.1", "hyper.lr"),
-                                              ("batchsize=4", "hyper.batch_size"),
-                                              ("roundz=3", "rounds")])
+BARE_KEYS = [("lrr=0.1", "hyper.lr"), ("batchsize=4", "hyper.batch_size"), ("roundz=3", "rounds")]
+
+
+def bare_key_args(given: str, tmp_path: Path) -> list[str]:
+    return ["--topology", ring_file(tmp_path), "--protocol", "d-psgd", "--set", given,
+            "--out", str(tmp_path / "run")]
+
+
+@pytest.mark.parametrize(("given", "meant"), BARE_KEYS)
 def test_a_bare_key_of_a_section_is_told_its_section(
         given: str, meant: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capfd: pytest.CaptureFixture[str]) -> None:
     """`--set lrr=0.1` meant `hyper.lr`: the suggestion looks one section down when no key of
     the level given is close (before: `lrr: unknown key`, no suggestion)."""
     out = tmp_path / "run"
-    assert run_cli(["--topology", ring_file(tmp_path), "--protocol", "d-psgd", "--set", given,
-                    "--out", str(out)], monkeypatch) == 2
+    assert run_cli(bare_key_args(given, tmp_path), monkeypatch) == 2
     err = capfd.readouterr().err.strip().splitlines()
     key = given.split("=")[0]
     assert err == [f"dfl-launch: --set {given}: {key}: unknown key (did you mean {meant}?)"]

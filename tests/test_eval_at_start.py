@@ -11,7 +11,8 @@ from pathlib import Path
 from dfl_node.plan import RunPlan
 from launcher.run.resume import keep_rounds_through
 from tests.harness import final_files, launch_ok
-from tests.test_resume import SYNTH, ring_file
+from tests.rings import ring_file
+from tests.test_resume import SYNTH
 
 
 def rows(run_dir: Path) -> list[dict]:

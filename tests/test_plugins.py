@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from tests.harness import ROOT, assert_transports_identical, launch
-from tests.test_resume import SYNTH, ring_file
+from tests.rings import ring_file
+from tests.test_resume import SYNTH
 
 PLUGIN = ROOT / "tests" / "plugins" / "median_gossip"
 TINY = (*SYNTH, "--rounds", "6", "--eval-every", "3", "--checkpoint-every", "2")

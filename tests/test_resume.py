@@ -29,16 +29,9 @@ from launcher.run.resume import keep_rounds_through
 from protocols.registry import PROTOCOLS
 from tests.checkpoint_damage import DAMAGES, damage, flip_bit
 from tests.harness import ENV_ROOT, ROOT, Exited, launch_ok
+from tests.rings import ring_file
 
 SYNTH = ("--dataset", "synthetic", "--partition", "iid", "--set", "model={name: mlp}")
-
-
-def ring_file(tmp_path: Path, n: int = 6) -> str:
-    path = tmp_path / f"ring{n}.yaml"
-    nodes = "\n".join(f"  - {{id: {i}}}" for i in range(n))
-    edges = "\n".join(f"  - [{i}, {(i + 1) % n}]" for i in range(n))
-    path.write_text(f"nodes:\n{nodes}\nedges:\n{edges}\n")
-    return str(path)
 
 
 def resume(run_dir: Path, *args: str,

@@ -41,7 +41,6 @@ from typing import Any, Protocol
 
 import zmq
 from pydantic import ValidationError
-from zmq.utils.monitor import recv_monitor_message
 
 from dfl_config.errors import DflMeshError
 from dfl_config.problems import one_line
@@ -226,6 +225,10 @@ class LivenessWatch:
         return out
 
     def _run(self, monitors: dict[int, zmq.Socket]) -> None:
+        # here, not at the top: it imports asyncio (about 0.08 CPU-s), which a launcher that
+        # only checks a request and refuses it never needs
+        from zmq.utils.monitor import recv_monitor_message
+
         poller = zmq.Poller()
         peer_of = {}
         for peer, socket in monitors.items():

@@ -10,14 +10,16 @@ import json
 from dataclasses import dataclass, fields
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import yaml
 
 from dfl_node.state import sealed_file
 from dfl_node.state.sealed_file import CorruptFile
 from launcher.errors import LaunchError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 EXIT_CODES = {"ok": 0, "failed": 1, "interrupted": 130}
 
@@ -118,7 +120,7 @@ class RunResult:
         data = json.loads((self.run_dir / "ledger.json").read_text())
         rows = [{"recorded_by": int(node), **cell}
                 for node, book in data.items() for cell in book.get("cells", [])]
-        return pd.DataFrame(rows)
+        return frame(rows)
 
     @cached_property
     def links(self) -> pd.DataFrame:
@@ -131,7 +133,7 @@ class RunResult:
                 src, dst = link.split("->")
                 rows.append({"recorded_by": int(node), "src": int(src), "dst": int(dst),
                              **totals})
-        return pd.DataFrame(rows)
+        return frame(rows)
 
     @property
     def files(self) -> dict[str, Path]:
@@ -170,14 +172,14 @@ class RunResult:
 def read_jsonl(path: Path) -> pd.DataFrame:
     """A JSON-lines file as rows; a torn last line (a killed writer) is left out."""
     if not path.is_file():
-        return pd.DataFrame()
+        return frame([])
     rows = []
     for line in path.read_text().splitlines():
         try:
             rows.append(json.loads(line))
         except ValueError:
             continue
-    return pd.DataFrame(rows)
+    return frame(rows)
 
 
 def load(run_dir: str | Path) -> RunResult:
@@ -185,3 +187,11 @@ def load(run_dir: str | Path) -> RunResult:
     result = RunResult(Path(run_dir))
     result.summary  # noqa: B018  (reading it is the check: bad input fails here, not later)
     return result
+
+
+def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """`rows` as a DataFrame. pandas is imported here, by a result's first table: `import
+    dfl_mesh`, and a run refused for bad input, need none of its half CPU-second."""
+    import pandas as pd
+
+    return pd.DataFrame(rows)

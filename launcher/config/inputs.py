@@ -22,16 +22,27 @@ from topologies.errors import TopologyError
 from topologies.loader import load_topology, resolve_topology_path
 from topologies.model import Topology
 
+Inputs = tuple[Topology, dict[str, Any]]
+"""A request's topology and resolved config, validated (`resolve_inputs`)."""
+
 
 def resolve(req: RunSpec, claims: PortClaims) -> tuple[dict[str, Any], RunPlan]:
     """Everything a run needs, or a LaunchError naming what is wrong."""
-    topo, config = resolve_inputs(req)
+    return plan_inputs(req, resolve_inputs(req), claims)
+
+
+def plan_inputs(req: RunSpec, inputs: Inputs,
+                claims: PortClaims) -> tuple[dict[str, Any], RunPlan]:
+    """The plan of inputs `resolve_inputs` has checked. Apart because a local launch checks
+    them before it imports torch and forks its zygote, and builds the plan after
+    (launcher/launch.py)."""
+    topo, config = inputs
     check_capacity(topo, config, str(req.topology), claims)
     return config, build_plan(topo, config, claims,
                               aggregator=PROTOCOLS[config["protocol"]].server_based)
 
 
-def resolve_inputs(req: RunSpec) -> tuple[Topology, dict[str, Any]]:
+def resolve_inputs(req: RunSpec) -> Inputs:
     """The topology and the resolved config, validated; a LaunchError naming what is wrong."""
     if not req.topology:
         raise LaunchError("--topology is required")

@@ -16,24 +16,23 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from dfl_node.plan import RunPlan
-from launcher.api.result import RunResult
+from launcher.api.result import RunResult, frame
 from launcher.api.running import interactive
 from launcher.config.options import ViewOptions
 from launcher.errors import LaunchError
 from launcher.launch import launch_one
-from launcher.results.report import build_report
-from launcher.results.report_text import to_markdown
 from launcher.run.claim import finished, same_inputs
 from launcher.run.finish import EXIT_INTERRUPTED, EXIT_OK, stopped
 from launcher.run.progress import Display, RoundTable, emit
 from launcher.run.resume import recorded_inputs, slurm_inputs
 from launcher.sweep.grid import Point, check, points
 from launcher.sweep.spec import SweepSpec
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 REPORT_FILE = "report.md"
 
@@ -161,7 +160,7 @@ class SweepResult:
                          "worst_accuracy": s.get("worst_accuracy"),
                          "bits_per_client": s.get("bits_per_client"),
                          "run_dir": str(p.run_dir)})
-        return pd.DataFrame(rows)
+        return frame(rows)
 
 
 def run_point(point: Point, display: Display | None, plots: bool) -> int:
@@ -207,8 +206,13 @@ def run_sweep(spec: SweepSpec, progress: bool = True, plots: bool = True,
 
 
 def report_sweep(result: SweepResult, on_report: Callable[[str], None]) -> None:
-    """OUT/report.md over the sweep's finished runs, once any has finished."""
+    """OUT/report.md over the sweep's finished runs, once any has finished. The report's
+    statistics import scipy (about 1 CPU-s), here and not at the top: a sweep refused for bad
+    input, and `import dfl_mesh`, need none of it."""
     if any(finished(p.run_dir) for p in result.points):
+        from launcher.results.report import build_report
+        from launcher.results.report_text import to_markdown
+
         result.report = to_markdown(build_report([result.out]))
         (result.out / REPORT_FILE).write_text(result.report)
         on_report(result.report.rstrip("\n"))
