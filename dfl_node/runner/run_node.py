@@ -32,7 +32,6 @@ from dfl_node.runner.prephase_client import PrephaseChannel, run_prephase
 from dfl_node.runner.profiling import profiled
 from dfl_node.runner.receive_caps import wire_limits
 from dfl_node.runner.reporter import Reporter, params_due, params_record
-from dfl_node.settings.wire import rendezvous_seconds
 from dfl_node.state import checkpoint_layout as checkpoint
 from dfl_node.state.checkpoint_file import write_tensors
 from dfl_node.transports.base import Transport
@@ -44,7 +43,7 @@ PLAN_PHASE = "plan"  # the control message that carries a node's plan hashes
 
 def make_comm(plan: RunPlan, node_id: int, transport: Transport, clock: VirtualClock) -> Comm:
     return Comm(node_id, plan.neighbors(node_id), transport, wire_limits(plan), Ledger(node_id),
-                recv_timeout_s=float(plan.wire["recv_timeout_s"]), schedule=clock.schedule,
+                recv_timeout_s=plan.wire.recv_timeout_s, schedule=clock.schedule,
                 on_frame=clock.tdma_frame, resume_every=plan.checkpoint_every)
 
 
@@ -82,7 +81,7 @@ def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: 
     prephase_traffic = (resumed.prephase if resumed
                         else run_prephase(plan.prephase, node_id, proto, prephase))
     last: dict[str, Any] = resumed.last if resumed else {}
-    failures = FailureHandling(comm, transport.liveness, plan.wire["on_failure"],
+    failures = FailureHandling(comm, transport.liveness, plan.wire.on_failure,
                                plan.ids, plan.edges())
     round_seconds: dict[str, float] = {}  # wall time of each round's own work, for the summary
     round_cpu_seconds: dict[str, float] = {}  # ... and its CPU time (all the process's threads)
@@ -121,7 +120,7 @@ def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: 
             if learns and ((r + 1) % plan.eval_every == 0 or r + 1 == plan.rounds):
                 last = metrics(r + 1, info)
                 reporter.emit(last)
-                if params_due(int(plan.cycle_metrics.get("params_every", 0)), plan.eval_every,
+                if params_due(plan.cycle_metrics.params_every, plan.eval_every,
                               plan.rounds, r + 1):
                     reporter.emit(params_record(node_id, r + 1, proto.eval_model().state_dict()))
             if checkpoint.due(plan.checkpoint_every, r + 1):
@@ -179,7 +178,7 @@ def meet_mesh(comm: Comm, plan: RunPlan, resumed_at: int | None = None) -> None:
     if resumed_at is not None:
         comm.round = resumed_at
         comm.ledger.quiet_phases = frozenset({PLAN_PHASE, HELLO_PHASE})
-    seconds = rendezvous_seconds(plan.wire)
+    seconds = plan.wire.rendezvous_seconds
     deadline = deadline_after(seconds)
     try:
         with patience(comm, deadline, seconds):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dfl_node.plan import RunPlan
+from dfl_node.plan import RunPlan, section_json
 from launcher.run.rundir import write_json
 
 
@@ -27,5 +27,5 @@ def radio_totals(done: dict[int, dict[str, Any]]) -> dict[str, float]:
 
 
 def write_link_report(run_dir: Path, plan: RunPlan, done: dict[int, dict[str, Any]]) -> None:
-    write_json(run_dir / "schedule.json", plan.schedule)
-    write_json(run_dir / "links.json", {"link": plan.link, "links": link_rows(done)})
+    write_json(run_dir / "schedule.json", section_json(plan.schedule))
+    write_json(run_dir / "links.json", {"link": section_json(plan.link), "links": link_rows(done)})

@@ -162,7 +162,7 @@ def summarize(plan: RunPlan, config: dict[str, Any], collector: Collector, outco
                                                          "first_round_began_at"),
         "rejected_messages": dict(sorted(rejected.items())),
         "rejected_records": dict(sorted(collector.rejected_records.items())),
-        "schedule": plan.schedule["mode"], **radio_totals(done),
+        "schedule": plan.schedule.mode, **radio_totals(done),
         "ledger": {"per_round": tables["per_round"], "control": tables["control"]},
         "bits_per_client": formula["bits_per_client"],
         "formula": {"per_round": formula["per_round"], "total_bits": formula["total_bits"]},
