@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from dfl_config.problems import one_line
 from dfl_config.section import Section
 from dfl_node.settings.cycle_metrics import CycleMetricsSettings
+from dfl_node.settings.discovery import DiscoverySection
 from dfl_node.settings.link import LinkSettings
 from dfl_node.settings.prephase import PrephaseSection
 from dfl_node.settings.schedule import ScheduleSection
@@ -96,8 +97,8 @@ class RunPlan:
     secure: dict[str, Any] = field(default_factory=dict)
     # nodes whose addresses are not known in advance (`endpoints.nodes: discover`): the
     # directory's `bind` and `address`, where every node reports its own and learns the others'
-    # (dfl_node/runner/discovery.py); empty when `nodes` holds every address
-    discovery: dict[str, Any] = field(default_factory=dict)
+    # (dfl_node/runner/discovery.py); None when `nodes` holds every address
+    discovery: DiscoverySection | None = None
     # a metrics row of round 0 too, before any training (launcher/config/run_config.py)
     eval_at_start: bool = False
     # the secret every record to the collector is sealed with (dfl_node/runner/results_seal.py),
@@ -254,6 +255,7 @@ class RunPlan:
 TYPED_SECTIONS: dict[str, type[Section]] = {
     "link": LinkSettings, "wire": WireSettings, "schedule": ScheduleSection,
     "cycle_metrics": CycleMetricsSettings, "prephase": PrephaseSection,
+    "discovery": DiscoverySection,
 }
 
 
@@ -263,8 +265,9 @@ def section_json(section: Section | None) -> dict[str, Any]:
 
 
 def _section(kind: type[Section], name: str, value: Any) -> Section | None:
-    """The plan's `name` section as its model; an empty pre-phase section is none."""
-    if kind is PrephaseSection and value == {}:
+    """The plan's `name` section as its model; an empty pre-phase or discovery section is
+    none."""
+    if kind in (PrephaseSection, DiscoverySection) and value == {}:
         return None
     try:
         return kind.model_validate(value)

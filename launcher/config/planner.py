@@ -10,6 +10,7 @@ from dfl_node.netsim import tdma
 from dfl_node.netsim.virtual_clock import LinkModel
 from dfl_node.plan import NodeEntry, RunPlan
 from dfl_node.runner.results_seal import new_results_key
+from dfl_node.settings.discovery import DiscoverySection
 from dfl_node.settings.link import LinkSettings
 from dfl_node.settings.prephase import PrephaseSection
 from dfl_node.settings.schedule import ScheduleSection
@@ -68,11 +69,11 @@ def discovered_entries(topology: Topology) -> tuple[NodeEntry, ...]:
                         key=lambda e: e.id))
 
 
-def discovery_section(config: dict[str, Any], claims: PortClaims) -> dict[str, Any]:
+def discovery_section(config: dict[str, Any], claims: PortClaims) -> DiscoverySection | None:
     """Where the nodes of a discover plan meet: `endpoints.directory`, else a port beside the
-    collector (the process that collects serves the directory too; {} for fixed addresses)."""
+    collector (the process that collects serves the directory too; None for fixed addresses)."""
     if config["endpoints"].get("nodes") != "discover":
-        return {}
+        return None
     if config.get("secure"):
         raise LaunchError("endpoints.nodes=discover: --secure is not supported yet (the "
                           "directory would need a key of its own)")
@@ -83,7 +84,7 @@ def discovery_section(config: dict[str, Any], claims: PortClaims) -> dict[str, A
         host = collector[0] if collector is not None else LOCAL_HOST
         port = claims.claim(1)[0]
         bind, address = f"tcp://{bind_host(host)}:{port}", f"tcp://{host}:{port}"
-    return {"bind": bind, "address": address}
+    return DiscoverySection(bind=bind, address=address)
 
 
 def aggregator_entry(topology: Topology, config: dict[str, Any],
@@ -128,7 +129,7 @@ def build_plan(topology: Topology, config: dict[str, Any], claims: PortClaims,
         raise LaunchError(f"schedule: {config['protocol']} talks through an aggregator (a star "
                           "the topology does not have), so it runs only with schedule=sync")
     discovery = discovery_section(config, claims)
-    nodes = node_entries(topology, claims, discover=bool(discovery))
+    nodes = node_entries(topology, claims, discover=discovery is not None)
     hub = aggregator_entry(topology, config, claims) if aggregator else None
     plan = RunPlan(
         protocol=config["protocol"], topology_name=topology.name, topology=topology.to_dict(),
