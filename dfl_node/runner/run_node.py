@@ -31,6 +31,7 @@ from dfl_node.runner.node_state import Resumed
 from dfl_node.runner.prephase_client import PrephaseChannel, run_prephase
 from dfl_node.runner.profiling import profiled
 from dfl_node.runner.receive_caps import wire_limits
+from dfl_node.runner.records import DoneRecord
 from dfl_node.runner.reporter import Reporter, params_due, params_record
 from dfl_node.state import checkpoint_layout as checkpoint
 from dfl_node.state.checkpoint_file import write_tensors
@@ -133,20 +134,18 @@ def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: 
     extra = proto.extra_state()
     if extra:
         write_tensors(final / f"node-{node_id}-copies.safetensors", extra)
-    reporter.emit({"type": "done", "node": node_id, "pid": os.getpid(),
-                   "host": socket.gethostname(), "device": entry.device,
-                   "accuracy": last.get("accuracy"), "loss": last.get("loss"),
-                   **{k: last[k] for k in ("global_accuracy", "global_loss") if k in last},
-                   "virtual_seconds": clock.seconds, "ledger": comm.ledger.to_json(),
-                   "formula": ctx.formula.to_json(), "protocol": proto.summary(),
-                   "rejected": dict(comm.ledger.rejected),
-                   "slot_mismatches": comm.slot_mismatches, "links": clock.link_report(),
-                   "prephase": prephase_traffic,
-                   "report": proto.node_report() if isinstance(proto, Reporting) else {},
-                   "round_seconds": round_seconds, "round_cpu_seconds": round_cpu_seconds,
-                   "first_round_at": first_round_at,
-                   "first_round_began_at": first_round_began_at,
-                   **survival})
+    done = DoneRecord(
+        type="done", node=node_id, pid=os.getpid(), host=socket.gethostname(),
+        device=entry.device, accuracy=last.get("accuracy"), loss=last.get("loss"),
+        **{k: last[k] for k in ("global_accuracy", "global_loss") if k in last},
+        virtual_seconds=clock.seconds, ledger=comm.ledger.to_json(),
+        formula=ctx.formula.to_json(), protocol=proto.summary(),
+        rejected=dict(comm.ledger.rejected), slot_mismatches=comm.slot_mismatches,
+        links=clock.link_report(), prephase=prephase_traffic,
+        report=proto.node_report() if isinstance(proto, Reporting) else {},
+        round_seconds=round_seconds, round_cpu_seconds=round_cpu_seconds,
+        first_round_at=first_round_at, first_round_began_at=first_round_began_at, **survival)
+    reporter.emit(done.model_dump(exclude_unset=True))
 
 
 def agree_on_plan(comm: Comm, plan: RunPlan) -> None:

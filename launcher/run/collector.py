@@ -21,8 +21,10 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 
 import msgpack
 import zmq
+from pydantic import ValidationError
 
 from dfl_node.plan import PlanError, RunPlan
+from dfl_node.runner.records import DoneRecord
 from dfl_node.runner.results_seal import (
     HELLO,
     MAX_RECORD_BYTES,
@@ -175,7 +177,7 @@ class Collector:
         self.opened = time.monotonic()
         self.opened_at = time.time()  # the same instant as Unix time, for nodes' timestamps
         self.ready_at: dict[int, float] = {}  # seconds after the collector opened
-        self.done: dict[int, dict[str, Any]] = {}
+        self.done: dict[int, DoneRecord] = {}
         self.errors: dict[int, str] = {}
         # node -> the neighbours its error says stopped answering (launcher/run/on_failure.py)
         self.dead_reports: dict[int, list[int]] = {}
@@ -251,13 +253,19 @@ class Collector:
 
     def _field_problem(self, record: dict[str, Any]) -> str:
         """The reason a record of a plan's node is still refused ("" if none): fields its kind
-        needs with the wrong type ("bad_record"), or a second `ready`/`done` of one node
-        ("duplicate"), so that garbage or a replay never overwrites a node's result or breaks
-        the summary."""
+        needs with the wrong type ("bad_record"; a `done` record is checked whole against its
+        model), or a second `ready`/`done` of one node ("duplicate"), so that garbage or a
+        replay never overwrites a node's result or breaks the summary."""
         kind, node = record["type"], record["node"]
         if (kind == "ready" and node in self.ready_at) or (kind == "done" and node in self.done):
             return "duplicate"
-        needs = {"metrics": ("round", int), "done": ("ledger", dict), "error": ("message", str)}
+        if kind == "done":
+            try:
+                DoneRecord.model_validate(record)
+            except ValidationError:
+                return "bad_record"
+            return ""
+        needs = {"metrics": ("round", int), "error": ("message", str)}
         key, kind_of = needs.get(kind, ("node", int))
         value = record.get(key)
         valid = isinstance(value, kind_of) and not isinstance(value, bool)
@@ -274,7 +282,7 @@ class Collector:
         elif kind == "metrics":
             self._write_metrics(record)
         elif kind == "done":
-            self.done[record["node"]] = record
+            self.done[record["node"]] = DoneRecord.model_validate(record)
         else:
             self.errors[record["node"]] = str(record.get("message"))
             dead = record.get("dead")
