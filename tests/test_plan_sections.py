@@ -1,19 +1,28 @@
-"""The plan's typed sections: one model per section, defaults declared there only, and a plan
-file that reads back to the same bytes (runs in flight resume by comparing section hashes)."""
+"""The plan's typed sections and the node's records: one model each, defaults declared there
+only, and a plan file that reads back to the same bytes (runs in flight resume by comparing
+section hashes)."""
 
 from __future__ import annotations
 
 import ast
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel, ValidationError
 
 from dfl_node.plan import TYPED_SECTIONS, PlanError, RunPlan
+from dfl_node.runner.records import DoneRecord, MetricsRecord, ReadyRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 READERS = ("dfl_node", "protocols", "launcher", "bench")
+# Where the node's records are read (record keys such as `formula` or `links` name other
+# things in summary.json, which report code reads elsewhere).
+RECORD_READERS = ("dfl_node/runner", "launcher/run")
+RECORDS: dict[str, type[BaseModel]] = {
+    "ready record": ReadyRecord, "metrics record": MetricsRecord, "done record": DoneRecord}
 
 
 def literal_gets(source: str) -> list[tuple[int, str, Any]]:
@@ -31,32 +40,61 @@ def literal_gets(source: str) -> list[tuple[int, str, Any]]:
     return out
 
 
-def model_defaults() -> dict[str, tuple[str, Any]]:
-    """key -> (section, its model's default) for every field of a typed plan section."""
+def model_defaults(models: Mapping[str, type[BaseModel]]) -> dict[str, tuple[str, Any]]:
+    """key -> (model name, its default) for every field of `models`."""
     out: dict[str, tuple[str, Any]] = {}
-    for name, model in TYPED_SECTIONS.items():
+    for name, model in models.items():
         for key, info in model.model_fields.items():
             out[key] = (name, None if info.is_required() else info.default)
     return out
 
 
-def repeated_defaults(path: Path, source: str) -> list[str]:
-    models = model_defaults()
-    return [f"{path}:{line}: .get({key!r}, {default!r}); the plan's {models[key][0]} model "
-            f"declares {key} (default {models[key][1]!r}): read the model's field instead"
-            for line, key, default in literal_gets(source) if key in models]
+def repeated_defaults(path: Path, source: str,
+                      models: Mapping[str, type[BaseModel]] = TYPED_SECTIONS) -> list[str]:
+    fields = model_defaults(models)
+    return [f"{path}:{line}: .get({key!r}, {default!r}); the {fields[key][0]} model declares "
+            f"{key} (default {fields[key][1]!r}): read the model's field instead"
+            for line, key, default in literal_gets(source) if key in fields]
 
 
 def test_the_check_finds_a_default_repeated_at_a_reader() -> None:
     source = 'every = int(plan.cycle_metrics.get("params_every", 0))\nx = d.get("other", 1)\n'
     (found,) = repeated_defaults(Path("reader.py"), source)
     assert "params_every" in found and "default 0" in found
+    source = 'n = sum(int(rec.get("slot_mismatches", 0)) for rec in done.values())\n'
+    (found,) = repeated_defaults(Path("reader.py"), source, RECORDS)
+    assert "done record model declares slot_mismatches" in found
 
 
 def test_no_reader_repeats_a_plan_section_default() -> None:
     found = [problem for package in READERS for path in sorted((ROOT / package).rglob("*.py"))
              for problem in repeated_defaults(path.relative_to(ROOT), path.read_text())]
     assert found == []
+
+
+def test_no_reader_repeats_a_record_default() -> None:
+    found = [problem for package in RECORD_READERS
+             for path in sorted((ROOT / package).rglob("*.py"))
+             for problem in repeated_defaults(path.relative_to(ROOT), path.read_text(), RECORDS)]
+    assert found == []
+
+
+def test_a_done_record_is_sent_with_the_keys_the_node_set_in_its_order() -> None:
+    done = DoneRecord(type="done", node=2, pid=7, accuracy=0.5, ledger={"cells": []},
+                      first_round_at=None)
+    assert list(done.model_dump(exclude_unset=True)) == [
+        "type", "node", "pid", "accuracy", "ledger", "first_round_at"]
+    assert (done.rejected, done.slot_mismatches, done.dead) == ({}, 0, [])
+
+
+def test_a_metrics_record_keeps_the_protocols_keys_and_refuses_a_bad_round() -> None:
+    metrics = MetricsRecord.model_validate({"round": 3, "node": 1, "formula_bits": 64.0})
+    assert metrics.extra("formula_bits") == 64.0 and metrics.wire_bytes == 0
+    for bad in (True, -1, "3"):
+        with pytest.raises(ValidationError):
+            MetricsRecord.model_validate({"round": bad, "node": 1})
+    with pytest.raises(ValidationError):  # the traffic ledger is the done record's point
+        DoneRecord.model_validate({"node": 1})
 
 
 def hand_made_plan() -> dict[str, Any]:

@@ -1,10 +1,11 @@
-"""The `done` record: what a node reports when its rounds are over, read by the launcher's
-collector, summary, link report and failure handling.
+"""The node's records to the launcher: `ready` when it starts, `metrics` after each
+evaluation, `done` when its rounds are over; read by the collector, the live progress, the
+summary, the link report and failure handling.
 
-One model for the writer (dfl_node/runner/run_node.py) and every reader, so a key a record
-lacks has one default, declared here. A record arrives from another process, so the collector
-validates it here and refuses one that does not fit ("bad_record"). Nested reports (the
-ledgers, the protocol's keys) stay plain mappings: their owners read them.
+One model per record for the writer (dfl_node/runner/run_node.py) and every reader, so a key a
+record lacks has one default, declared here. A record arrives from another process, so the
+collector validates it here and refuses one that does not fit ("bad_record"). Nested reports
+(the ledgers, the protocol's keys) stay plain mappings: their owners read them.
 """
 
 from __future__ import annotations
@@ -12,6 +13,42 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
+
+from dfl_config.section import NonNegativeInt
+
+
+class ReadyRecord(BaseModel):
+    """A node built its workload and is about to meet the mesh."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: Literal["ready"] = "ready"
+    node: int
+    pid: int | None = None
+
+
+class MetricsRecord(BaseModel):
+    """One evaluation of a node's models, a row of metrics.jsonl. The protocol's keys
+    (`evaluate()` and its round's info, e.g. `formula_bits`) ride along as extra keys; the node
+    sends the record in its own key order, which metrics.jsonl keeps."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    type: Literal["metrics"] = "metrics"
+    round: NonNegativeInt
+    node: int
+    accuracy: float | None = None
+    loss: float | None = None
+    wire_bytes: int = 0
+    """Bytes this node has put on the wire so far."""
+    virtual_seconds: float | int = 0.0
+    eval_split: str | None = None
+    slot_mismatches: int = 0
+    retransmissions: int | float = 0
+
+    def extra(self, key: str) -> Any:
+        """A protocol's key of the record (None if it sent none)."""
+        return (self.model_extra or {}).get(key)
 
 
 class Membership(BaseModel):

@@ -31,7 +31,7 @@ from dfl_node.runner.node_state import Resumed
 from dfl_node.runner.prephase_client import PrephaseChannel, run_prephase
 from dfl_node.runner.profiling import profiled
 from dfl_node.runner.receive_caps import wire_limits
-from dfl_node.runner.records import DoneRecord
+from dfl_node.runner.records import DoneRecord, MetricsRecord, ReadyRecord
 from dfl_node.runner.reporter import Reporter, params_due, params_record
 from dfl_node.state import checkpoint_layout as checkpoint
 from dfl_node.state.checkpoint_file import write_tensors
@@ -77,7 +77,7 @@ def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: 
     proto = cls(ctx)
     saved = node_checkpoint.load(out_dir, plan, node_id)
     resumed = node_checkpoint.restore(saved, ctx, proto) if saved is not None else None
-    reporter.emit({"type": "ready", "node": node_id, "pid": os.getpid()})
+    reporter.emit(ReadyRecord(type="ready", node=node_id, pid=os.getpid()).model_dump())
     meet_mesh(comm, plan, resumed.round if resumed else None)
     prephase_traffic = (resumed.prephase if resumed
                         else run_prephase(plan.prephase, node_id, proto, prephase))
@@ -92,12 +92,16 @@ def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: 
     on_graph_change = graph_change(proto)
 
     def metrics(round_: int, info: dict[str, float]) -> dict[str, Any]:
-        """The metrics record of the models as they stand after `round_` rounds."""
-        return {"type": "metrics", "round": round_, "node": node_id, **proto.evaluate(),
-                "wire_bytes": comm.ledger.wire_bytes(),
-                "virtual_seconds": clock.seconds, "eval_split": plan.data["eval_split"],
-                "slot_mismatches": comm.slot_mismatches,
-                "retransmissions": clock.retransmissions(), **info}
+        """The metrics record of the models as they stand after `round_` rounds, in the key
+        order metrics.jsonl keeps (the protocol's keys amid the runtime's), checked against
+        the model every reader parses it with."""
+        record = {"type": "metrics", "round": round_, "node": node_id, **proto.evaluate(),
+                  "wire_bytes": comm.ledger.wire_bytes(),
+                  "virtual_seconds": clock.seconds, "eval_split": plan.data["eval_split"],
+                  "slot_mismatches": comm.slot_mismatches,
+                  "retransmissions": clock.retransmissions(), **info}
+        MetricsRecord.model_validate(record)
+        return record
 
     if learns and plan.eval_at_start and resumed is None:
         last = metrics(0, {})
