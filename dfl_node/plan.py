@@ -17,7 +17,17 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from dfl_config.errors import DflMeshError
+from dfl_config.problems import one_line
+from dfl_config.section import Section
+from dfl_node.settings.cycle_metrics import CycleMetricsSettings
+from dfl_node.settings.discovery import DiscoverySection
+from dfl_node.settings.link import LinkSettings
+from dfl_node.settings.prephase import PrephaseSection
+from dfl_node.settings.schedule import ScheduleSection
+from dfl_node.settings.wire import WireSettings
 from topologies.schedules import RoundGraphs
 
 SCHEMA_VERSION = 1
@@ -69,18 +79,18 @@ class RunPlan:
     data: dict[str, Any]
     model: dict[str, Any]
     hyper: dict[str, Any]
-    link: dict[str, Any]
-    wire: dict[str, Any]
+    link: LinkSettings
+    wire: WireSettings
     transport: str
     collector: str
-    # the one-time pre-phase (coordinator address, caps); empty when the protocol has none
-    prephase: dict[str, Any] = field(default_factory=dict)
-    schedule: dict[str, Any] = field(default_factory=lambda: {"mode": "sync"})
+    # the one-time pre-phase (coordinator address, caps); None when the protocol has none
+    prephase: PrephaseSection | None = None
+    schedule: ScheduleSection = field(default_factory=lambda: ScheduleSection(mode="sync"))
     # A server-based protocol's hub (q-FFL): a node of the plan that is not a client. When set,
     # the communication graph is the star hub <-> clients, not the topology's edges.
     aggregator: int | None = None
     # per-cycle metrics: `params_every` (0: nodes never send their parameters) and `thresholds`
-    cycle_metrics: dict[str, Any] = field(default_factory=dict)
+    cycle_metrics: CycleMetricsSettings = field(default_factory=CycleMetricsSettings)
     # every node saves its full state every k rounds (0: never); dfl_node/state/checkpoint_file.py
     checkpoint_every: int = 10
     # --secure (dfl_node/transports/encryption.py): `public_keys` (key name -> Z85) and this
@@ -88,8 +98,8 @@ class RunPlan:
     secure: dict[str, Any] = field(default_factory=dict)
     # nodes whose addresses are not known in advance (`endpoints.nodes: discover`): the
     # directory's `bind` and `address`, where every node reports its own and learns the others'
-    # (dfl_node/runner/discovery.py); empty when `nodes` holds every address
-    discovery: dict[str, Any] = field(default_factory=dict)
+    # (dfl_node/runner/discovery.py); None when `nodes` holds every address
+    discovery: DiscoverySection | None = None
     # a metrics row of round 0 too, before any training (launcher/config/run_config.py)
     eval_at_start: bool = False
     # the secret every record to the collector is sealed with (dfl_node/runner/results_seal.py),
@@ -105,6 +115,12 @@ class RunPlan:
     def clients(self) -> list[int]:
         """The learning nodes: every node but the aggregator (data shards, fairness, bits)."""
         return [i for i in self.ids if i != self.aggregator]
+
+    def required_prephase(self) -> PrephaseSection:
+        """The pre-phase section, for code that runs only when the protocol has one."""
+        if self.prephase is None:
+            raise PlanError(f"the plan of {self.protocol} has no prephase section")
+        return self.prephase
 
     def node(self, node_id: int) -> NodeEntry:
         for entry in self.nodes:
@@ -191,8 +207,12 @@ class RunPlan:
                 for name, keys in SECTIONS.items()}
 
     def to_dict(self) -> dict[str, Any]:
+        """Plain JSON data; a typed section holds the keys its writer set, no more (a plan
+        written before a key existed hashes as it did)."""
         out = asdict(self)
         out["weights"] = [list(w) for w in self.weights]
+        for name in TYPED_SECTIONS:
+            out[name] = section_json(getattr(self, name))
         return out
 
     def dump(self, path: Path) -> None:
@@ -214,6 +234,9 @@ class RunPlan:
         try:
             data["nodes"] = tuple(NodeEntry(**n) for n in data["nodes"])
             data["weights"] = tuple((int(i), int(j), float(w)) for i, j, w in data["weights"])
+            for name, kind in TYPED_SECTIONS.items():
+                if name in data:
+                    data[name] = _section(kind, name, data[name])
             return cls(**data)
         except (KeyError, TypeError, ValueError) as exc:
             raise PlanError(f"plan is malformed: {exc}") from None
@@ -227,6 +250,30 @@ class RunPlan:
         if not isinstance(data, dict):
             raise PlanError(f"{path}: plan must be a JSON object")
         return cls.from_dict(data)
+
+
+# The sections the node reads as models (dfl_node/settings): their defaults live there only.
+TYPED_SECTIONS: dict[str, type[Section]] = {
+    "link": LinkSettings, "wire": WireSettings, "schedule": ScheduleSection,
+    "cycle_metrics": CycleMetricsSettings, "prephase": PrephaseSection,
+    "discovery": DiscoverySection,
+}
+
+
+def section_json(section: Section | None) -> dict[str, Any]:
+    """A typed section as the plan writes it: the keys its writer set ({} for none)."""
+    return {} if section is None else section.model_dump(mode="json", exclude_unset=True)
+
+
+def _section(kind: type[Section], name: str, value: Any) -> Section | None:
+    """The plan's `name` section as its model; an empty pre-phase or discovery section is
+    none."""
+    if kind in (PrephaseSection, DiscoverySection) and value == {}:
+        return None
+    try:
+        return kind.model_validate(value)
+    except ValidationError as exc:
+        raise PlanError(f"plan is malformed: {one_line(exc, kind, (name,))}") from None
 
 
 def _edge_pair(edge: Any) -> tuple[int, int]:

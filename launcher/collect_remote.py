@@ -58,7 +58,7 @@ def await_nodes(collector: Collector, plan: RunPlan, timeout_s: float) -> Outcom
     the survivors), one reports an error (naming the neighbour it found dead, if any), or the
     timeout passes."""
     deadline = time.monotonic() + timeout_s
-    watch = FailureWatch(collector, plan.wire.get("on_failure") == "continue")
+    watch = FailureWatch(collector, plan.wire.on_failure == "continue")
     while not set(plan.ids) <= set(collector.done) | watch.dropped():
         if (failed := watch.failure({})) is not None:  # an error, or a write refused here
             return failed

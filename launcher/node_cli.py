@@ -35,7 +35,6 @@ from dfl_node.runner.process_memory import share_one_arena
 from dfl_node.runner.receive_caps import PEER_MESSAGES, wire_limits
 from dfl_node.runner.record_sink import FileRecordSink, NoCollector, RecordSink, ZmqRecordSink
 from dfl_node.runner.run_node import run_node
-from dfl_node.settings.wire import rendezvous_seconds
 from dfl_node.transports.encryption import COORDINATOR, Curve, load_curve
 from dfl_node.transports.liveness import Heartbeat, MeshFailure, failure_fields
 from dfl_node.transports.zeromq import ZmqTransport
@@ -67,13 +66,13 @@ def start_zmq_node(plan: RunPlan, node_id: int, out_dir: Path, curve: Curve | No
 
     def learn_peers(bound: str) -> dict[int, str]:
         """A discover plan's node addresses, once this node listens (the plan with them on)."""
-        found.append(discover(plan, node_id, bound, rendezvous_seconds(plan.wire)))
+        found.append(discover(plan, node_id, bound, plan.wire.rendezvous_seconds))
         return {j: found[0].node(j).address for j in plan.neighbors(node_id)}
 
     peers = {} if plan.discovery else {j: plan.node(j).address for j in plan.neighbors(node_id)}
     limits = wire_limits(plan)
     transport = ZmqTransport(node_id, entry.bind, peers,
-                             hwm=int(plan.wire["hwm"]), peer_messages=PEER_MESSAGES,
+                             hwm=plan.wire.hwm, peer_messages=PEER_MESSAGES,
                              max_message_bytes=limits.max_frame_bytes, curve=curve,
                              heartbeat=Heartbeat.of(plan.wire, host_crowd(plan, entry.host)),
                              discover=learn_peers if plan.discovery else None)
@@ -81,8 +80,8 @@ def start_zmq_node(plan: RunPlan, node_id: int, out_dir: Path, curve: Curve | No
     sink: RecordSink = ZmqRecordSink(given, node_id, curve=curve)
     if keep_records:
         sink = FileRecordSink(out_dir / "records" / f"node-{node_id}.jsonl", sink)
-    prephase = (ZmqPrephaseChannel(node_id, plan.prephase["address"],
-                                   int(plan.prephase["max_bytes"]), curve)
+    prephase = (ZmqPrephaseChannel(node_id, plan.prephase.address, plan.prephase.max_bytes,
+                                   curve)
                 if plan.prephase else None)
     failed = True
     try:

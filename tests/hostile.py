@@ -46,8 +46,9 @@ Batch = list[tuple[str, list[bytes], str]]  # (category, frames, the reason it m
 def plan_limits(plan: RunPlan) -> WireLimits:
     """The limits a node of `plan` decodes with (as dfl_node.runner.run_node.make_comm builds
     them)."""
-    return WireLimits(max_tensors=int(plan.wire["max_tensors"]),
-                      max_message_bytes=int(plan.wire["max_message_bytes"]))
+    assert plan.wire.max_message_bytes is not None
+    return WireLimits(max_tensors=plan.wire.max_tensors,
+                      max_message_bytes=plan.wire.max_message_bytes)
 
 
 def wire_reason(frames: list[bytes], limits: WireLimits, held: Layouts | None = None

@@ -54,8 +54,9 @@ def test_a_discover_plan_names_no_node_address_and_a_directory(tmp_path: Path) -
     plan = discover_plan(tmp_path, "--set", "endpoints.collector=10.0.0.7:7100")
     assert {(n.address, n.host, n.bind) for n in plan.nodes} == {("", "", "tcp://0.0.0.0:*")}
     assert plan.collector == "tcp://10.0.0.7:7100"
-    assert plan.discovery["address"].startswith("tcp://10.0.0.7:")
-    assert plan.discovery["bind"].startswith("tcp://0.0.0.0:")
+    assert plan.discovery is not None
+    assert plan.discovery.address.startswith("tcp://10.0.0.7:")
+    assert plan.discovery.bind.startswith("tcp://0.0.0.0:")
 
 
 def test_a_plan_with_fixed_addresses_hashes_as_before_discovery_existed(tmp_path: Path) -> None:
@@ -122,9 +123,10 @@ def test_the_directory_answers_once_all_reported_and_drops_impostors(
         tmp_path: Path, port_claims: PortClaims) -> None:
     plan = small_plan(tmp_path, port_claims)
     directory = AddressBook(plan)
+    assert plan.discovery is not None
     context = zmq.Context()
     try:
-        socks = {i: dealer(context, plan.discovery["address"], i) for i in plan.ids}
+        socks = {i: dealer(context, plan.discovery.address, i) for i in plan.ids}
         socks[0].send(report(1, "tcp://10.0.0.1:5"))  # node 0's connection naming node 1
         socks[0].send(b"\xc1 not msgpack")
         for i in plan.ids:

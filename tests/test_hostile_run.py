@@ -170,7 +170,7 @@ def test_the_prephase_coordinator_counts_what_it_refuses(tmp_path: Path, ports: 
                                      sets=(f"endpoints.collector=127.0.0.1:{ports[5]}",
                                            f"endpoints.coordinator=127.0.0.1:{ports[6]}",
                                            "model={name: mlp}")))
-    limits, rng = limits_of(plan.prephase), random.Random(7)
+    limits, rng = limits_of(plan.required_prephase()), random.Random(7)
     report = {i: [bytes(f) for f in encode(i, REPORT_TAG, {"x": np.full(3, i, np.float32)})]
               for i in plan.ids}
     garbage = [garbled(rng, report[0], limits) for _ in range(20)]
@@ -183,7 +183,8 @@ def test_the_prephase_coordinator_counts_what_it_refuses(tmp_path: Path, ports: 
     }
     expected = Counter({"not_a_node": 20, "src_mismatch": 10, "bad_tag": 10, "duplicate": 10})
     expected.update(str(wire_reason(g, limits)) for g in garbage)
-    channel = ZmqCoordinatorChannel(plan.prephase["bind"], int(plan.prephase["max_bytes"]))
+    channel = ZmqCoordinatorChannel(plan.required_prephase().bind,
+                                    plan.required_prephase().max_bytes)
     read = []  # every message the coordinator read
     channel_recv = channel.recv
 
@@ -203,7 +204,7 @@ def test_the_prephase_coordinator_counts_what_it_refuses(tmp_path: Path, ports: 
             sock = ctx.socket(zmq.DEALER)
             if identity is not None:
                 sock.setsockopt(zmq.ROUTING_ID, identity)
-            sock.connect(plan.prephase["address"])
+            sock.connect(plan.required_prephase().address)
             for frames in messages:
                 sock.send_multipart(frames)
         # The coordinator reads all of that before the last reports arrive.
@@ -212,7 +213,7 @@ def test_the_prephase_coordinator_counts_what_it_refuses(tmp_path: Path, ports: 
         for i in plan.ids[1:]:
             sock = ctx.socket(zmq.DEALER)
             sock.setsockopt(zmq.ROUTING_ID, routing_id(i))
-            sock.connect(plan.prephase["address"])
+            sock.connect(plan.required_prephase().address)
             sock.send_multipart(report[i])
         worker.join(60)
     finally:

@@ -12,7 +12,8 @@ from dfl_node.comm.rendezvous import RendezvousTimeout
 from dfl_node.ledgers.traffic import Ledger
 from dfl_node.plan import RunPlan
 from dfl_node.runner.run_node import meet_mesh
-from dfl_node.settings.wire import rendezvous_seconds
+from dfl_node.settings.link import LinkSettings
+from dfl_node.settings.wire import WireSettings, rendezvous_seconds
 from dfl_node.transports.zeromq import ZmqTransport
 from dfl_node.wire.codec import WireLimits
 from launcher.config.ports import PortClaims
@@ -26,7 +27,8 @@ def line_plan(wire: dict) -> RunPlan:
     return RunPlan(protocol="d-psgd", topology_name="line3",
                    topology={"nodes": [{"id": i} for i in range(3)], "edges": [[0, 1], [1, 2]]},
                    nodes=(), mixing="metropolis", weights=(), rounds=1, seed=0, eval_every=1,
-                   data={}, model={}, hyper={}, link={}, wire=wire, transport="zmq",
+                   data={}, model={}, hyper={}, link=LinkSettings(),
+                   wire=WireSettings.model_validate(wire), transport="zmq",
                    collector="")
 
 
@@ -46,7 +48,7 @@ def start(plan: RunPlan, node: int, addresses: dict[int, str], delay_s: float,
         transport = ZmqTransport(node, addresses[node], peers, max_message_bytes=1 << 20,
                                  linger_ms=1000)
         comm = Comm(node, plan.neighbors(node), transport, LIMITS, Ledger(node),
-                    recv_timeout_s=float(plan.wire["recv_timeout_s"]))
+                    recv_timeout_s=plan.wire.recv_timeout_s)
         try:
             meet_mesh(comm, plan)
             outcome[node] = comm.recv_timeout_s

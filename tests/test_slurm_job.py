@@ -192,8 +192,9 @@ def test_the_plan_is_a_discover_plan_with_its_services_on_the_collector_host(
     plan = RunPlan.load(tmp_path / "job" / "plan.json")
     assert {(n.address, n.host) for n in plan.nodes} == {("", "")}
     assert plan.collector.startswith("tcp://10.9.8.7:")
-    assert plan.discovery["address"].startswith("tcp://10.9.8.7:")
-    assert plan.discovery["address"] != plan.collector
+    assert plan.discovery is not None
+    assert plan.discovery.address.startswith("tcp://10.9.8.7:")
+    assert plan.discovery.address != plan.collector
 
 
 def test_every_resource_option_becomes_its_directive(tmp_path: Path) -> None:

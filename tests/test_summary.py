@@ -11,6 +11,7 @@ import msgpack
 import pytest
 
 from dfl_node.ledgers.formula import FormulaLedger
+from dfl_node.runner.records import DoneRecord
 from launcher.config.layers import resolve_config
 from launcher.config.planner import build_plan
 from launcher.config.ports import PortClaims
@@ -40,12 +41,12 @@ def test_protocol_keys_are_averaged_over_nodes() -> None:
 
 
 def test_formula_bits_sum_per_round_component_and_client() -> None:
-    done = {}
+    done: dict[int, DoneRecord] = {}
     for node in (0, 1):
         ledger = FormulaLedger(node)
         ledger.charge(0, 1 - node, "psi", 37)
         ledger.charge(1, 1 - node, "values", 8 * (node + 1))
-        done[node] = {"formula": ledger.to_json()}
+        done[node] = DoneRecord(node=node, ledger={}, formula=ledger.to_json())
     tables = formula_tables(done, 2)
     assert tables["per_round"] == {"0": {"psi": 74}, "1": {"values": 24}}
     assert tables["per_client"] == {"0": 45, "1": 53}
@@ -67,9 +68,11 @@ def test_plan_diameter_matches_the_topology(name: str, diameter: int) -> None:
 
 
 def test_first_round_seconds_counts_from_the_start_to_the_last_node() -> None:
-    done = {0: {"first_round_at": 105.5}, 1: {"first_round_at": 107.25}, 2: {}}
+    done = {0: DoneRecord(node=0, ledger={}, first_round_at=105.5),
+            1: DoneRecord(node=1, ledger={}, first_round_at=107.25),
+            2: DoneRecord(node=2, ledger={})}
     assert first_round_seconds(done, 100.0) == 7.25
-    assert first_round_seconds({0: {}}, 100.0) is None
+    assert first_round_seconds({0: done[2]}, 100.0) is None
 
 
 def test_pump_all_takes_every_queued_record_at_once(tmp_path: Path) -> None:

@@ -26,6 +26,9 @@ from dfl_node.netsim.tdma import (
 from dfl_node.netsim.virtual_clock import LinkModel
 from dfl_node.plan import PlanError, RunPlan
 from dfl_node.runner.run_node import agree_on_plan
+from dfl_node.settings.link import LinkSettings
+from dfl_node.settings.schedule import ScheduleSection
+from dfl_node.settings.wire import WireSettings
 from dfl_node.transports.inproc import InprocHub, InprocTransport
 from dfl_node.wire.codec import Frame, WireLimits, decode
 from dfl_node.wire.tags import Tag
@@ -80,10 +83,11 @@ def rgg_cases() -> list[tuple[int, int, float]]:
 def test_rgg_schedules_are_valid_colourings(n: int, seed: int, factor: float) -> None:
     topo = random_geometric(n, 0.05, seed=seed, grow=True).to_dict()
     section = plan_section(topo, "tdma", {"interference_factor": factor})
-    schedule = TdmaSchedule.from_json(section["slots"])
+    schedule = TdmaSchedule(section.slots)
     positions = node_positions(topo)
     assert positions is not None
-    r_i = section["interference_range"]
+    r_i = section.interference_range
+    assert r_i is not None
     assert r_i == pytest.approx(factor * topo["generator"]["grown_radius"])
     for slot in schedule.slots:  # (i) no two links of a slot conflict
         for k, l1 in enumerate(slot):
@@ -102,10 +106,10 @@ def test_rgg_schedules_are_valid_colourings(n: int, seed: int, factor: float) ->
 def test_without_positions_the_interference_rule_is_skipped() -> None:
     topo = {"nodes": [{"id": i} for i in range(4)], "edges": [[0, 1], [2, 3]]}
     section = plan_section(topo, "tdma", {"interference_range": 5.0})
-    assert section["interference_range"] is None
-    assert section["slots"] == [[[0, 1], [2, 3]], [[1, 0], [3, 2]]]
+    assert section.interference_range is None
+    assert section.slots == (((0, 1), (2, 3)), ((1, 0), (3, 2)))
     placed = {**topo, "nodes": [{"id": i, "position": [float(i), 0.0]} for i in range(4)]}
-    assert plan_section(placed, "tdma", {"interference_range": 5.0})["frame_length"] == 4
+    assert plan_section(placed, "tdma", {"interference_range": 5.0}).frame_length == 4
 
 
 @pytest.mark.parametrize(("mode", "options", "needle"), [
@@ -123,10 +127,10 @@ def test_a_node_refuses_a_plan_whose_slots_it_does_not_compute() -> None:
     topo = {"nodes": [{"id": 0}, {"id": 1}], "edges": [[0, 1]]}
     section = plan_section(topo, "tdma", {})
     assert schedule_from_plan(topo, section) == TdmaSchedule((((0, 1),), ((1, 0),)))
-    swapped = {**section, "slots": [[[1, 0]], [[0, 1]]]}
+    swapped = section.model_copy(update={"slots": (((1, 0),), ((0, 1),))})
     with pytest.raises(ValueError, match="slots differ"):
         schedule_from_plan(topo, swapped)
-    assert schedule_from_plan(topo, {"mode": "sync"}) is None
+    assert schedule_from_plan(topo, ScheduleSection(mode="sync")) is None
 
 
 LIMITS = WireLimits(max_tensors=4, max_message_bytes=1 << 20)
@@ -208,18 +212,19 @@ def test_receivers_check_slots_and_count_mismatches() -> None:
     assert [c.slot_mismatches for c in comms.values()] == [1, 1]
 
 
-def make_plan(schedule: dict) -> RunPlan:
+def make_plan(schedule: ScheduleSection) -> RunPlan:
     return RunPlan(protocol="d-psgd", topology_name="pair",
                    topology={"nodes": [{"id": 0}, {"id": 1}], "edges": [[0, 1]]}, nodes=(),
                    mixing="metropolis", weights=(), rounds=1, seed=0, eval_every=1, data={},
-                   model={}, hyper={}, link={}, wire={}, transport="inproc", collector="",
+                   model={}, hyper={}, link=LinkSettings(), wire=WireSettings(), transport="inproc",
+                   collector="",
                    schedule=schedule)
 
 
 def test_plans_with_other_schedules_differ_in_the_schedule_hash_and_refuse_to_start() -> None:
-    topo = make_plan({})
+    topo = make_plan(ScheduleSection())
     tdma = make_plan(plan_section(topo.topology, "tdma", {}))
-    sync = make_plan({"mode": "sync"})
+    sync = make_plan(ScheduleSection(mode="sync"))
     a, b = tdma.section_hashes(), sync.section_hashes()
     assert [k for k in a if a[k] != b[k]] == ["schedule"]
     assert agree({0: tdma, 1: replace(tdma, seed=0)}) == {}

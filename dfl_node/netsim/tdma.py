@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from dfl_config.problems import one_line
+from dfl_node.settings.schedule import ScheduleSection
 from dfl_node.settings.tdma import TdmaSettings
 
 Link = tuple[int, int]  # (transmitter, receiver)
@@ -154,7 +155,7 @@ MODES = ("sync", "tdma")
 
 
 def plan_section(topology: Mapping[str, Any], mode: str,
-                 options: Mapping[str, Any] | TdmaSettings) -> dict[str, Any]:
+                 options: Mapping[str, Any] | TdmaSettings) -> ScheduleSection:
     """The plan's `schedule` section: the mode and, for TDMA, R_I and the slot lists.
 
     `options` is the user's `tdma` section (TdmaSettings, or its dict). R_I defaults to
@@ -164,7 +165,7 @@ def plan_section(topology: Mapping[str, Any], mode: str,
     if mode not in MODES:
         raise ValueError(f"schedule must be one of {', '.join(MODES)}, got {mode!r}")
     if mode == "sync":
-        return {"mode": "sync"}
+        return ScheduleSection(mode="sync")
     try:
         settings = TdmaSettings.model_validate(options)
     except ValidationError as exc:
@@ -177,19 +178,19 @@ def plan_section(topology: Mapping[str, Any], mode: str,
         r_i = settings.interference_factor * communication_range(topology, positions)
     edges = [edge_pair(e) for e in topology["edges"]]
     schedule = build_schedule(edges, positions, r_i or 0.0)
-    return {"mode": "tdma", "interference_range": r_i, "frame_length": schedule.frame_length,
-            "slots": schedule.to_json()}
+    return ScheduleSection(mode="tdma", interference_range=r_i,
+                           frame_length=schedule.frame_length, slots=schedule.slots)
 
 
 def schedule_from_plan(topology: Mapping[str, Any],
-                       section: Mapping[str, Any]) -> TdmaSchedule | None:
+                       section: ScheduleSection) -> TdmaSchedule | None:
     """This process's own schedule (None for sync); ValueError if it is not the plan's."""
-    if section.get("mode", "sync") == "sync":
+    if section.mode == "sync":
         return None
     positions = node_positions(topology)
-    r_i = section.get("interference_range") or 0.0
+    r_i = section.interference_range or 0.0
     mine = build_schedule([edge_pair(e) for e in topology["edges"]], positions, r_i)
-    if mine != TdmaSchedule.from_json(section["slots"]):
+    if mine != TdmaSchedule(section.slots):
         raise ValueError("the plan's TDMA slots differ from the ones this node computes")
     return mine
 

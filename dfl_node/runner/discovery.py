@@ -85,7 +85,10 @@ def discover(plan: RunPlan, node_id: int, bound: str, timeout_s: float) -> RunPl
     """The plan with every node's address, once the directory has them all: this node, bound
     at `bound`, reports itself and waits up to `timeout_s` (the rendezvous deadline: nodes of
     one job may start minutes apart)."""
-    directory = plan.discovery["address"]
+    if plan.discovery is None:
+        raise DiscoveryError(f"node {node_id}: the plan has no discovery section (its nodes "
+                             "have addresses)")
+    directory = plan.discovery.address
     context = zmq.Context()
     sock = context.socket(zmq.DEALER)
     try:

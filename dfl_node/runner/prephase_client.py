@@ -24,6 +24,7 @@ import numpy as np
 import zmq
 
 from dfl_config.errors import DflMeshError
+from dfl_node.settings.prephase import PrephaseSection
 from dfl_node.transports.encryption import COORDINATOR, Curve
 from dfl_node.transports.zeromq import routing_id
 from dfl_node.wire.codec import Frame, Message, WireError, WireLimits, decode, encode
@@ -74,9 +75,9 @@ class PrephaseChannel(Protocol):
     def close(self) -> None: ...
 
 
-def limits_of(section: Mapping[str, Any]) -> WireLimits:
+def limits_of(section: PrephaseSection) -> WireLimits:
     """The caps of the plan's `prephase` section (both ends use the same)."""
-    return WireLimits(max_tensors=MAX_TENSORS, max_message_bytes=int(section["max_bytes"]))
+    return WireLimits(max_tensors=MAX_TENSORS, max_message_bytes=section.max_bytes)
 
 
 def frame_bytes(frames: Sequence[Frame]) -> int:
@@ -180,7 +181,7 @@ class HasPrephase(Protocol):
     def prephase_answer(self, answer: Mapping[str, np.ndarray]) -> None: ...
 
 
-def run_prephase(plan_section: Mapping[str, Any], node_id: int, proto: object,
+def run_prephase(plan_section: PrephaseSection | None, node_id: int, proto: object,
                  channel: PrephaseChannel | None) -> dict[str, int]:
     """The node's whole pre-phase (if its protocol has one); its traffic counters, else {}."""
     if not getattr(proto, "needs_prephase", False):
@@ -188,14 +189,14 @@ def run_prephase(plan_section: Mapping[str, Any], node_id: int, proto: object,
     if not isinstance(proto, HasPrephase):
         raise PrephaseError(f"node {node_id}: the protocol needs a pre-phase but has no "
                             "prephase_report/prephase_answer")
-    if not plan_section:
+    if plan_section is None:
         raise PrephaseError(f"node {node_id}: the protocol needs a pre-phase but the plan has "
                             "no prephase section")
     if channel is None:
         raise PrephaseError(f"node {node_id}: the protocol needs a pre-phase but the node has "
                             "no channel to the coordinator")
     result = exchange_report(channel, node_id, proto.prephase_report(),
-                             limits_of(plan_section), float(plan_section["timeout_s"]))
+                             limits_of(plan_section), plan_section.timeout_s)
     try:
         proto.prephase_answer(result.answer)
     except ValueError as exc:

@@ -41,7 +41,7 @@ PEER_MESSAGES = 64
 
 def largest_message(plan: RunPlan) -> int:
     """The most tensor bytes one message of the plan may carry."""
-    fixed = plan.wire.get("max_message_bytes")
+    fixed = plan.wire.max_message_bytes
     if fixed is not None:
         return int(fixed)
     shape, classes = plan.data.get("shape"), plan.data.get("num_classes")
@@ -53,7 +53,7 @@ def largest_message(plan: RunPlan) -> int:
 
 def wire_limits(plan: RunPlan) -> WireLimits:
     """The caps every message to a node of the plan is checked against."""
-    return WireLimits(max_tensors=int(plan.wire["max_tensors"]),
+    return WireLimits(max_tensors=plan.wire.max_tensors,
                       max_message_bytes=largest_message(plan))
 
 

@@ -32,7 +32,7 @@ from dfl_node.runner.prephase_client import PrephaseChannel, run_prephase
 from dfl_node.runner.profiling import profiled
 from dfl_node.runner.receive_caps import wire_limits
 from dfl_node.runner.record_sink import RecordSink, params_due, params_record
-from dfl_node.settings.wire import rendezvous_seconds
+from dfl_node.runner.records import DoneRecord, MetricsRecord, ReadyRecord
 from dfl_node.state import checkpoint_layout as checkpoint
 from dfl_node.state.checkpoint_file import write_tensors
 from dfl_node.transports.base import Transport
@@ -44,7 +44,7 @@ PLAN_PHASE = "plan"  # the control message that carries a node's plan hashes
 
 def make_comm(plan: RunPlan, node_id: int, transport: Transport, clock: VirtualClock) -> Comm:
     return Comm(node_id, plan.neighbors(node_id), transport, wire_limits(plan), Ledger(node_id),
-                recv_timeout_s=float(plan.wire["recv_timeout_s"]), schedule=clock.schedule,
+                recv_timeout_s=plan.wire.recv_timeout_s, schedule=clock.schedule,
                 on_frame=clock.tdma_frame, resume_every=plan.checkpoint_every)
 
 
@@ -77,12 +77,12 @@ def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: 
     proto = cls(ctx)
     saved = node_checkpoint.load(out_dir, plan, node_id)
     resumed = node_checkpoint.restore(saved, ctx, proto) if saved is not None else None
-    sink.emit({"type": "ready", "node": node_id, "pid": os.getpid()})
+    sink.emit(ReadyRecord(type="ready", node=node_id, pid=os.getpid()).model_dump())
     meet_mesh(comm, plan, resumed.round if resumed else None)
     prephase_traffic = (resumed.prephase if resumed
                         else run_prephase(plan.prephase, node_id, proto, prephase))
     last: dict[str, Any] = resumed.last if resumed else {}
-    failures = FailureHandling(comm, transport.liveness, plan.wire["on_failure"],
+    failures = FailureHandling(comm, transport.liveness, plan.wire.on_failure,
                                plan.ids, plan.edges())
     round_seconds: dict[str, float] = {}  # wall time of each round's own work, for the summary
     round_cpu_seconds: dict[str, float] = {}  # ... and its CPU time (all the process's threads)
@@ -92,12 +92,16 @@ def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: 
     on_graph_change = graph_change(proto)
 
     def metrics(round_: int, info: dict[str, float]) -> dict[str, Any]:
-        """The metrics record of the models as they stand after `round_` rounds."""
-        return {"type": "metrics", "round": round_, "node": node_id, **proto.evaluate(),
-                "wire_bytes": comm.ledger.wire_bytes(),
-                "virtual_seconds": clock.seconds, "eval_split": plan.data["eval_split"],
-                "slot_mismatches": comm.slot_mismatches,
-                "retransmissions": clock.retransmissions(), **info}
+        """The metrics record of the models as they stand after `round_` rounds, in the key
+        order metrics.jsonl keeps (the protocol's keys amid the runtime's), checked against
+        the model every reader parses it with."""
+        record = {"type": "metrics", "round": round_, "node": node_id, **proto.evaluate(),
+                  "wire_bytes": comm.ledger.wire_bytes(),
+                  "virtual_seconds": clock.seconds, "eval_split": plan.data["eval_split"],
+                  "slot_mismatches": comm.slot_mismatches,
+                  "retransmissions": clock.retransmissions(), **info}
+        MetricsRecord.model_validate(record)
+        return record
 
     if learns and plan.eval_at_start and resumed is None:
         last = metrics(0, {})
@@ -121,7 +125,7 @@ def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: 
             if learns and ((r + 1) % plan.eval_every == 0 or r + 1 == plan.rounds):
                 last = metrics(r + 1, info)
                 sink.emit(last)
-                if params_due(int(plan.cycle_metrics.get("params_every", 0)), plan.eval_every,
+                if params_due(plan.cycle_metrics.params_every, plan.eval_every,
                               plan.rounds, r + 1):
                     sink.emit(params_record(node_id, r + 1, proto.eval_model().state_dict()))
             if checkpoint.due(plan.checkpoint_every, r + 1):
@@ -134,20 +138,18 @@ def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: 
     extra = proto.extra_state()
     if extra:
         write_tensors(final / f"node-{node_id}-copies.safetensors", extra)
-    sink.emit({"type": "done", "node": node_id, "pid": os.getpid(),
-                   "host": socket.gethostname(), "device": entry.device,
-                   "accuracy": last.get("accuracy"), "loss": last.get("loss"),
-                   **{k: last[k] for k in ("global_accuracy", "global_loss") if k in last},
-                   "virtual_seconds": clock.seconds, "ledger": comm.ledger.to_json(),
-                   "formula": ctx.formula.to_json(), "protocol": proto.summary(),
-                   "rejected": dict(comm.ledger.rejected),
-                   "slot_mismatches": comm.slot_mismatches, "links": clock.link_report(),
-                   "prephase": prephase_traffic,
-                   "report": proto.node_report() if isinstance(proto, Reporting) else {},
-                   "round_seconds": round_seconds, "round_cpu_seconds": round_cpu_seconds,
-                   "first_round_at": first_round_at,
-                   "first_round_began_at": first_round_began_at,
-                   **survival})
+    done = DoneRecord(
+        type="done", node=node_id, pid=os.getpid(), host=socket.gethostname(),
+        device=entry.device, accuracy=last.get("accuracy"), loss=last.get("loss"),
+        **{k: last[k] for k in ("global_accuracy", "global_loss") if k in last},
+        virtual_seconds=clock.seconds, ledger=comm.ledger.to_json(),
+        formula=ctx.formula.to_json(), protocol=proto.summary(),
+        rejected=dict(comm.ledger.rejected), slot_mismatches=comm.slot_mismatches,
+        links=clock.link_report(), prephase=prephase_traffic,
+        report=proto.node_report() if isinstance(proto, Reporting) else {},
+        round_seconds=round_seconds, round_cpu_seconds=round_cpu_seconds,
+        first_round_at=first_round_at, first_round_began_at=first_round_began_at, **survival)
+    sink.emit(done.model_dump(exclude_unset=True))
 
 
 def agree_on_plan(comm: Comm, plan: RunPlan) -> None:
@@ -179,7 +181,7 @@ def meet_mesh(comm: Comm, plan: RunPlan, resumed_at: int | None = None) -> None:
     if resumed_at is not None:
         comm.round = resumed_at
         comm.ledger.quiet_phases = frozenset({PLAN_PHASE, HELLO_PHASE})
-    seconds = rendezvous_seconds(plan.wire)
+    seconds = plan.wire.rendezvous_seconds
     deadline = deadline_after(seconds)
     try:
         with patience(comm, deadline, seconds):

@@ -76,7 +76,7 @@ def kill_now(procs: dict[int, NodeProcess], node_id: int | None) -> None:
 def run_processes(plan: RunPlan, plan_path: Path, run_dir: Path, zygote: Zygote,
                   collector: Collector) -> Outcome:
     procs: dict[int, NodeProcess] = {}
-    watch = FailureWatch(collector, plan.wire.get("on_failure") == "continue")
+    watch = FailureWatch(collector, plan.wire.on_failure == "continue")
     try:
         try:
             start_nodes(plan, plan_path, run_dir, zygote, procs,

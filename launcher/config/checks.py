@@ -33,7 +33,7 @@ def listeners(plan: RunPlan) -> list[tuple[str, str]]:
            for n in plan.nodes]
     out.append(("endpoints.collector", wildcard_bind(plan.collector)))
     if plan.prephase:
-        out.append(("endpoints.coordinator", plan.prephase["bind"]))
+        out.append(("endpoints.coordinator", plan.prephase.bind))
     return out
 
 

@@ -10,7 +10,11 @@ from dfl_node.netsim import tdma
 from dfl_node.netsim.virtual_clock import LinkModel
 from dfl_node.plan import NodeEntry, RunPlan
 from dfl_node.runner.results_seal import new_results_key
-from dfl_node.settings.wire import rendezvous_seconds
+from dfl_node.settings.discovery import DiscoverySection
+from dfl_node.settings.link import LinkSettings
+from dfl_node.settings.prephase import PrephaseSection
+from dfl_node.settings.schedule import ScheduleSection
+from dfl_node.settings.wire import WireSettings
 from launcher.config.backend_catalog import local_spec
 from launcher.config.checks import check_protocol
 from launcher.config.devices import resolve_devices
@@ -65,11 +69,11 @@ def discovered_entries(topology: Topology) -> tuple[NodeEntry, ...]:
                         key=lambda e: e.id))
 
 
-def discovery_section(config: dict[str, Any], claims: PortClaims) -> dict[str, Any]:
+def discovery_section(config: dict[str, Any], claims: PortClaims) -> DiscoverySection | None:
     """Where the nodes of a discover plan meet: `endpoints.directory`, else a port beside the
-    collector (the process that collects serves the directory too; {} for fixed addresses)."""
+    collector (the process that collects serves the directory too; None for fixed addresses)."""
     if config["endpoints"].get("nodes") != "discover":
-        return {}
+        return None
     if config.get("secure"):
         raise LaunchError("endpoints.nodes=discover: --secure is not supported yet (the "
                           "directory would need a key of its own)")
@@ -80,7 +84,7 @@ def discovery_section(config: dict[str, Any], claims: PortClaims) -> dict[str, A
         host = collector[0] if collector is not None else LOCAL_HOST
         port = claims.claim(1)[0]
         bind, address = f"tcp://{bind_host(host)}:{port}", f"tcp://{host}:{port}"
-    return {"bind": bind, "address": address}
+    return DiscoverySection(bind=bind, address=address)
 
 
 def aggregator_entry(topology: Topology, config: dict[str, Any],
@@ -121,11 +125,11 @@ def build_plan(topology: Topology, config: dict[str, Any], claims: PortClaims,
     local_spec(config["transport"])
     check_dynamic_graph(topology, config)
     schedule = schedule_section(topology, config)
-    if aggregator and schedule.get("mode") != "sync":
+    if aggregator and schedule.mode != "sync":
         raise LaunchError(f"schedule: {config['protocol']} talks through an aggregator (a star "
                           "the topology does not have), so it runs only with schedule=sync")
     discovery = discovery_section(config, claims)
-    nodes = node_entries(topology, claims, discover=bool(discovery))
+    nodes = node_entries(topology, claims, discover=discovery is not None)
     hub = aggregator_entry(topology, config, claims) if aggregator else None
     plan = RunPlan(
         protocol=config["protocol"], topology_name=topology.name, topology=topology.to_dict(),
@@ -133,10 +137,12 @@ def build_plan(topology: Topology, config: dict[str, Any], claims: PortClaims,
         weights=mixing_weights(topology, config["mixing"]), rounds=config["rounds"],
         seed=config["seed"], eval_every=config["eval_every"],
         data={**data_section(config), **prepare_data(config, len(topology.nodes))},
-        model=config["model"], hyper=config["hyper"], link=config["link"], wire=config["wire"],
+        model=config["model"], hyper=config["hyper"],
+        link=LinkSettings.model_validate(config["link"]),
+        wire=WireSettings.model_validate(config["wire"]),
         transport=config["transport"], prephase=prephase_section(config, claims),
         collector=endpoint(config, "collector", claims)[1], schedule=schedule,
-        aggregator=hub.id if hub else None, cycle_metrics=cycle_section(config),
+        aggregator=hub.id if hub else None, cycle_metrics=cycle_section(config["cycle_metrics"]),
         checkpoint_every=config["checkpoint_every"], discovery=discovery,
         eval_at_start=config["eval_at_start"], results_key=new_results_key())
     check_protocol(plan)
@@ -168,7 +174,7 @@ def check_dynamic_graph(topology: Topology, config: dict[str, Any]) -> None:
                           "fixed graph, so use stop")
 
 
-def schedule_section(topology: Topology, config: dict[str, Any]) -> dict[str, Any]:
+def schedule_section(topology: Topology, config: dict[str, Any]) -> ScheduleSection:
     """The TDMA slots (or sync), after checking the link options the same way a node will."""
     topo = topology.to_dict()
     try:
@@ -184,14 +190,14 @@ def schedule_section(topology: Topology, config: dict[str, Any]) -> dict[str, An
 MAX_PREPHASE_BYTES = 64 << 20  # a report holds a small raw sample; nothing near this
 
 
-def prephase_section(config: dict[str, Any], claims: PortClaims) -> dict[str, Any]:
+def prephase_section(config: dict[str, Any], claims: PortClaims) -> PrephaseSection | None:
     """The plan's `prephase` section when the protocol needs one: the coordinator's address is
     `endpoints.coordinator`, or a local port beside the launcher."""
     if not protocol_spec(config["protocol"]).needs_prephase:
-        return {}
+        return None
     bind, address = endpoint(config, "coordinator", claims)
-    return {"bind": bind, "address": address,
-            # a coordinator on another host may start as late as the last node does
-            "timeout_s": max(float(config["wire"]["recv_timeout_s"]),
-                             rendezvous_seconds(config["wire"])),
-            "max_bytes": MAX_PREPHASE_BYTES}
+    wire = WireSettings.model_validate(config["wire"])
+    return PrephaseSection(bind=bind, address=address,
+                           # a coordinator on another host may start as late as the last node
+                           timeout_s=max(wire.recv_timeout_s, wire.rendezvous_seconds),
+                           max_bytes=MAX_PREPHASE_BYTES)

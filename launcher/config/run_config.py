@@ -15,9 +15,10 @@ from typing import Annotated, Any, Literal, Union, get_args
 
 from pydantic import BeforeValidator, ConfigDict, Field, create_model, field_validator
 
-from dfl_config.section import Count, Flag, Integer, NonNegativeInt, Section, UnitInterval
+from dfl_config.section import Count, Flag, Integer, NonNegativeInt, Section
 from dfl_node.learning.generated import generated_datasets
 from dfl_node.learning.shards import DEFAULT_EVAL_SIZE, EVAL_SPLITS
+from dfl_node.settings.cycle_metrics import CycleMetricsSettings
 from dfl_node.settings.link import LinkSettings
 from dfl_node.settings.model import MODEL_SPECS, model_plugins
 from dfl_node.settings.node import NodeRuntimeAttributes
@@ -37,15 +38,6 @@ class AutoModel(Section):
     """`model: {name: auto}`: the dataset's default model (DEFAULT_MODELS)."""
 
     name: Literal["auto"] = "auto"
-
-
-class CycleMetrics(Section):
-    """Per-cycle metrics (launcher/results/cycle_metrics.py)."""
-
-    params_every: NonNegativeInt = 0
-    """Parameters to the collector every k rounds (0: never)."""
-    thresholds: tuple[UnitInterval, ...] = ()
-    """Accuracy thresholds for cycles-to-threshold."""
 
 
 class Endpoints(Section):
@@ -87,7 +79,7 @@ class RunSettings(Section):
     eval_split: str = "global"
     eval_size: Count = DEFAULT_EVAL_SIZE
     mixing: str = "metropolis"
-    cycle_metrics: CycleMetrics = CycleMetrics()
+    cycle_metrics: CycleMetricsSettings = CycleMetricsSettings()
     link: LinkSettings = LinkSettings()
     schedule: Literal["sync", "tdma"] = "sync"
     """sync, or tdma: exchanges follow the link-colouring slots (dfl_node/netsim/tdma.py)."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +34,7 @@ import numpy as np
 
 from dfl_node.plan import RunPlan
 from dfl_node.runner.record_sink import params_due
+from dfl_node.settings.cycle_metrics import CycleMetricsSettings
 from protocols.registry import protocol_spec
 from topologies.measures import exact_conductance, slem, sweep_conductance
 from topologies.mixing import WEIGHTS, induced, lazy
@@ -44,12 +45,10 @@ if TYPE_CHECKING:
 EXACT_CONDUCTANCE_MAX = 14  # subsets enumerated up to this size; a Fiedler sweep above
 
 
-def cycle_section(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The plan's `cycle_metrics` section (validated by the run config's model), thresholds in
-    ascending order."""
-    raw = config["cycle_metrics"]
-    return {"params_every": raw["params_every"],
-            "thresholds": sorted(float(t) for t in raw["thresholds"])}
+def cycle_section(section: Mapping[str, Any]) -> CycleMetricsSettings:
+    """The plan's `cycle_metrics` section: the run config's, thresholds in ascending order."""
+    settings = CycleMetricsSettings.model_validate(section)
+    return settings.model_copy(update={"thresholds": tuple(sorted(settings.thresholds))})
 
 
 @dataclass
@@ -72,7 +71,7 @@ class CycleMetrics:
         self.params_bytes = 0
         self._pending: dict[int, Pending] = {}
         self._reference: ReferenceModel | None = None
-        if self.section["params_every"] > 0:
+        if self.section.params_every > 0:
             from launcher.results.reference_model import ReferenceModel  # torch: see its doc
 
             self._reference = ReferenceModel(plan)
@@ -80,14 +79,13 @@ class CycleMetrics:
     @classmethod
     def for_plan(cls, plan: RunPlan, run_dir: Path) -> CycleMetrics | None:
         """Only runs that ask for them (parameters or thresholds) get per-cycle metrics."""
-        section = plan.cycle_metrics
-        if not section or not (section["params_every"] or section["thresholds"]):
+        if not plan.cycle_metrics.wanted:
             return None
         return cls(plan, run_dir)
 
     def wants_params(self, round_: int) -> bool:
         plan = self.plan
-        return params_due(self.section["params_every"], plan.eval_every, plan.rounds, round_)
+        return params_due(self.section.params_every, plan.eval_every, plan.rounds, round_)
 
     def on_metrics(self, record: Mapping[str, Any]) -> None:
         if record["node"] in self.plan.clients and isinstance(record.get("round"), int):
@@ -160,7 +158,7 @@ class CycleMetrics:
         last = self.rows[-1] if self.rows else {}
         groups = last.get("clusters", {})
         return {
-            "cycles_to_threshold": cycles_to_threshold(self.rows, self.section["thresholds"]),
+            "cycles_to_threshold": cycles_to_threshold(self.rows, self.section.thresholds),
             "spectral": spectral_report(self.plan, {c: g["members"] for c, g in groups.items()}),
             "cycle_params_bytes": self.params_bytes,
             **{k: last[k] for k in ("consensus_gap", "avg_model_accuracy") if k in last},
@@ -193,7 +191,7 @@ def cycle_row(round_: int, slot: Pending, clients: list[int],
 
 
 def cycles_to_threshold(rows: list[dict[str, Any]],
-                        thresholds: list[float]) -> dict[str, int | None]:
+                        thresholds: Sequence[float]) -> dict[str, int | None]:
     """The first round whose mean accuracy over nodes is >= each threshold (None: never)."""
     ordered = sorted(rows, key=lambda row: row["round"])
     return {f"{t:g}": next((row["round"] for row in ordered if row["accuracy_mean"] >= t), None)

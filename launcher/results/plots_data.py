@@ -130,10 +130,7 @@ def clusters(run: RunFiles) -> dict[int, int]:
 
 def slots(run: RunFiles) -> dict[tuple[int, int], int]:
     """The TDMA slot of each directed link (sender, receiver); empty for sync schedules."""
-    if run.plan.schedule.get("mode") != "tdma":
-        return {}
-    return {(int(a), int(b)): c for c, links in enumerate(run.plan.schedule["slots"])
-            for a, b in links}
+    return {link: c for c, links in enumerate(run.plan.schedule.slots) for link in links}
 
 
 def link_bytes(run: RunFiles) -> np.ndarray:

@@ -53,6 +53,10 @@ class AddressBook:
     """The plan's address book, serving until `close`; `table` is what every node was told."""
 
     def __init__(self, plan: RunPlan) -> None:
+        section = plan.discovery
+        if section is None:
+            raise LaunchError("directory: the plan has no discovery section (its nodes have "
+                              "addresses)")
         self.ids = set(plan.ids)
         self.table: dict[int, Entry] = {}
         self.rejected: Counter[str] = Counter()
@@ -63,12 +67,12 @@ class AddressBook:
         self._sock.setsockopt(zmq.MAXMSGSIZE, MAX_REPORT_BYTES)
         self._sock.setsockopt(zmq.LINGER, 1000)
         try:
-            self._sock.bind(plan.discovery["bind"])
+            self._sock.bind(section.bind)
         except zmq.ZMQError as exc:
             self._sock.close()
             self._context.term()
-            raise LaunchError(f"directory: cannot listen on {plan.discovery['bind']} (the "
-                              f"plan's directory {plan.discovery['address']}): {exc}") from None
+            raise LaunchError(f"directory: cannot listen on {section.bind} (the "
+                              f"plan's directory {section.address}): {exc}") from None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="directory", daemon=True)
         self._thread.start()

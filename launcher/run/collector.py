@@ -21,8 +21,10 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 
 import msgpack
 import zmq
+from pydantic import BaseModel, ValidationError
 
 from dfl_node.plan import PlanError, RunPlan
+from dfl_node.runner.records import DoneRecord, MetricsRecord, ReadyRecord
 from dfl_node.runner.results_seal import (
     HELLO,
     MAX_RECORD_BYTES,
@@ -45,6 +47,8 @@ if TYPE_CHECKING:
 
 BATCH_RECORDS = 1024  # most records pump_all handles before its caller looks at exit codes again
 KINDS = ("ready", "metrics", "done", "error", "params")
+RECORD_MODELS: dict[str, type[BaseModel]] = {
+    "ready": ReadyRecord, "metrics": MetricsRecord, "done": DoneRecord}
 VERDICT_LINGER_MS = 2000  # a refusing collector's last verdict still goes out before it exits
 # A record's bytes and the node whose CURVE key sent it (None where the source cannot tell).
 Arrival = tuple[bytes | memoryview, int | None]
@@ -175,7 +179,7 @@ class Collector:
         self.opened = time.monotonic()
         self.opened_at = time.time()  # the same instant as Unix time, for nodes' timestamps
         self.ready_at: dict[int, float] = {}  # seconds after the collector opened
-        self.done: dict[int, dict[str, Any]] = {}
+        self.done: dict[int, DoneRecord] = {}
         self.errors: dict[int, str] = {}
         # node -> the neighbours its error says stopped answering (launcher/run/on_failure.py)
         self.dead_reports: dict[int, list[int]] = {}
@@ -250,14 +254,21 @@ class Collector:
         return record
 
     def _field_problem(self, record: dict[str, Any]) -> str:
-        """The reason a record of a plan's node is still refused ("" if none): fields its kind
-        needs with the wrong type ("bad_record"), or a second `ready`/`done` of one node
-        ("duplicate"), so that garbage or a replay never overwrites a node's result or breaks
-        the summary."""
+        """The reason a record of a plan's node is still refused ("" if none): a record that
+        does not fit its kind's model (dfl_node/runner/records.py) or an error without its
+        message ("bad_record"), or a second `ready`/`done` of one node ("duplicate"), so that
+        garbage or a replay never overwrites a node's result or breaks the summary."""
         kind, node = record["type"], record["node"]
         if (kind == "ready" and node in self.ready_at) or (kind == "done" and node in self.done):
             return "duplicate"
-        needs = {"metrics": ("round", int), "done": ("ledger", dict), "error": ("message", str)}
+        model = RECORD_MODELS.get(kind)
+        if model is not None:
+            try:
+                model.model_validate(record)
+            except ValidationError:
+                return "bad_record"
+            return ""
+        needs = {"error": ("message", str)}
         key, kind_of = needs.get(kind, ("node", int))
         value = record.get(key)
         valid = isinstance(value, kind_of) and not isinstance(value, bool)
@@ -274,7 +285,7 @@ class Collector:
         elif kind == "metrics":
             self._write_metrics(record)
         elif kind == "done":
-            self.done[record["node"]] = record
+            self.done[record["node"]] = DoneRecord.model_validate(record)
         else:
             self.errors[record["node"]] = str(record.get("message"))
             dead = record.get("dead")

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from dfl_node.runner.records import DoneRecord
 from launcher.run.collector import Collector
 from launcher.run.faults import node_storage_failure, storage_failure
 from launcher.run.outcome import Outcome
@@ -87,8 +88,7 @@ class FailureWatch:
 
     def dropped(self) -> set[int]:
         """The nodes the survivors agreed to run without."""
-        return {i for rec in self.collector.done.values()
-                for i in rec.get("membership", {}).get("dead", [])}
+        return {i for rec in self.collector.done.values() for i in rec.dead}
 
     def finished(self, exits: Exits) -> bool:
         dropped = self.dropped() if self.tolerant else set()
@@ -100,7 +100,7 @@ class FailureWatch:
         return Outcome(True, pids=pids, deaths=dict(sorted(self.deaths.items())))
 
 
-def failure_keys(outcome: Outcome, done: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+def failure_keys(outcome: Outcome, done: Mapping[int, DoneRecord]) -> dict[str, Any]:
     """summary.json's `failures` (which nodes died, why), `failed_at` (when the launcher
     concluded the run failed, Unix time) and `graph_changes` (from which round the survivors
     ran on which graph: `round` is the first round, 0-based, run on it)."""
@@ -109,8 +109,8 @@ def failure_keys(outcome: Outcome, done: Mapping[int, Mapping[str, Any]]) -> dic
         failures.append({"node": outcome.failed_node, "reason": outcome.reason,
                          **({} if outcome.silent_intervals is None
                             else {"silent_intervals": outcome.silent_intervals})})
-    views = {node: rec["membership"]["changes"] for node, rec in sorted(done.items())
-             if "membership" in rec}
+    views = {node: rec.membership.changes for node, rec in sorted(done.items())
+             if rec.membership is not None}
     distinct = {repr(changes) for changes in views.values()}
     keys: dict[str, Any] = {"failures": failures, "failed_at": outcome.failed_at or None,
                             "graph_changes": next(iter(views.values()), []) if views else []}

@@ -38,7 +38,6 @@ from dfl_node.runner.prephase_client import (
     frame_bytes,
     limits_of,
 )
-from dfl_node.settings.wire import rendezvous_seconds
 from dfl_node.transports.base import FORGED_PEER
 from dfl_node.transports.encryption import COORDINATOR, Curve, load_curve
 from dfl_node.transports.zeromq import authenticated_peer, peer_of, routing_id
@@ -111,7 +110,7 @@ class Gathered:
 
 def gather(plan: RunPlan, channel: CoordinatorChannel, timeout_s: float) -> Gathered:
     """One valid report per node of the plan, or TimeoutError naming the silent nodes."""
-    limits = limits_of(plan.prephase)
+    limits = limits_of(plan.required_prephase())
     out = Gathered()
     deadline = time.monotonic() + timeout_s
     while len(out.reports) < len(plan.ids):
@@ -154,7 +153,7 @@ def serve(plan: RunPlan, channel: CoordinatorChannel, run_dir: Path,
           timeout_s: float | None = None, rejected: Counter[str] | None = None) -> Coordination:
     """The whole pre-phase on the coordinator's side; files land in `run_dir`. `rejected`
     gets the refused messages by reason (the launcher adds them to the run's summary)."""
-    timeout = float(plan.prephase["timeout_s"]) if timeout_s is None else timeout_s
+    timeout = plan.required_prephase().timeout_s if timeout_s is None else timeout_s
     gathered = gather(plan, channel, timeout)
     if rejected is not None:
         rejected.update(gathered.rejected)
@@ -211,11 +210,10 @@ def coordinate_alone(plan: RunPlan, run_dir: Path, curve: Curve | None) -> Coord
     """The pre-phase on a host of its own (`dfl-node --coordinator`), started before or after
     the nodes: it waits for the last node's report as long as a node may wait for the mesh
     to form and then for its answer."""
-    channel = ZmqCoordinatorChannel(plan.prephase["bind"], int(plan.prephase["max_bytes"]),
-                                    curve)
+    section = plan.required_prephase()
+    channel = ZmqCoordinatorChannel(section.bind, section.max_bytes, curve)
     try:
-        return serve(plan, channel, run_dir, rendezvous_seconds(plan.wire)
-                     + float(plan.prephase["timeout_s"]))
+        return serve(plan, channel, run_dir, plan.wire.rendezvous_seconds + section.timeout_s)
     finally:
         channel.close()
 
@@ -223,13 +221,13 @@ def coordinate_alone(plan: RunPlan, run_dir: Path, curve: Curve | None) -> Coord
 def start_coordinator(plan: RunPlan, run_dir: Path,
                       hub: InprocPrephaseHub | None) -> CoordinatorThread | None:
     """The coordinator of this plan's transport, or None if the protocol needs no pre-phase."""
-    if not plan.prephase:
+    section = plan.prephase
+    if section is None:
         return None
     if hub is not None:
         return CoordinatorThread(plan, run_dir, lambda: InprocCoordinatorChannel(hub))
-    max_bytes = int(plan.prephase["max_bytes"])
     curve = load_curve(plan, COORDINATOR)
     return CoordinatorThread(
-        plan, run_dir, lambda: ZmqCoordinatorChannel(plan.prephase["bind"], max_bytes, curve))
+        plan, run_dir, lambda: ZmqCoordinatorChannel(section.bind, section.max_bytes, curve))
 
 

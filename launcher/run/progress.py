@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import Any, TextIO
 
 from dfl_node.plan import RunPlan
+from dfl_node.runner.records import MetricsRecord
 from launcher.run.outcome import Outcome
 from protocols.registry import protocol_spec
 
@@ -115,13 +116,14 @@ class RoundTable:
     def __init__(self, clients: int, started: float) -> None:
         self.clients = clients
         self.started = started
-        self.records: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        self.records: dict[int, list[MetricsRecord]] = defaultdict(list)
         self.wall: dict[int, float] = {}
         self.alive: dict[int, int] = {}
 
     def add(self, record: dict[str, Any], alive: int) -> None:
-        r = int(record["round"])
-        self.records[r].append(record)
+        metrics = MetricsRecord.model_validate(record)
+        r = metrics.round
+        self.records[r].append(metrics)
         self.wall[r] = time.monotonic() - self.started
         self.alive[r] = alive
 
@@ -132,14 +134,13 @@ class RoundTable:
 
     def row(self, r: int) -> list[str]:
         recs = self.records[r]
-        acc = [float(x["accuracy"]) for x in recs if x.get("accuracy") is not None]
-        loss = [float(x["loss"]) for x in recs if x.get("loss") is not None]
-        bits = [float(x["formula_bits"]) for x in recs if "formula_bits" in x]
+        acc = [x.accuracy for x in recs if x.accuracy is not None]
+        loss = [x.loss for x in recs if x.loss is not None]
+        bits = [float(b) for x in recs if (b := x.extra("formula_bits")) is not None]
         return [str(r), fmt(mean(acc), ".4f"), fmt(min(acc, default=None), ".4f"),
                 fmt(mean(loss), ".4f"), fmt(mean(bits), ".3g"),
-                human_bytes(sum(int(x.get("wire_bytes", 0)) for x in recs)),
-                fmt(max((float(x.get("virtual_seconds", 0)) for x in recs), default=None),
-                    ".2f"),
+                human_bytes(sum(x.wire_bytes for x in recs)),
+                fmt(max((float(x.virtual_seconds) for x in recs), default=None), ".2f"),
                 f"{self.wall[r]:.1f}", f"{len(recs)}/{self.clients}", str(self.alive[r])]
 
     def latest(self, count: int = TABLE_ROWS) -> list[list[str]]:

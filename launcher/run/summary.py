@@ -7,10 +7,12 @@ data (training) traffic and control traffic are kept apart.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from dfl_node.plan import RunPlan
+from dfl_node.runner.records import DoneRecord
 from launcher.run.collector import Collector
 from launcher.run.fairness import fairness
 from launcher.run.linkreport import radio_totals
@@ -23,8 +25,11 @@ SUMMARY_SCHEMA = 1
 COUNTERS = ("messages", "payload_bytes", "framing_bytes")
 
 
-def sent_cells(done: dict[int, dict[str, Any]], traffic: str) -> list[dict[str, Any]]:
-    return [cell for node, rec in sorted(done.items()) for cell in rec["ledger"]["cells"]
+Done = Mapping[int, DoneRecord]  # the collector's final records, by node
+
+
+def sent_cells(done: Done, traffic: str) -> list[dict[str, Any]]:
+    return [cell for node, rec in sorted(done.items()) for cell in rec.ledger["cells"]
             if cell["src"] == node and cell["traffic"] == traffic]
 
 
@@ -34,7 +39,7 @@ def add_cell(table: dict[str, dict[str, int]], key: str, cell: dict[str, Any]) -
         row[name] += int(cell[name])
 
 
-def traffic_tables(done: dict[int, dict[str, Any]]) -> dict[str, Any]:
+def traffic_tables(done: Done) -> dict[str, Any]:
     """Data traffic per round and per link, control traffic in total."""
     per_round: dict[str, dict[str, int]] = {}
     per_link: dict[str, dict[str, int]] = {}
@@ -48,12 +53,12 @@ def traffic_tables(done: dict[int, dict[str, Any]]) -> dict[str, Any]:
             "control": control.get("total", dict.fromkeys(COUNTERS, 0))}
 
 
-def formula_tables(done: dict[int, dict[str, Any]], n: int) -> dict[str, Any]:
+def formula_tables(done: Done, n: int) -> dict[str, Any]:
     """The paper's bits: network totals per round and component, and per client."""
     per_round: dict[str, dict[str, int]] = {}
     per_client: dict[str, int] = {}
     for node, rec in sorted(done.items()):
-        for cell in rec.get("formula", {}).get("cells", []):
+        for cell in rec.formula.get("cells", []):
             row = per_round.setdefault(str(cell["round"]), {})
             row[cell["component"]] = row.get(cell["component"], 0) + int(cell["bits"])
             per_client[str(node)] = per_client.get(str(node), 0) + int(cell["bits"])
@@ -76,8 +81,7 @@ def mean_over_nodes(reports: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def round_seconds(done: dict[int, dict[str, Any]],
-                  key: str = "round_seconds") -> dict[str, float]:
+def round_seconds(done: Done, key: str = "round_seconds") -> dict[str, float]:
     """Per round, the mean over nodes of the wall seconds the round took them (the protocol's
     round and the failure agreement, not evaluation or checkpoints): a run's own account of
     its speed, free of start-up, so benchmarks need not time the launcher from outside. With
@@ -85,33 +89,36 @@ def round_seconds(done: dict[int, dict[str, Any]],
     which on a machine with fewer cores than nodes is what a round's overhead costs."""
     per_round: dict[str, list[float]] = {}
     for rec in done.values():
-        seconds = rec.get(key)
-        for r, value in (seconds.items() if isinstance(seconds, dict) else ()):
+        seconds = rec.round_cpu_seconds if key == "round_cpu_seconds" else rec.round_seconds
+        for r, value in seconds.items():
             if isinstance(value, float) and str(r).isdigit():
                 per_round.setdefault(str(r), []).append(value)
     return {r: sum(v) / len(v) for r, v in sorted(per_round.items(), key=lambda kv: int(kv[0]))}
 
 
-def first_round_seconds(done: dict[int, dict[str, Any]], started_at: float,
+def first_round_seconds(done: Done, started_at: float,
                         key: str = "first_round_at") -> float | None:
     """Seconds from the nodes' start (`started_at`, Unix time) to the last node finishing its
     first round: start-up as a user waits for it (spawn, data, model, sockets, the start
     barrier and one round), from the nodes' own clocks (one host's: other hosts' clocks may
     differ). With `key="first_round_began_at"`, to the last node beginning it: start-up alone,
     the whole mesh training."""
-    ends = [rec[key] for rec in done.values() if isinstance(rec.get(key), float)]
+    ends = [end for rec in done.values() if (end := (
+        rec.first_round_began_at if key == "first_round_began_at" else rec.first_round_at))
+        is not None]
     return max(ends) - started_at if ends else None
 
 
-def node_rows(plan: RunPlan, done: dict[int, dict[str, Any]], outcome: Outcome,
+def node_rows(plan: RunPlan, done: Done, outcome: Outcome,
               ids: list[int]) -> list[dict[str, Any]]:
+    """A node without a final record: the launcher's pid and the plan's host for it."""
     rows = []
     for node_id in ids:
-        rec = done.get(node_id, {})
         entry = plan.node(node_id)
-        rows.append({"id": node_id, "pid": rec.get("pid", outcome.pids.get(node_id)),
-                     "host": rec.get("host", entry.host), "device": entry.device,
-                     "accuracy": rec.get("accuracy"), "loss": rec.get("loss")})
+        rec = done.get(node_id) or DoneRecord(node=node_id, pid=outcome.pids.get(node_id),
+                                              host=entry.host, ledger={})
+        rows.append({"id": node_id, "pid": rec.pid, "host": rec.host, "device": entry.device,
+                     "accuracy": rec.accuracy, "loss": rec.loss})
     return rows
 
 
@@ -127,7 +134,7 @@ def summarize(plan: RunPlan, config: dict[str, Any], collector: Collector, outco
     tables = traffic_tables(done)
     rejected: Counter[str] = Counter(collector.rejected)
     for rec in done.values():
-        rejected.update(rec.get("rejected", {}))
+        rejected.update(rec.rejected)
     data_sent = list(tables["per_round"].values())
     return {
         "schema_version": SUMMARY_SCHEMA, "protocol": plan.protocol,
@@ -147,11 +154,11 @@ def summarize(plan: RunPlan, config: dict[str, Any], collector: Collector, outco
         "framing_bytes": sum(r["framing_bytes"] for r in data_sent),
         "control_bytes": tables["control"]["payload_bytes"] + tables["control"]["framing_bytes"],
         "heartbeat_bytes": sum(beats["bytes"] for rec in done.values()
-                               for beats in rec["ledger"].get("heartbeats", {}).values()),
-        "prephase_bytes": sum(rec.get("prephase", {}).get("sent_bytes", 0)
-                              + rec.get("prephase", {}).get("received_bytes", 0)
+                               for beats in rec.ledger.get("heartbeats", {}).values()),
+        "prephase_bytes": sum(rec.prephase.get("sent_bytes", 0)
+                              + rec.prephase.get("received_bytes", 0)
                               for rec in done.values()),
-        "virtual_seconds": max((rec["virtual_seconds"] for rec in done.values()), default=0.0),
+        "virtual_seconds": max((rec.virtual_seconds for rec in done.values()), default=0.0),
         "wall_seconds": wall_seconds,
         "round_seconds": round_seconds(done),
         "round_cpu_seconds": round_seconds(done, "round_cpu_seconds"),
@@ -162,44 +169,47 @@ def summarize(plan: RunPlan, config: dict[str, Any], collector: Collector, outco
                                                          "first_round_began_at"),
         "rejected_messages": dict(sorted(rejected.items())),
         "rejected_records": dict(sorted(collector.rejected_records.items())),
-        "schedule": plan.schedule["mode"], **radio_totals(done),
+        "schedule": plan.schedule.mode, **radio_totals(done),
         "ledger": {"per_round": tables["per_round"], "control": tables["control"]},
         "bits_per_client": formula["bits_per_client"],
         "formula": {"per_round": formula["per_round"], "total_bits": formula["total_bits"]},
         **(fairness(accs, [n["loss"] for n in finished]) if finished else {}),
         **global_eval_keys(done, plan.clients),
-        **mean_over_nodes([rec.get("protocol", {}) for node, rec in done.items()
+        **mean_over_nodes([rec.protocol for node, rec in done.items()
                            if node in plan.clients]),
-        **run_keys(plan, {node: rec.get("report", {}) for node, rec in done.items()
+        **run_keys(plan, {node: rec.report for node, rec in done.items()
                           if node in plan.clients}),
         **(collector.cycles.summary_keys() if collector.cycles else {}),
         "config": {"mixing": plan.mixing, "model": plan.model, "hyper": config["hyper"]},
     }
 
 
-def global_eval_keys(done: dict[int, dict[str, Any]], clients: list[int]) -> dict[str, Any]:
+def global_eval_keys(done: Done, clients: list[int]) -> dict[str, Any]:
     """Under `eval_split: both`, the same accuracy and tail keys on the global subset, under
     `global_eval` (the top-level keys are the nodes' own splits)."""
-    recs = [done[n] for n in clients if "global_accuracy" in done.get(n, {})]
-    if not recs:
+    pairs = [(rec.global_accuracy, rec.global_loss) for n in clients
+             if (rec := done.get(n)) is not None]
+    evaluated = [(float(acc), float(loss)) for acc, loss in pairs
+                 if acc is not None and loss is not None]
+    if not evaluated:
         return {}
-    accs = [float(r["global_accuracy"]) for r in recs]
+    accs = [acc for acc, _ in evaluated]
     return {"global_eval": {"avg_accuracy": sum(accs) / len(accs), "worst_accuracy": min(accs),
-                            **fairness(accs, [float(r["global_loss"]) for r in recs])}}
+                            **fairness(accs, [loss for _, loss in evaluated])}}
 
 
-def write_ledger(run_dir: Path, done: dict[int, dict[str, Any]]) -> None:
+def write_ledger(run_dir: Path, done: Done) -> None:
     """ledger.json: every node's own per-link, per-round cells and what it rejected."""
     out = {}
     for node, rec in sorted(done.items()):
         per_link: dict[str, dict[str, int]] = {}
-        for cell in rec["ledger"]["cells"]:
+        for cell in rec.ledger["cells"]:
             if cell["traffic"] == "data":
                 add_cell(per_link, f"{cell['src']}->{cell['dst']}", cell)
-        out[str(node)] = {"per_link": per_link, "cells": rec["ledger"]["cells"],
-                          "rejected": rec["ledger"]["rejected"],
-                          "formula_cells": rec.get("formula", {}).get("cells", []),
-                          "heartbeats": rec["ledger"].get("heartbeats", {})}
+        out[str(node)] = {"per_link": per_link, "cells": rec.ledger["cells"],
+                          "rejected": rec.ledger["rejected"],
+                          "formula_cells": rec.formula.get("cells", []),
+                          "heartbeats": rec.ledger.get("heartbeats", {})}
     write_json(run_dir / "ledger.json", out)
 
 

@@ -99,7 +99,7 @@ def follow(collector: Collector, plan: RunPlan, job: str, run_dir: Path,
     """Pump records until every node is done, one reports an error, a node fails (the
     batch script records each node's exit status), or the job has ended without some of them
     (what was queued by then is read first)."""
-    watch = FailureWatch(collector, plan.wire.get("on_failure") == "continue")
+    watch = FailureWatch(collector, plan.wire.on_failure == "continue")
     asked = time.monotonic()
     while not set(plan.ids) <= set(collector.done) | watch.dropped():
         if (failed := watch.failure(node_exits(run_dir, plan, hub))) is not None:

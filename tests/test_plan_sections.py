@@ -1,0 +1,154 @@
+"""The plan's typed sections and the node's records: one model each, defaults declared there
+only, and a plan file that reads back to the same bytes (runs in flight resume by comparing
+section hashes)."""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from dfl_node.plan import TYPED_SECTIONS, PlanError, RunPlan
+from dfl_node.runner.records import DoneRecord, MetricsRecord, ReadyRecord
+
+ROOT = Path(__file__).resolve().parents[1]
+READERS = ("dfl_node", "protocols", "launcher", "bench")
+# Where the node's records are read (record keys such as `formula` or `links` name other
+# things in summary.json, which report code reads elsewhere).
+RECORD_READERS = ("dfl_node/runner", "launcher/run")
+RECORDS: dict[str, type[BaseModel]] = {
+    "ready record": ReadyRecord, "metrics record": MetricsRecord, "done record": DoneRecord}
+
+
+def literal_gets(source: str) -> list[tuple[int, str, Any]]:
+    """Every `<x>.get("key", <literal>)` of `source`: (line, key, the literal's value)."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "get" and len(node.args) == 2
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            try:
+                default = ast.literal_eval(node.args[1])
+            except ValueError:
+                continue  # a name or an expression: not a literal repeated here
+            out.append((node.lineno, node.args[0].value, default))
+    return out
+
+
+def model_defaults(models: Mapping[str, type[BaseModel]]) -> dict[str, tuple[str, Any]]:
+    """key -> (model name, its default) for every field of `models`."""
+    out: dict[str, tuple[str, Any]] = {}
+    for name, model in models.items():
+        for key, info in model.model_fields.items():
+            out[key] = (name, None if info.is_required() else info.default)
+    return out
+
+
+def repeated_defaults(path: Path, source: str,
+                      models: Mapping[str, type[BaseModel]] = TYPED_SECTIONS) -> list[str]:
+    fields = model_defaults(models)
+    return [f"{path}:{line}: .get({key!r}, {default!r}); the {fields[key][0]} model declares "
+            f"{key} (default {fields[key][1]!r}): read the model's field instead"
+            for line, key, default in literal_gets(source) if key in fields]
+
+
+def test_the_check_finds_a_default_repeated_at_a_reader() -> None:
+    source = 'every = int(plan.cycle_metrics.get("params_every", 0))\nx = d.get("other", 1)\n'
+    (found,) = repeated_defaults(Path("reader.py"), source)
+    assert "params_every" in found and "default 0" in found
+    source = 'n = sum(int(rec.get("slot_mismatches", 0)) for rec in done.values())\n'
+    (found,) = repeated_defaults(Path("reader.py"), source, RECORDS)
+    assert "done record model declares slot_mismatches" in found
+
+
+def test_no_reader_repeats_a_plan_section_default() -> None:
+    found = [problem for package in READERS for path in sorted((ROOT / package).rglob("*.py"))
+             for problem in repeated_defaults(path.relative_to(ROOT), path.read_text())]
+    assert found == []
+
+
+def test_no_reader_repeats_a_record_default() -> None:
+    found = [problem for package in RECORD_READERS
+             for path in sorted((ROOT / package).rglob("*.py"))
+             for problem in repeated_defaults(path.relative_to(ROOT), path.read_text(), RECORDS)]
+    assert found == []
+
+
+def test_a_done_record_is_sent_with_the_keys_the_node_set_in_its_order() -> None:
+    done = DoneRecord(type="done", node=2, pid=7, accuracy=0.5, ledger={"cells": []},
+                      first_round_at=None)
+    assert list(done.model_dump(exclude_unset=True)) == [
+        "type", "node", "pid", "accuracy", "ledger", "first_round_at"]
+    assert (done.rejected, done.slot_mismatches, done.dead) == ({}, 0, [])
+
+
+def test_a_metrics_record_keeps_the_protocols_keys_and_refuses_a_bad_round() -> None:
+    metrics = MetricsRecord.model_validate({"round": 3, "node": 1, "formula_bits": 64.0})
+    assert metrics.extra("formula_bits") == 64.0 and metrics.wire_bytes == 0
+    for bad in (True, -1, "3"):
+        with pytest.raises(ValidationError):
+            MetricsRecord.model_validate({"round": bad, "node": 1})
+    with pytest.raises(ValidationError):  # the traffic ledger is the done record's point
+        DoneRecord.model_validate({"node": 1})
+
+
+def hand_made_plan() -> dict[str, Any]:
+    """A plan file as an older launcher wrote it: sections hold only the keys set then."""
+    return {
+        "protocol": "d-psgd", "topology_name": "pair",
+        "topology": {"nodes": [{"id": 0}, {"id": 1}], "edges": [[0, 1]]},
+        "nodes": [{"id": i, "bind": f"tcp://*:{5000 + i}", "address": f"tcp://h:{5000 + i}",
+                   "host": "h", "device": "cpu", "attrs": {}} for i in (0, 1)],
+        "mixing": "metropolis", "weights": [[0, 0, 0.5], [0, 1, 0.5], [1, 0, 0.5], [1, 1, 0.5]],
+        "rounds": 2, "seed": 3, "eval_every": 1, "data": {"dataset": "synthetic"}, "model": {},
+        "hyper": {}, "link": {"latency_ms": 5.0}, "wire": {"recv_timeout_s": 30.0},
+        "transport": "zmq", "collector": "tcp://h:4999",
+        "prephase": {"bind": "tcp://*:4998", "address": "tcp://h:4998", "timeout_s": 60.0,
+                     "max_bytes": 1024},
+        "schedule": {"mode": "tdma", "interference_range": None, "frame_length": 2,
+                     "slots": [[[0, 1]], [[1, 0]]]},
+        "cycle_metrics": {}, "schema_version": 1,
+    }
+
+
+def test_a_plan_file_reads_back_to_the_same_sections(tmp_path: Path) -> None:
+    body = hand_made_plan()
+    plan = RunPlan.from_dict(body)
+    assert plan.link.latency_ms == 5.0 and plan.link.bandwidth_mbps == 100.0  # the model's
+    assert plan.wire.rendezvous_seconds == 30.0
+    assert plan.cycle_metrics.params_every == 0 and not plan.cycle_metrics.wanted
+    assert plan.schedule.slots == (((0, 1),), ((1, 0),))
+    written = plan.to_dict()
+    for name in TYPED_SECTIONS.keys() & body.keys():
+        assert json.dumps(written[name]) == json.dumps(body[name]), name
+    assert written["discovery"] == {}  # a plan without one, written as before
+    plan.dump(tmp_path / "plan.json")
+    again = RunPlan.load(tmp_path / "plan.json")
+    assert again.section_hashes() == plan.section_hashes()
+    assert (tmp_path / "plan.json").read_text() == json.dumps(
+        {**again.to_dict(), "hashes": again.section_hashes()}, indent=1, sort_keys=True) + "\n"
+
+
+def test_a_plan_without_a_prephase_or_a_directory_holds_none() -> None:
+    plan = RunPlan.from_dict({**hand_made_plan(), "prephase": {}, "discovery": {}})
+    assert plan.prephase is None and plan.to_dict()["prephase"] == {}
+    assert plan.discovery is None and plan.to_dict()["discovery"] == {}
+    with pytest.raises(PlanError, match="no prephase section"):
+        plan.required_prephase()
+
+
+@pytest.mark.parametrize(("section", "value", "needle"), [
+    ("link", {"latency": 1.0}, "link.latency"),
+    ("schedule", {"mode": "csma"}, "schedule.mode"),
+    ("cycle_metrics", {"params_every": -1}, "cycle_metrics.params_every"),
+])
+def test_a_bad_section_is_one_line(section: str, value: Any, needle: str) -> None:
+    with pytest.raises(PlanError, match=needle) as err:
+        RunPlan.from_dict({**hand_made_plan(), section: value})
+    assert "\n" not in str(err.value)
+
