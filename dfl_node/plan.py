@@ -197,14 +197,7 @@ class RunPlan:
                                          for n in self.nodes))
 
     def section_hashes(self) -> dict[str, str]:
-        data = self.to_dict()
-        data["data"] = {k: v for k, v in data["data"].items() if k not in HOST_LOCAL_DATA}
-        data["secure"] = {k: v for k, v in data["secure"].items() if k not in HOST_LOCAL_SECURE}
-        for key in ("discovery", "eval_at_start"):  # unset: hashed as before the key existed
-            if not data[key]:
-                del data[key]
-        return {name: _digest({key: data[key] for key in keys if key in data})
-                for name, keys in SECTIONS.items()}
+        return section_hashes_of(self.to_dict())
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON data; a typed section holds the keys its writer set, no more (a plan
@@ -238,6 +231,8 @@ class RunPlan:
                 if name in data:
                     data[name] = _section(kind, name, data[name])
             return cls(**data)
+        except PlanError:
+            raise
         except (KeyError, TypeError, ValueError) as exc:
             raise PlanError(f"plan is malformed: {exc}") from None
 
@@ -250,6 +245,20 @@ class RunPlan:
         if not isinstance(data, dict):
             raise PlanError(f"{path}: plan must be a JSON object")
         return cls.from_dict(data)
+
+
+def section_hashes_of(data: dict[str, Any]) -> dict[str, str]:
+    """Each section's digest from a plan's JSON data (`RunPlan.to_dict`). Apart from the model
+    because resume hashes a plan with its addresses taken out (checkpoint_layout.content_hashes),
+    which no longer makes a valid pre-phase or discovery section."""
+    data = dict(data)
+    data["data"] = {k: v for k, v in data["data"].items() if k not in HOST_LOCAL_DATA}
+    data["secure"] = {k: v for k, v in data["secure"].items() if k not in HOST_LOCAL_SECURE}
+    for key in ("discovery", "eval_at_start"):  # unset: hashed as before the key existed
+        if not data[key]:
+            del data[key]
+    return {name: _digest({key: data[key] for key in keys if key in data})
+            for name, keys in SECTIONS.items()}
 
 
 # The sections the node reads as models (dfl_node/settings): their defaults live there only.

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from dfl_node.plan import TYPED_SECTIONS, PlanError, RunPlan
 from dfl_node.runner.records import DoneRecord, MetricsRecord, ReadyRecord
+from dfl_node.state.checkpoint_layout import content_hashes
 
 ROOT = Path(__file__).resolve().parents[1]
 READERS = ("dfl_node", "protocols", "launcher", "bench")
@@ -134,6 +135,26 @@ def test_a_plan_file_reads_back_to_the_same_sections(tmp_path: Path) -> None:
         {**again.to_dict(), "hashes": again.section_hashes()}, indent=1, sort_keys=True) + "\n"
 
 
+# content_hashes of hand_made_plan() with a directory, as cbff4f5 (before the typed sections)
+# computed them: checkpoints of runs started then carry these, and must resume.
+HASHES_BEFORE_TYPED_SECTIONS = {
+    "data": "beb0009f6d53e69d", "prephase": "13c4bb6da5ebd143", "protocol": "796109d450a926dc",
+    "runtime": "a1e4030786158ab0", "schedule": "92aba9113a29669f", "seeds": "4d687b6437462c4d",
+    "topology": "04e0a5e935b12882",
+}
+
+
+def test_a_plan_with_a_prephase_hashes_without_its_addresses_as_before() -> None:
+    """Resume hashes the plan with its addresses taken out: a pre-phase or directory section
+    without them is no valid model, and the hashes must stay those checkpoints carry."""
+    body = {**hand_made_plan(), "discovery": {"bind": "tcp://*:4997",
+                                              "address": "tcp://h:4997"}}
+    assert content_hashes(RunPlan.from_dict(body)) == HASHES_BEFORE_TYPED_SECTIONS
+    moved = {**body, "prephase": {**body["prephase"], "bind": "tcp://*:6000",
+                                  "address": "tcp://g:6000"}}
+    assert content_hashes(RunPlan.from_dict(moved)) == HASHES_BEFORE_TYPED_SECTIONS
+
+
 def test_a_plan_without_a_prephase_or_a_directory_holds_none() -> None:
     plan = RunPlan.from_dict({**hand_made_plan(), "prephase": {}, "discovery": {}})
     assert plan.prephase is None and plan.to_dict()["prephase"] == {}
@@ -151,4 +172,5 @@ def test_a_bad_section_is_one_line(section: str, value: Any, needle: str) -> Non
     with pytest.raises(PlanError, match=needle) as err:
         RunPlan.from_dict({**hand_made_plan(), section: value})
     assert "\n" not in str(err.value)
+    assert str(err.value).count("plan is malformed") == 1
 

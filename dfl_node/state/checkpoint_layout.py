@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dfl_node.plan import SECTIONS, RunPlan
+from dfl_node.plan import RunPlan, section_hashes_of
 from dfl_node.state import sealed_file
 
 META_KEY = "dfl_mesh_state"  # the safetensors metadata key of a checkpoint's JSON part
@@ -139,5 +139,4 @@ def content_hashes(plan: RunPlan) -> dict[str, str]:
     data["discovery"] = {k: v for k, v in data["discovery"].items() if k not in _ADDRESS_KEYS}
     data["collector"] = ""
     data["weights"] = []  # a function of the topology and `mixing`, both compared already
-    plain = RunPlan.from_dict(data)
-    return {name: plain.section_hashes()[name] for name in SECTIONS}
+    return section_hashes_of(data)
