@@ -84,8 +84,8 @@ def test_resume_of_a_run_of_objects_is_refused_in_one_line(
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        f"--resume {run}: the run was handed Python objects (topology, protocol, model, "
-        "dataset), which its files do not hold; run it again with the same objects"]
+        f"dfl-launch: --resume {run}: the run was handed Python objects (dataset, model, "
+        "protocol, topology), which its files do not hold; run it again with the same objects"]
 
 
 def refusal(**given: Any) -> str:
@@ -111,3 +111,28 @@ def test_objects_that_cannot_serve_are_refused_in_one_line() -> None:
     assert refusal(dataset={"train": labelled(4, np.array([0.5] * 4)),
                             "test": labelled(2)}) == \
         "dataset=train: labels must be class indices (integers from 0)"
+
+
+def test_a_torch_dataset_is_the_same_data_as_its_tensors() -> None:
+    import torch
+    from torch.utils.data import TensorDataset
+
+    from launcher.api.objects import given_data
+    from launcher.config.given import GivenData
+
+    x, y = torch.arange(24, dtype=torch.float32).reshape(6, 2, 2), torch.tensor([0, 1, 2] * 2)
+    pairs = given_data({"train": (x, y), "test": (x[:2], y[:2])})
+    dataset = given_data({"train": TensorDataset(x, y), "test": TensorDataset(x[:2], y[:2])})
+    assert pairs == dataset == GivenData(pairs.fingerprint, None, (2, 2), 3, 6, 2)
+    per_node = given_data({"train": [(x[:4], y[:4]), (x[4:], y[4:])], "test": (x[:2], y[:2])})
+    assert per_node.node_sizes == (4, 2) and per_node.fingerprint != pairs.fingerprint
+    assert refusal(dataset={"train": x, "test": (x, y)}).startswith("dataset=train: an (x, y) pair")
+
+
+def test_a_digraph_is_a_directed_topology_recorded_by_its_arcs() -> None:
+    req = keyword_spec(nx.DiGraph([(1, 2), (2, 0), (0, 1)]), "d-psgd", None, {}, {})
+    assert req.objects is not None and req.objects.topology is not None
+    assert (req.topology, req.protocol, req.objects.topology.directed) == ("graph", "d-psgd", True)
+    assert req.recorded()["objects"] == {"topology": {
+        "name": "graph", "directed": True, "nodes": [0, 1, 2],
+        "edges": [[0, 1], [1, 2], [2, 0]]}}
