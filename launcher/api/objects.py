@@ -153,7 +153,8 @@ def samples(part: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
     """Inputs as float32 and labels as int64 of an (x, y) pair or a torch Dataset."""
     if isinstance(part, tuple) and len(part) == 2:
         x, y = array(part[0]), array(part[1])
-    elif hasattr(part, "__getitem__") and hasattr(part, "__len__"):
+    elif hasattr(part, "__getitem__") and hasattr(part, "__len__") and \
+            not isinstance(part, np.ndarray | list) and not hasattr(part, "detach"):
         items = [part[i] for i in range(len(part))]
         if not items:
             raise LaunchError(f"dataset={what}: empty")
