@@ -86,6 +86,7 @@ def prepare_data(config: dict[str, Any], num_nodes: int | None = None) -> dict[s
         except ValueError as exc:
             raise LaunchError(f"{config['dataset']}: {exc}") from None
     generated = generated_datasets().get(config["dataset"])
+    extra: dict[str, Any]
     if config["dataset"] == GIVEN_DATASET:  # handed over as arrays (launcher/config/given.py)
         extra = given_extra(config[GIVEN_DATASET])
     elif generated is not None:
@@ -94,8 +95,7 @@ def prepare_data(config: dict[str, Any], num_nodes: int | None = None) -> dict[s
         except ValidationError as exc:
             name = config["dataset"]
             raise LaunchError(f"{name}: {one_line(exc, generated.options, (name,))}") from None
-        extra: dict[str, Any] = {"num_classes": arrays.classes,
-                                 "shape": list(arrays.x_train.shape[1:])}
+        extra = {"num_classes": arrays.classes, "shape": list(arrays.x_train.shape[1:])}
     else:
         source = locate(config["dataset"], config["data_root"])
         try:
