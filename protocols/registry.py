@@ -33,6 +33,7 @@ from dfl_config.plugins import (
     discover_one,
 )
 from protocols.describe import DatasetPreparer, ReportTable, Score
+from protocols.given import given_class
 from protocols.spec import ProtocolSpec
 
 if TYPE_CHECKING:
@@ -82,9 +83,14 @@ def _rank(name: str, table: dict[str, Spec]) -> tuple[int, str, int, str]:
 
 
 class Table(Mapping[str, Spec]):
-    """Every registered protocol's spec by name, in dfl-report's order, loaded on first use."""
+    """Every registered protocol's spec by name, in dfl-report's order, loaded on first use.
+    A class handed over as an object (protocols/given.py) is found by its name too, but is no
+    registered protocol: iterating lists only those."""
 
     def __getitem__(self, name: str) -> Spec:
+        given = given_class(name)
+        if given is not None:
+            return given.spec
         return _discover()[0][name]
 
     def __iter__(self) -> Iterator[str]:
@@ -99,6 +105,9 @@ PROTOCOLS = Table()
 
 def protocol_spec(name: str) -> Spec:
     """`name`'s spec; until the whole table is needed, only its own entry point is loaded."""
+    given = given_class(name)
+    if given is not None:
+        return given.spec
     if _discover.cache_info().currsize == 0:
         found = _one(name)
         if found is not None:
@@ -120,14 +129,19 @@ def _one(name: str) -> Spec | None:
     return spec_of(found[0]) if found is not None else None
 
 
-@cache
 def node_class(name: str) -> type[Protocol]:
-    """`name`'s node class, which a node runs: its `dfl_mesh.protocol_nodes` entry point, or
-    the Protocol class registered under `dfl_mesh.protocols` alone, imported here (and torch
-    with it). Its `spec` must be the table's, and it must have every duty of the spec's
-    capabilities (protocols/capabilities.py). Once per process: an inproc mesh's nodes are
-    threads of one process, and each scan of the installed distributions' entry points costs
-    tens of milliseconds."""
+    """`name`'s node class, which a node runs: a class handed over as an object
+    (protocols/given.py), its `dfl_mesh.protocol_nodes` entry point, or the Protocol class
+    registered under `dfl_mesh.protocols` alone, imported here (and torch with it)."""
+    return given_class(name) or registered_node_class(name)
+
+
+@cache
+def registered_node_class(name: str) -> type[Protocol]:
+    """`name`'s node class by its entry point. Its `spec` must be the table's, and it must have
+    every duty of the spec's capabilities (protocols/capabilities.py). Once per process: an
+    inproc mesh's nodes are threads of one process, and each scan of the installed
+    distributions' entry points costs tens of milliseconds."""
     from protocols.base import Protocol
 
     spec = protocol_spec(name)

@@ -91,6 +91,16 @@ def test_the_site_builds_strictly(site: Path) -> None:
     assert (site / "cli" / "index.html").is_file()
 
 
+def test_the_example_notebook_is_a_page_with_its_outputs(site: Path) -> None:
+    """docs/examples/own-protocol.ipynb, executed (tests/test_example_notebook.py), as a page
+    (docs/hooks/notebooks.py) beside the notebook itself."""
+    page = (site / "examples" / "own-protocol" / "index.html").read_text(encoding="utf-8")
+    shown = html.unescape(re.sub(r"<[^>]+>", "", page))  # the code, its highlighting aside
+    assert "class Diffusion(Protocol[TrainingHyper])" in shown
+    assert 'src="data:image/png;base64,' in page
+    assert (site / "examples" / "own-protocol.ipynb").is_file()
+
+
 def documented_programs() -> dict[str, click.Command]:
     """The click command behind each `::: mkdocs-click` block of the CLI page, by program."""
     programs = {}

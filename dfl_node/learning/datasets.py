@@ -10,10 +10,14 @@ import numpy as np
 from dfl_node.learning.arrays import DatasetArrays
 from dfl_node.learning.datacache import DataError, locate_entry, open_arrays
 from dfl_node.learning.generated import generated_datasets
+from dfl_node.learning.given import GIVEN_DATASET, given_arrays
 
 
 def load_arrays(data: dict[str, Any]) -> DatasetArrays:
-    """The dataset of the plan's data section: generated (synthetic) or the prepared cache entry."""
+    """The dataset of the plan's data section: generated (synthetic), handed over as arrays
+    (dfl_node/learning/given.py) or the prepared cache entry."""
+    if data["dataset"] == GIVEN_DATASET:
+        return given_arrays(data["fingerprint"])
     generated = generated_datasets().get(data["dataset"])
     if generated is not None:
         return generated.arrays(data)

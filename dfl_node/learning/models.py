@@ -23,10 +23,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from dfl_node.learning.seeds import torch_stream
+from dfl_node.learning.seeds import stream_seed, torch_stream
 from dfl_node.settings.model import (
+    GIVEN_MODEL,
     MODEL_SPECS,
     BuiltinSpec,
+    GivenModelSpec,
     ModelSpec,
     conv_pool_sizes,
     image_shape,
@@ -127,7 +129,7 @@ def model_bytes(spec: dict[str, Any], input_shape: Sequence[int], classes: int) 
     (DSC's routed model: not one of MODEL_SPECS, or a spec without `build`). Read off a template
     this process built already (a forked node: the zygote's), else off a build on the meta
     device (no memory; 3 to 7 ms, which every node of a 200-node start would pay)."""
-    if spec.get("name") not in MODEL_SPECS:
+    if spec.get("name") not in (*MODEL_SPECS, GIVEN_MODEL):
         return None
     checked = model_spec(spec)
     prefix = f"{checked.model_dump_json()}|{list(input_shape)}|{classes}|"
@@ -145,11 +147,23 @@ def model_bytes(spec: dict[str, Any], input_shape: Sequence[int], classes: int) 
 
 def _initialised(checked: ModelSpec, input_shape: Sequence[int], classes: int,
                  seed: int) -> nn.Module:
+    if isinstance(checked, GivenModelSpec):
+        return given_module(checked, tuple(input_shape), classes, seed)
     with torch.device("meta"):
         model = module_of(checked, tuple(input_shape), classes)
     on_cpu(model)
     reset_parameters(model, torch_stream(seed, -1, "init"))
     return model
+
+
+def given_module(checked: GivenModelSpec, input_shape: tuple[int, ...], classes: int,
+                 seed: int) -> nn.Module:
+    """A handed-over factory's module, initialised as the factory does it but from torch's
+    generator seeded with the run's `init` stream (the caller's generator left as it was), so
+    every node, whichever process or thread builds it, starts from the same parameters."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(stream_seed(seed, -1, "init"))
+        return checked.build(input_shape, classes).to("cpu")
 
 
 def on_cpu(model: nn.Module) -> None:

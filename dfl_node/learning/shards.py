@@ -24,6 +24,7 @@ import numpy as np
 from dfl_node.learning.arrays import DatasetArrays, Samples
 from dfl_node.learning.datacache import DataError
 from dfl_node.learning.datasets import load_arrays
+from dfl_node.learning.given import GIVEN_PARTITION, given_parts
 from dfl_node.learning.partition import partition, split_like
 from dfl_node.learning.seeds import numpy_stream
 
@@ -58,7 +59,9 @@ def split_indices(data: dict[str, Any], y_train: np.ndarray,
                   y_test: np.ndarray, parts: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """(train indices, eval indices) per node position; the launcher runs it to validate."""
     seed = data["seed"]
-    train = partition(data["partition"], y_train, parts, seed)
+    given = data["partition"] == GIVEN_PARTITION and "node_sizes" in data
+    train = (given_parts(data["node_sizes"], parts) if given
+             else partition(data["partition"], y_train, parts, seed))
     split = data["eval_split"]
     if split == "global":
         return train, [global_split(data, y_test)] * parts

@@ -15,7 +15,7 @@ its omega = 8.37e-3).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import ValidationError
@@ -146,6 +146,55 @@ class DmflsqCnnSpec(BuiltinSpec):
         conv_pool_sizes(input_shape, options["channels"], options["kernel"], options["padding"])
 
 
+GIVEN_MODEL = "given"
+_FACTORIES: dict[str, Callable[[], nn.Module]] = {}
+
+
+def give_factory(name: str, factory: Callable[[], nn.Module]) -> None:
+    """Make `factory` the model factory of `name` in this process and in every process forked
+    from it afterwards (the processes backend's nodes): handed over, never imported by name."""
+    _FACTORIES[name] = factory
+
+
+class GivenModelSpec(ModelSpec):
+    """A model a factory handed over as an object builds (`dfl_mesh.run(model=make_model)`).
+
+    The section records what can be told of it, so that the plan says which model ran: the
+    factory's qualified name, the module's architecture (its repr) and P, its parameter
+    count. The factory itself is found in this process's table (`give_factory`); a process
+    without it (`dfl-node` on another host) refuses the plan in one line. Every node starts
+    from the same parameters: the factory is called under torch's generator seeded from the
+    run's `init` stream (dfl_node/learning/models.py), its own initialisation kept."""
+
+    name: Literal["given"]
+    factory: str
+    architecture: str
+    parameters: NonNegativeInt
+
+    def build(self, input_shape: tuple[int, ...], classes: int) -> nn.Module:
+        factory = _FACTORIES.get(self.factory)
+        if factory is None:
+            raise ModelError(f"model: {self.factory} was handed over as an object to the "
+                             "process that launched the run (dfl_mesh.run(model=...)); this "
+                             "process has no such factory")
+        return factory()
+
+    def check(self, input_shape: tuple[int, ...], classes: int) -> None:
+        """One batch of two zero samples goes through it and gives `classes` scores each."""
+        import torch
+
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            try:
+                out = self.build(input_shape, classes)(torch.zeros((2, *input_shape)))
+            except (RuntimeError, ValueError, TypeError) as exc:
+                raise ModelError(f"model: {self.factory}() does not take samples of shape "
+                                 f"{tuple(input_shape)}: {str(exc).splitlines()[0]}") from None
+        if tuple(out.shape) != (2, classes):
+            raise ModelError(f"model: {self.factory}() gives outputs of shape "
+                             f"{tuple(out.shape)[1:]} per sample; the data has {classes} "
+                             "classes")
+
+
 # Every model by name: the `dfl_mesh.models` entry points, these included (pyproject.toml), so
 # an installed package adds a model the way this module does.
 MODELS_GROUP = "dfl_mesh.models"
@@ -168,6 +217,11 @@ def model_spec(spec: dict[str, Any]) -> ModelSpec:
     """`spec` validated by the model its `name` names; ModelError (one line, the option and,
     for a misspelt one, its closest known name) on an unknown model or a bad option."""
     name = spec.get("name")
+    if name == GIVEN_MODEL:
+        try:
+            return GivenModelSpec.model_validate(spec)
+        except ValidationError as exc:
+            raise ModelError(one_line(exc, GivenModelSpec, ("model",))) from None
     if not isinstance(name, str) or name not in MODEL_SPECS:
         if isinstance(name, str) and _PLUGINS.unavailable(name):
             raise ModelError(_PLUGINS.why_not(name, "model"))

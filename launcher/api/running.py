@@ -37,7 +37,7 @@ def interactive() -> bool:
     return sys.stdout.isatty() or in_notebook()
 
 
-def run(topology: str | Path, protocol: str, *, config: str | Path | None = None,
+def run(topology: Any, protocol: Any, *, config: str | Path | None = None,
         out: str | Path | None = None, progress: bool = True, plots: bool = True,
         overrides: Mapping[str, Any] | None = None, **settings: Any) -> RunResult:
     """Run one mesh to its end; the finished run directory as a `RunResult`.
@@ -47,12 +47,18 @@ def run(topology: str | Path, protocol: str, *, config: str | Path | None = None
     config key or hyper-parameter (`lr=0.05`); `overrides` takes dotted keys
     (`{"accounting.b_hdr": 32}`). A failed run returns (check `.ok`); bad input raises
     `InputError` before anything starts.
+
+    On the local transports (zmq, inproc) the topology may be a networkx graph or a Topology,
+    the protocol a Protocol class, `model=` a function returning a torch module and `dataset=`
+    `{"train": ..., "test": ...}` of arrays or torch Datasets (launcher/api/objects.py).
     """
     req = keyword_spec(topology, protocol, config, settings, overrides or {})
     if req.seeds:
         raise LaunchError("seeds=: one run per call; dfl_mesh.sweep(...) runs a seed range")
+    assert req.topology is not None and req.protocol is not None
     run_dir = Path(out) if out is not None else rundir.default_run_dir(
-        protocol, Path(str(topology)).stem)
+        req.protocol.rpartition(".")[2] if req.objects and req.objects.protocol
+        else req.protocol, Path(req.topology).stem)
     return finish(launch_one(req, run_dir, view(progress, plots)), run_dir)
 
 

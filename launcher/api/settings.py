@@ -5,6 +5,10 @@ is that option; any other keyword is a config key (`lr=0.05`, a top-level key or
 hyper-parameter), exactly as `--set key=value` is, and keeps its value as given:
 `model={"name": "mlp"}` reaches the config as the mapping it is. The spec is validated as the
 command line's is (launcher/config/run_spec.py), so the same run asked either way is one spec.
+
+Four arguments may be objects instead (launcher/api/objects.py): the topology a networkx graph
+or a Topology, the protocol a Protocol class, `model=` a function returning a torch module,
+`dataset=` arrays or torch Datasets.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from launcher.api.objects import given_objects
 from launcher.config.options import parse_seeds
 from launcher.config.run_spec import OPTION_NAMES, Override, RunSpec, options_of
 from launcher.errors import LaunchError
@@ -22,10 +27,16 @@ NOT_SETTINGS = {"topology", "protocol", "config_file", "sets"}
 FLAGS = {"secure"}  # given or not: False is not given, as an absent `--secure`
 
 
-def keyword_spec(topology: str | Path, protocol: str, config: str | Path | None,
+def keyword_spec(topology: Any, protocol: Any, config: str | Path | None,
                  settings: Mapping[str, Any], overrides: Mapping[str, Any]) -> RunSpec:
     """The RunSpec of `dfl_mesh.run(topology, protocol, config=..., overrides=..., **settings)`;
     a LaunchError (one line) where the command line exits 2."""
+    model, dataset = settings.get("model"), settings.get("dataset")
+    model = model if callable(model) else None  # a factory; a section is a config value
+    dataset = dataset if dataset is not None and not isinstance(dataset, str) else None
+    objects_given = {"model": model, "dataset": dataset}
+    settings = {k: v for k, v in settings.items() if objects_given.get(k) is None}
+    topology, protocol, objects = given_objects(topology, protocol, model, dataset)
     named: dict[str, Any] = {}
     values: dict[str, Any] = {}
     for name, value in settings.items():
@@ -42,7 +53,8 @@ def keyword_spec(topology: str | Path, protocol: str, config: str | Path | None,
     sets = tuple(config_value(key, value) for key, value in {**values, **overrides}.items())
     return RunSpec.of(topology=topology, protocol=protocol,
                       config_file=Path(config) if config is not None else None,
-                      options=options_of(named), sets=sets, seeds=named.get("seeds", ()))
+                      options=options_of(named), sets=sets, seeds=named.get("seeds", ()),
+                      objects=objects)
 
 
 def config_value(key: str, value: Any) -> Override:

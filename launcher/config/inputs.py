@@ -50,12 +50,16 @@ def resolve_inputs(req: RunSpec) -> Inputs:
         raise LaunchError("--protocol is required")
     if req.protocol not in PROTOCOLS:
         raise LaunchError(f"--protocol: {unknown_protocol(req.protocol)}")
+    objects = req.objects
     try:
-        topo = load_topology(resolve_topology_path(req.topology), node_attributes_model())
+        topo = objects.topology if objects and objects.topology else load_topology(
+            resolve_topology_path(req.topology), node_attributes_model())
     except TopologyError as exc:
         raise LaunchError(str(exc)) from None
     check_node_ids(topo, req.topology, PROTOCOLS[req.protocol].server_based)
     config = resolve_config(req.protocol, req.config_file, req.options.model_dump(), req.sets)
+    if objects is not None:
+        config = objects.apply(config, partition_given=req.options.partition is not None)
     check_failure_policy(config, req.protocol, PROTOCOLS[req.protocol].survives_failures)
     check_rounds(topo, config, PROTOCOLS[req.protocol].server_based)
     config["topology"] = topo.name

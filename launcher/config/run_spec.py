@@ -11,10 +11,12 @@ A run records its spec as `inputs.json` (`recorded`), which `--resume` reads bac
 record's form predates the spec and runs in flight resume by it, so it is kept byte for byte:
 the options with every key, unset ones null; each override as `key=value` text.
 
-Every field holds data today: a topology by file or shipped name, a protocol by name, config
-values. A later step lets a local backend take objects as well (a graph, a protocol class, a
-model factory: issue 45's second item) by widening a field's type to a union with the object,
-whose case is not recorded; nothing here assumes a field is text.
+Every field but `objects` holds data: a topology by file or shipped name, a protocol by name,
+config values. `objects` holds what `dfl_mesh.run` was handed as Python objects instead (a
+graph, a Protocol class, a model factory, arrays: launcher/config/given.py); `topology` and
+`protocol` then hold their names, for messages and the run directory's name. Only a
+description of the objects is recorded, under inputs.json's `objects` key, which a run without
+them does not have (so its record stays byte for byte what it was).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from typing_extensions import TypedDict
 
 from dfl_config.limits import MAX_SET_CHARS
+from launcher.config.given import OBJECTS_KEY, GivenObjects
 from launcher.errors import LaunchError
 
 
@@ -132,10 +135,11 @@ class RunSpec(BaseModel):
     """What one run is asked to be: topology, protocol, config file, run options, overrides.
 
     `seeds`: the command line's `--seeds A-B`, one run per seed (launcher/launch.py: launch);
-    a spec with seeds is many runs and only `launch` takes it.
+    a spec with seeds is many runs and only `launch` takes it. `objects`: the parts handed over
+    as Python objects (None: none).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
     topology: PathText | None = None
     protocol: str | None = None
@@ -143,6 +147,7 @@ class RunSpec(BaseModel):
     options: RunOptions = Field(default_factory=RunOptions)
     sets: Annotated[tuple[Override, ...], BeforeValidator(parsed_overrides)] = ()
     seeds: tuple[int, ...] = ()
+    objects: GivenObjects | None = None
 
     @model_validator(mode="after")
     def one_seed_or_a_range(self) -> RunSpec:
@@ -167,11 +172,16 @@ class RunSpec(BaseModel):
         """The body of the run's inputs.json: what a later `--resume` resolves again; paths
         made absolute so any working directory finds them."""
         topology = Path(self.topology) if self.topology else None
-        return {"topology": str(topology.resolve()) if topology and topology.exists()
+        objects = self.objects
+        body = {"topology": str(topology.resolve())
+                if topology and topology.exists() and not (objects and objects.topology)
                 else self.topology,
                 "protocol": self.protocol,
                 "config_file": str(self.config_file.resolve()) if self.config_file else None,
                 "options": self.options.model_dump(), "sets": [o.item for o in self.sets]}
+        if objects is not None:
+            body[OBJECTS_KEY] = objects.described()
+        return body
 
     @classmethod
     def from_record(cls, body: dict[str, Any]) -> RunSpec:

@@ -31,6 +31,7 @@ from typing import Any
 from dfl_node.plan import PlanError, RunPlan
 from dfl_node.state import checkpoint_layout as checkpoint
 from dfl_node.state.checkpoint_check import Checked, OnCorrupt, check_rounds, set_aside
+from launcher.config.given import OBJECTS_KEY
 from launcher.config.run_spec import RunSpec
 from launcher.errors import LaunchError
 from launcher.logs import launcher_logger
@@ -67,16 +68,24 @@ def slurm_inputs(run_dir: Path) -> dict[str, Any] | None:
 
 def resume_request(run_dir: Path, on_corrupt: str | None = None) -> RunSpec:
     """The spec the run in `run_dir` was launched with, its `on_corrupt` replaced where
-    given; LaunchError if it has none."""
+    given; LaunchError if it has none, or if it was handed Python objects (only a description
+    of them is recorded: launcher/config/given.py)."""
     path = run_dir / INPUTS_FILE
     try:
         body = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise LaunchError(f"--resume {run_dir}: not a run directory ({path} is missing)") from None
+    except (OSError, ValueError) as exc:
+        raise LaunchError(f"{path}: unreadable: {exc}") from None
+    if isinstance(body, dict) and isinstance(body.get(OBJECTS_KEY), dict):
+        raise LaunchError(f"--resume {run_dir}: the run was handed Python objects "
+                          f"({', '.join(body[OBJECTS_KEY])}), which its files do not hold; "
+                          "run it again with the same objects")
+    try:
         if on_corrupt is not None:
             body["options"] = {**body["options"], "on_corrupt": on_corrupt}
         return RunSpec.from_record(body)
-    except FileNotFoundError:
-        raise LaunchError(f"--resume {run_dir}: not a run directory ({path} is missing)") from None
-    except (OSError, ValueError, KeyError, TypeError, LaunchError) as exc:
+    except (ValueError, KeyError, TypeError, LaunchError) as exc:
         raise LaunchError(f"{path}: unreadable: {exc}") from None
 
 
