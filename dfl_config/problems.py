@@ -72,6 +72,25 @@ def suggestion(word: str, known: Iterable[str],
     return f" (did you mean {names[close[0]]}?)" if close else ""
 
 
+# pydantic's bound constraints (`Field(gt=0)`, dfl_config.section's number types): its error
+# type -> the constraint's name and how the line says it.
+BOUNDS = {"greater_than": ("gt", ">"), "greater_than_equal": ("ge", ">="),
+          "less_than": ("lt", "<"), "less_than_equal": ("le", "<=")}
+
+
+def broken_bound(kind: str, ctx: Mapping[str, Any], given: Any) -> str:
+    """`must be > 0, got -1`; an integer below 1 is `must be a positive integer, got 0`."""
+    name, sign = BOUNDS[kind]
+    limit = ctx[name]
+    whole = isinstance(given, int) or (isinstance(given, float) and given.is_integer()
+                                       and abs(given) < 1e15)
+    if sign == ">=" and limit == 1 and isinstance(given, int):
+        reason = "must be a positive integer"
+    else:
+        reason = f"must be {sign} {limit:g}"
+    return f"{reason}, got {int(given) if whole else repr(given)}"
+
+
 def one_line(error: ValidationError, model: type[BaseModel] | Mapping[str, Any],
              prefix: Iterable[int | str] = ()) -> str:
     """The first problem of `error` as `path: reason (did you mean ...?)`; `prefix` is the path
@@ -96,8 +115,10 @@ def one_line(error: ValidationError, model: type[BaseModel] | Mapping[str, Any],
         key = str(ctx.get("discriminator", "")).strip("'").removesuffix("()")
         hint = suggestion(tag, re.findall(r"'([^']*)'", expected))
         return f"{where}.{key}: unknown {tag!r}{hint} (known: {expected})"
-    reason = str(first["msg"]).removeprefix("Value error, ")
     given = first.get("input")
+    if first["type"] in BOUNDS:
+        return f"{where}: {broken_bound(first['type'], first.get('ctx', {}), given)}"
+    reason = str(first["msg"]).removeprefix("Value error, ")
     if isinstance(given, str | int | float | bool) and "got" not in reason:
         reason += f", got {given!r}"
     return f"{where}: {reason[:1].lower()}{reason[1:]}"

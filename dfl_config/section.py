@@ -17,6 +17,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Discriminator,
+    Field,
     Strict,
     Tag,
 )
@@ -45,42 +46,23 @@ def _finite(value: float) -> float:
     return value
 
 
-def _at_least(low: float, strict: bool) -> AfterValidator:
-    def check(value: float) -> float:
-        if value < low or (strict and value == low):
-            raise ValueError(f"must be {'>' if strict else '>='} {low:g}")
-        return value
-    return AfterValidator(check)
-
-
 Number = Annotated[float, BeforeValidator(_no_bool), AfterValidator(_finite)]
 """A finite real number; an int or the text '1e30' is read as one."""
-Positive = Annotated[Number, _at_least(0, strict=True)]
-NonNegative = Annotated[Number, _at_least(0, strict=False)]
-def _at_most(high: float) -> AfterValidator:
-    def check(value: float) -> float:
-        if value > high:
-            raise ValueError(f"must be <= {high:g}")
-        return value
-    return AfterValidator(check)
-
-
-UnitInterval = Annotated[Number, _at_least(0, strict=False), _at_most(1)]
+# Bounds are pydantic's own constraints (in the JSON Schema too); dfl_config.problems says a
+# broken one as `must be > 0, got -1`.
+Positive = Annotated[Number, Field(gt=0)]
+NonNegative = Annotated[Number, Field(ge=0)]
+UnitInterval = Annotated[Number, Field(ge=0, le=1)]
 """A number in [0, 1]: an accuracy, a probability, a ratio."""
+Fraction = Annotated[Number, Field(ge=0, lt=1)]
+"""A number in [0, 1): a loss probability (1 would retransmit forever), a draw of a rate."""
 Integer = Annotated[int, Strict()]
 """An integer written as one: not `true`, not 2.0."""
-def _positive_integer(value: int) -> int:
-    if value < 1:
-        raise ValueError("must be a positive integer")
-    return value
-
-
-Count = Annotated[Integer, AfterValidator(_positive_integer)]
+Count = Annotated[Integer, Field(ge=1)]
 """An integer >= 1."""
-NonNegativeInt = Annotated[Integer, _at_least(0, strict=False)]
+NonNegativeInt = Annotated[Integer, Field(ge=0)]
 Flag = Annotated[bool, Strict()]
 """`true` or `false`, nothing that merely converts to one."""
-
 
 
 def tagged_union(alternatives: tuple[type[Section], ...], key: str, default: str) -> Any:

@@ -15,16 +15,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from dfl_config.section import Section
 
 PAPERS = Path(__file__).resolve().parent / "papers"
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class PaperNumber(Strict):
+class PaperNumber(Section):
     """One number the paper states (in a table, or in its text about a figure)."""
 
     method: str
@@ -43,7 +41,7 @@ class PaperNumber(Strict):
     the method may carry a point, "Similarity (J=5)"."""
 
 
-class Check(Strict):
+class Check(Section):
     """The measurable form of a claim: `method`'s `metric` is higher (or lower) than each of
     `than`'s, judged on means over seeds with 95% intervals; or, for `trend`, the metric
     rises, falls, dips in the middle (u-shaped) or peaks in the middle along the experiment's
@@ -72,7 +70,7 @@ class Check(Strict):
         return self
 
 
-class Claim(Strict):
+class Claim(Section):
     """One claim the paper makes for one experiment."""
 
     id: str
@@ -91,7 +89,7 @@ class Claim(Strict):
         return self
 
 
-class Inconsistency(Strict):
+class Inconsistency(Section):
     """Where the paper contradicts itself, and what measurement shows it."""
 
     text: str
@@ -100,7 +98,7 @@ class Inconsistency(Strict):
     """The measurement that proves it (what the report prints)."""
 
 
-class Experiment(Strict):
+class Experiment(Section):
     """One figure or table of the experimental section."""
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
@@ -113,7 +111,7 @@ class Experiment(Strict):
     """Its section."""
     dataset: str
     """The paper's dataset for it (CIFAR-10, MUSMET, NYU-v2, ...)."""
-    setting: dict[str, Any] = {}
+    setting: dict[str, Any] = Field(default_factory=dict)
     """The setting the paper states for it: clients, topology, rounds/epochs, seeds, the
     hyper-parameters; keys in the paper's terms, values as stated ("not stated" where it is
     silent)."""
@@ -130,7 +128,7 @@ class Experiment(Strict):
         return self
 
 
-class Paper(Strict):
+class Paper(Section):
     id: Literal["dmfl-sq", "ssd-fl", "dsc"]
     title: str
     budget: dict[str, Any]

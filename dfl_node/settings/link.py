@@ -6,20 +6,11 @@ The formulas that use these values live in dfl_node/netsim/radio.py; a topology 
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import AfterValidator
+from dfl_config.section import Count, Fraction, NonNegative, Number, Positive, Section
 
-from dfl_config.section import Count, NonNegative, Number, Positive, Section
-
-
-def _below_one(value: float) -> float:
-    if value >= 1:
-        raise ValueError(f"must be < 1, got {value:g}")
-    return value
-
-
-Probability = Annotated[NonNegative, AfterValidator(_below_one)]
+Probability = Fraction
 """A per-packet loss probability: 1 would retransmit forever."""
 LossModel = Literal["fixed", "outage", "ber"]
 Retransmissions = Literal["expected", "sampled"]

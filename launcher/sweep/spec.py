@@ -20,17 +20,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
+from dfl_config.section import Section
 from launcher.config.options import parse_seeds
 from launcher.errors import LaunchError
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Variant(Strict):
+class Variant(Section):
     """One way to run: a protocol with its own config file and settings, named for the report
     and the run directories."""
 
@@ -40,7 +37,7 @@ class Variant(Strict):
     settings: dict[str, Any] = Field(default_factory=dict)
 
 
-class SweepSpec(Strict):
+class SweepSpec(Section):
     out: Path | None = None
     protocols: list[str] = Field(default_factory=list)
     variants: list[Variant] = Field(default_factory=list)

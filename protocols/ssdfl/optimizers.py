@@ -15,7 +15,6 @@ from typing import Annotated, Any, Literal, get_args
 
 import numpy as np
 from pydantic import (
-    AfterValidator,
     BeforeValidator,
     GetJsonSchemaHandler,
     model_validator,
@@ -23,20 +22,12 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
-from dfl_config.section import NonNegative, Section
+from dfl_config.section import Fraction, Section
 
 Kind = Literal["sgd", "prox", "momentum"]
 KINDS: tuple[Kind, ...] = get_args(Kind)  # the pre-phase's type codes, in this order
 
 
-def _below_one(value: float) -> float:
-    if value >= 1:
-        raise ValueError("must be < 1")
-    return value
-
-
-Fraction = Annotated[NonNegative, AfterValidator(_below_one)]
-"""A number in [0, 1), the range the paper draws mu and rho from."""
 
 
 class OptimizerSpec(Section):
