@@ -25,6 +25,7 @@ model (weight 1 on itself); `cluster_matrix` stacks the clusters' matrices block
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -84,6 +85,10 @@ WEIGHTS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "unit": unit,
 }
 STOCHASTIC = ("metropolis", "max-degree")
+MixingScheme = Literal["metropolis", "max-degree", "unit", "weighted", "lazy-metropolis",
+                       "lazy-max-degree"]
+"""Every scheme of the table above by name: a run config's `mixing` (WEIGHTS, `weighted` and
+the lazy forms of the STOCHASTIC ones)."""
 
 
 def mixing_matrix(topology: Topology, scheme: str = "metropolis") -> np.ndarray:
@@ -93,8 +98,8 @@ def mixing_matrix(topology: Topology, scheme: str = "metropolis") -> np.ndarray:
     base = scheme.removeprefix("lazy-")
     make_lazy = base != scheme
     if base not in WEIGHTS or (make_lazy and base not in STOCHASTIC):
-        known = [*WEIGHTS, "weighted", *(f"lazy-{s}" for s in STOCHASTIC)]
-        raise TopologyError(f"mixing: unknown scheme {scheme!r} (known: {', '.join(known)})")
+        known = ", ".join(get_args(MixingScheme))
+        raise TopologyError(f"mixing: unknown scheme {scheme!r} (known: {known})")
     w = WEIGHTS[base](topology.adjacency())
     return lazy(w) if make_lazy else w
 

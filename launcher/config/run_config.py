@@ -28,6 +28,7 @@ from dfl_node.state.checkpoint_check import OnCorrupt
 from launcher.config.backend_catalog import DEFAULT_LOCAL
 from protocols.hyper import ProtocolHyper
 from protocols.registry import PROTOCOLS, protocol_spec
+from topologies.mixing import MixingScheme
 
 # `model: {name: auto}` picks the dataset's default model (resolved before validation).
 DEFAULT_MODELS = {"synthetic": "mlp", "fmnist": "cnn", "cifar10": "cnn"}
@@ -78,7 +79,8 @@ class RunSettings(Section):
     partition: str = "iid"
     eval_split: str = "global"
     eval_size: Count = DEFAULT_EVAL_SIZE
-    mixing: str = "metropolis"
+    mixing: MixingScheme = "metropolis"
+    """The mixing matrix W over the topology's edges (topologies/mixing.py)."""
     cycle_metrics: CycleMetricsSettings = CycleMetricsSettings()
     link: LinkSettings = LinkSettings()
     schedule: Literal["sync", "tdma"] = "sync"
