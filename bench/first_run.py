@@ -7,7 +7,7 @@ Why: a user's first command is the protocol's defaults; a default that evaluates
 minutes, or needs hours, reads as a hang. The paper's full settings stay one `--config` away
 (e.g. protocols/configs/ssd-fl-paper.yaml).
 
-For each registered protocol the group starts its default job as a user does (the defaults file,
+For each registered protocol the group starts its default job as a user does (its run defaults,
 no `--rounds`) on its first-run topology (`topology_of`): the README's, ring20; er30 for the
 ssd-fl family (30 devices, the paper's network size); rgg10 for the DSC family (its mini run),
 with stdout a pipe, where the launcher prints each evaluation as its JSON line. It reads, from

@@ -63,6 +63,12 @@ class ProtocolSpec(Generic[H]):
     Hyper: type[H]
     # What it may do beyond rounds (protocols/capabilities.py), read by launcher and runtime.
     capabilities: tuple[Capability, ...] = ()
+    # The run keys its runs start from (dataset, partition, rounds, `hyper` values of a quick
+    # first run, ...), where they differ from the run config model's defaults: the first layer
+    # of every run's config, under `--config`, the options and `--set`
+    # (launcher/config/layers.py). A baseline derived with `dataclasses.replace` inherits them;
+    # docs/defaults.md says, per protocol, where each default comes from.
+    run_defaults: Mapping[str, Any] = field(default_factory=dict)
 
     # What the launcher shows of the protocol (protocols/describe.py), read through the
     # registry; the launcher knows no protocol by name.

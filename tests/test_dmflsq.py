@@ -17,7 +17,7 @@ from torch.nn import functional as F
 from dfl_node.learning.models import build_model
 from dfl_node.learning.seeds import numpy_stream
 from dfl_node.learning.shards import load_node_data
-from launcher.config.layers import defaults_file
+from launcher.config.layers import preset_file
 from tests.harness import assert_transports_identical, launch, launch_ok
 
 SYNTHETIC = ("--dataset", "synthetic", "--partition", "iid")
@@ -319,7 +319,7 @@ def test_the_papers_cifar10_setting_charges_the_papers_message(tmp_path: Path,
                                                                cifar_archive: Path) -> None:
     """The named CIFAR-10 config: P = 2,122,186, k = 21,222, so a triggered message costs
     8 k + 22 k + 32 + 32 bits on each link (positions as an index list: 22 k < P)."""
-    config = defaults_file("dmfl-sq").with_name("dmfl-sq-cifar10.yaml")
+    config = preset_file("dmfl-sq-cifar10")
     run = tmp_path / "run"
     summary = launch_ok(run, "ring20", "dmfl-sq", "--config", str(config), "--data-root",
                         str(cifar_archive.parent), "--rounds", "2", "--eval-every", "2",

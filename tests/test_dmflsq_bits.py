@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from dfl_config.problems import one_line
 from dfl_node.learning.models import build_model
-from launcher.config.layers import defaults_file, resolve_config
+from launcher.config.layers import preset_file, resolve_config
 from protocols.dmflsq.bits import (
     PAPER_ACCOUNTING,
     Accounting,
@@ -121,7 +121,7 @@ def test_accounting_defaults_follow_the_compressor() -> None:
         "hyper.accounting.b_loss: must be >= 0, got -1"
 
 
-def test_defaults_file_is_the_papers_algorithm_on_fmnist() -> None:
+def test_run_defaults_are_the_papers_algorithm_on_fmnist() -> None:
     config = resolve_config("dmfl-sq", None, {}, ())
     assert (config["dataset"], config["partition"], config["eval_split"]) == \
         ("fmnist", "dirichlet:0.5", "local")
@@ -131,18 +131,18 @@ def test_defaults_file_is_the_papers_algorithm_on_fmnist() -> None:
     assert (cfg.batch_sel, cfg.batch_grad, cfg.k_psi, cfg.a_ij, cfg.tie_break) == \
         (32, 32, "auto", "unit", "larger_id")
     assert cfg.compressor == compressor_spec(PAPER_COMPRESSOR)
-    assert cfg == DMFLSQHyper()  # the file sets none: the paper's are the model's defaults
+    assert cfg == DMFLSQHyper()  # the declaration sets none: the paper's are the model's defaults
 
 
 def test_cifar10_config_is_the_papers_setting() -> None:
-    cifar = defaults_file("dmfl-sq").with_name("dmfl-sq-cifar10.yaml")
+    cifar = preset_file("dmfl-sq-cifar10")
     config = resolve_config("dmfl-sq", cifar, {}, ())
     assert (config["dataset"], config["partition"], config["eval_split"], config["rounds"]) == \
         ("cifar10", "dirichlet:0.1:64", "local", 500)
     assert config["model"] == {"name": "dmflsq-cnn"}
     cfg = DMFLSQHyper.model_validate(config["hyper"])
     assert (cfg.lr, cfg.alpha, cfg.rho, cfg.theta0) == (0.1, 0.4, 0.5, 0.5)
-    assert cfg == DMFLSQHyper()  # the paper's setting, written out
+    assert cfg == DMFLSQHyper()  # the paper's setting: the model's defaults
     # The paper's omega = (k/P)(1 - k / (2 (2^8 - 1)^2)) ~ 8.37e-3 for its CNN (P = 2,122,186).
     size = sum(p.numel() for p in build_model(config["model"], (3, 32, 32), 10, 0).parameters())
     k = cfg.compressor.build().max_k(size)

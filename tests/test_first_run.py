@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from bench.first_run import Watch, Watched, done_watching, parse, topology_of
-from launcher.config.layers import defaults_file, resolve_config
+from launcher.config.layers import preset_file, resolve_config
 
 FAMILY = ("ssd-fl", "sdfl", "pdfl", "stc", "cstc")
 DSC_FAMILY = ("dsc", "dsc-noagg", "dsc-fedavg", "dsc-max", "dsc-fedamp")
@@ -19,8 +19,7 @@ DSC_FAMILY = ("dsc", "dsc-noagg", "dsc-fedavg", "dsc-max", "dsc-fedamp")
 def test_the_ssdfl_family_defaults_are_a_first_run_and_the_paper_file_restores_the_paper(
         protocol: str) -> None:
     quick = resolve_config(protocol, None, {}, ())
-    paper = resolve_config(protocol, defaults_file("ssd-fl").with_name("ssd-fl-paper.yaml"),
-                           {}, ())
+    paper = resolve_config(protocol, preset_file("ssd-fl-paper"), {}, ())
     assert quick["model"]["name"] == "cnn" and quick["hyper"]["local_steps"] == 5
     assert paper["model"] == {"name": "ssdfl-cnn"} and paper["hyper"]["local_steps"] == "epoch"
     for key in ("rounds", "eval_every", "partition", "dataset", "eval_split", "cycle_metrics"):
@@ -33,7 +32,7 @@ def test_the_ssdfl_family_defaults_are_a_first_run_and_the_paper_file_restores_t
 def test_the_dsc_family_tests_a_first_run_on_a_small_pool_and_the_paper_file_restores_it(
         protocol: str) -> None:
     quick = resolve_config(protocol, None, {}, ())
-    paper = resolve_config(protocol, defaults_file("dsc").with_name("dsc-paper.yaml"), {}, ())
+    paper = resolve_config(protocol, preset_file("dsc-paper"), {}, ())
     assert quick["scenes"]["test_size"] == 200 and paper["scenes"]["test_size"] == 650
     assert {**paper["scenes"], "test_size": 200} == quick["scenes"]
     assert topology_of(protocol) == "rgg10"

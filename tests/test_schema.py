@@ -31,7 +31,7 @@ def schema_cli(*args: str) -> dict[str, Any]:
 
 
 def protocol_of(path: Path) -> str:
-    """A shipped config file is its protocol's defaults, or a preset named after it."""
+    """A shipped preset is named after its protocol (dmfl-sq-cifar10: dmfl-sq)."""
     return max((p for p in PROTOCOLS if path.stem.startswith(p)), key=len)
 
 

@@ -1,10 +1,12 @@
-"""The resolved run configuration: protocol defaults file, then --config, then options, --set.
+"""The resolved run configuration: the protocol's run defaults, then --config, options, --set.
 
 Every layer is plain data (a file's YAML, a RunSpec's options and overrides), merged recursively
 over the ones before it; after each layer the merged config is validated against the run's
 typed model (launcher/config/run_config.py), so a mistake is reported with the layer it came
-from: `SOURCE: dotted.path: reason (did you mean X?)`. Defaults live in the models, not here: a
-protocol's YAML file is only its overrides and may be absent (a plugin's protocol needs none).
+from: `SOURCE: dotted.path: reason (did you mean X?)`. Defaults live in the models, not here; a
+protocol's run defaults (`ProtocolSpec.run_defaults`) are its declaration's overrides of them, and
+the YAML files under protocols/configs are presets for `--config` (the papers' settings) that hold
+only what differs from those (docs/defaults.md).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dfl_config.problems import one_line
 from launcher.config.run_config import AUTO, DEFAULT_MODELS, RunSettings, run_config_model
 from launcher.config.run_spec import Override
 from launcher.errors import LaunchError
+from protocols.registry import PROTOCOLS
 
 # CLI options that set a key of another name (the rest are `--` + the key, dashed).
 OPTION_FLAGS = {("wire", "deadline_s"): "--deadline", ("wire", "on_failure"): "--on-failure"}
@@ -39,8 +42,16 @@ def same_kind(current: dict[str, Any], layer: dict[str, Any]) -> bool:
     return all(layer.get(key, current.get(key)) == current.get(key) for key in KIND_KEYS)
 
 
-def defaults_file(protocol: str) -> Path:
-    return Path(str(resources.files("protocols") / "configs" / f"{protocol}.yaml"))
+def preset_file(name: str) -> Path:
+    """A shipped preset, `protocols/configs/<name>.yaml` (for `--config`)."""
+    return Path(str(resources.files("protocols") / "configs" / f"{name}.yaml"))
+
+
+def run_default(protocol: str, key: str) -> Any:
+    """A top-level run key's default for `protocol` (`rounds`, `eval_every`, ...): its
+    declaration's where it says one, else the run config model's."""
+    declared = PROTOCOLS[protocol].run_defaults
+    return declared[key] if key in declared else RunSettings.model_fields[key].default
 
 
 def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
@@ -116,10 +127,7 @@ def resolve_config(protocol: str, config_file: Path | None, options: dict[str, A
                    sets: Sequence[Override]) -> dict[str, Any]:
     model = run_config_model(protocol)
     hyper_keys = set(model.model_fields["hyper"].annotation.model_fields)  # type: ignore[union-attr]
-    layers: list[tuple[str, dict[str, Any]]] = []
-    defaults = defaults_file(protocol)
-    if defaults.exists():
-        layers.append((str(defaults), read_yaml_mapping(defaults, "protocol defaults")))
+    layers = [(f"{protocol}'s run defaults", dict(PROTOCOLS[protocol].run_defaults))]
     if config_file is not None:
         layers.append((str(config_file), read_yaml_mapping(config_file, "config")))
     layers += option_layers(options)

@@ -34,7 +34,7 @@ RUN_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
                  help="YAML config layered over the protocol's defaults."),
     click.option("--rounds", type=int, default=None,
-                 help="Rounds to run (default: the protocol's defaults file)."),
+                 help="Rounds to run (default: the protocol's run defaults)."),
     click.option("--seed", type=int, default=None,
                  help="Fixes the initial model, partition, evaluation subset and batches."),
     click.option("--seeds", default=None, metavar="A-B",

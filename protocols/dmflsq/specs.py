@@ -13,6 +13,7 @@ from protocols.capabilities import SurvivesFailures
 from protocols.dmflsq import report_table
 from protocols.dmflsq.bits import Accounting
 from protocols.hyper import ProtocolHyper, TrainingHyper
+from protocols.run_defaults import DMFLSQ_PAPER
 from protocols.spec import ProtocolSpec
 from protocols.toolkit.accounting import MessageAccounting
 from protocols.toolkit.compressor_specs import CompositeSpec, CompressorSpec, TopKSpec, UniformSpec
@@ -84,5 +85,7 @@ class ChocoHyper(TrainingHyper):
 
 
 DMFLSQ_SPEC = ProtocolSpec(DMFLSQHyper, capabilities=(SurvivesFailures(),),
-                           report_family="dmfl-sq", report_table=report_table.TABLE)
-CHOCO_SPEC = ProtocolSpec(ChocoHyper, report_family="dmfl-sq")  # in the DMFL-SQ paper's table
+                           report_family="dmfl-sq", report_table=report_table.TABLE,
+                           run_defaults=DMFLSQ_PAPER)
+CHOCO_SPEC = ProtocolSpec(ChocoHyper, report_family="dmfl-sq",  # in the DMFL-SQ paper's table
+                          run_defaults=DMFLSQ_PAPER)

@@ -63,7 +63,13 @@ DSC_SPEC = ProtocolSpec(
     multitask=report_table.MULTITASK, launch_commands=(jstar_cmd,),
     datasets={"scenes": prepare_scenes, "nyuv2": prepare_nyu},
     dataset_options={"scenes": SceneOptions, "nyuv2": NyuOptions},
-    model_specs=(RoutedSpec,), node_attributes=DSCNodeAttributes)
+    model_specs=(RoutedSpec,), node_attributes=DSCNodeAttributes,
+    # The mini run (docs/protocols/dsc.md): procedural multi-task scenes (their options, the
+    # quick run's pool sizes, in `SceneOptions`), the routed mini ResNet, R = 30 rounds, each
+    # mixing step one TDMA frame, a first evaluation soon (the paper-sized test pool:
+    # --config protocols/configs/dsc-paper.yaml).
+    run_defaults={"dataset": "scenes", "rounds": 30, "eval_every": 2, "model": {"name": "routed"},
+                  "schedule": "tdma"})
 # The baselines are declared as DSC is, but for the reference's report and their settings.
 DSC_NOAGG_SPEC = replace(DSC_SPEC, capabilities=(TaskReport(reference=True),))
 DSC_MAX_SPEC = replace(DSC_SPEC)  # the max affinity is its node class's

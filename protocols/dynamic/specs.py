@@ -8,6 +8,7 @@ from dfl_config.section import Count
 from protocols.capabilities import DynamicGraphs
 from protocols.dynamic import report_table
 from protocols.hyper import DenseAccounting, TrainingHyper
+from protocols.run_defaults import GOSSIP_FMNIST
 from protocols.spec import ProtocolSpec
 
 
@@ -25,5 +26,6 @@ class EpidemicHyper(TrainingHyper):
 
 
 SGP_SPEC = ProtocolSpec(SGPHyper, capabilities=(DynamicGraphs(),), report_family="sgp",
-                        report_table=report_table.TABLE)
-EPIDEMIC_SPEC = ProtocolSpec(EpidemicHyper, capabilities=(DynamicGraphs(),), report_family="sgp")
+                        report_table=report_table.TABLE, run_defaults=GOSSIP_FMNIST)
+EPIDEMIC_SPEC = ProtocolSpec(EpidemicHyper, capabilities=(DynamicGraphs(),), report_family="sgp",
+                             run_defaults=GOSSIP_FMNIST)

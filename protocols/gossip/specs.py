@@ -9,6 +9,7 @@ from typing import Literal
 from dfl_config.section import NonNegative, NonNegativeInt, Positive
 from protocols.capabilities import DynamicGraphs, ServerBased, SurvivesFailures
 from protocols.hyper import DenseAccounting, TrainingHyper
+from protocols.run_defaults import DMFLSQ_PAPER, GOSSIP_FMNIST
 from protocols.spec import ProtocolSpec
 
 
@@ -46,6 +47,9 @@ class QFFLHyper(TrainingHyper):
 
 
 DPSGD_SPEC = ProtocolSpec(DPSGDHyper, capabilities=(SurvivesFailures(), DynamicGraphs()),
-                          report_family="dmfl-sq")  # compared in the DMFL-SQ paper's table
-DSGT_SPEC = ProtocolSpec(DSGTHyper, report_family="dmfl-sq")
-QFFL_SPEC = ProtocolSpec(QFFLHyper, capabilities=(ServerBased(),), report_family="dmfl-sq")
+                          report_family="dmfl-sq",  # compared in the DMFL-SQ paper's table
+                          run_defaults=GOSSIP_FMNIST)
+# The DMFL-SQ paper's baselines, run as DMFL-SQ is.
+DSGT_SPEC = ProtocolSpec(DSGTHyper, report_family="dmfl-sq", run_defaults=DMFLSQ_PAPER)
+QFFL_SPEC = ProtocolSpec(QFFLHyper, capabilities=(ServerBased(),), report_family="dmfl-sq",
+                         run_defaults=DMFLSQ_PAPER)

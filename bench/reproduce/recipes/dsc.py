@@ -35,7 +35,7 @@ from bench.reproduce.judge import Verdict, difference
 from bench.reproduce.measures import Measured, portfolio_deltas
 from bench.seedstats import mean_ci
 from dfl_node.plan import RunPlan
-from launcher.config.layers import defaults_file
+from launcher.config.layers import preset_file
 from protocols.dsc.delta import DIRECTIONS
 from protocols.dsc.depth import continuous_depth, deployed_depth, fit_constants
 from protocols.dsc.hyper import DSCHyper
@@ -45,6 +45,7 @@ from protocols.dsc.mixing_weights import (
     eq18_matrix,
     subdominant_modulus,
 )
+from protocols.dsc.routed_spec import RoutedSpec
 from protocols.dsc.run_summary import delta_keys
 from topologies import generators as gen
 from topologies.loader import load_topology, resolve_topology_path
@@ -65,7 +66,7 @@ Dirichlet share, every block trained in the warm-up round, take longer than the 
 beside another run on 2 cores (a medium probe, R = 10, failed at round 0 with PeerTimeout);
 a dead neighbour is still found within seconds, by its missing heartbeats."""
 TINY_SCENES = {"size": 16, "train_size": 200, "test_size": 40, "min_size": 12}
-PAPER_SCENES = yaml.safe_load(defaults_file("dsc").with_name("dsc-paper.yaml").read_text())[
+PAPER_SCENES = yaml.safe_load(preset_file("dsc-paper").read_text())[
     "scenes"]
 BACKBONES = {"S (ResNet-18)": 44706048, "L (ResNet-34)": 85138688}  # bytes per exchange
 FP32 = 4
@@ -264,7 +265,8 @@ def first_run_pool() -> dict[str, Any]:
 def shared_parameters(config: Resolved) -> int | None:
     """P of a DSC model: the shared backbone every exchange carries (decoders and routing
     logits stay with their client)."""
-    return backbone_parameters(str((config.get("model") or {}).get("backbone", "mini")))
+    return backbone_parameters(str((config.get("model") or {}).get("backbone",
+                                                                   RoutedSpec().backbone)))
 
 
 @lru_cache(maxsize=4)
@@ -274,7 +276,6 @@ def backbone_parameters(backbone: str) -> int:
 
     from protocols.dsc.routed_model import BACKBONES as SPECS
     from protocols.dsc.routed_model import IN_CHANNELS, RoutedBackbone
-    from protocols.dsc.routed_spec import RoutedSpec
 
     spec = RoutedSpec.model_validate({"name": "routed", "backbone": backbone})
     with torch.device("meta"):
