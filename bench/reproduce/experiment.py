@@ -25,6 +25,7 @@ from bench.reproduce.judge import Verdict, combine, difference, trend
 from bench.reproduce.measures import Measured
 from bench.reproduce.paperdata import Check, Claim
 from bench.seedstats import mean_ci
+from launcher.config.layers import run_default
 
 Results = dict[Arm, list[Measured]]
 TrainedCheck = Callable[[str, Arm, "Results"], str]
@@ -59,8 +60,8 @@ class Cost:
     """Start-up and the end of a run (data, processes, final files)."""
 
     def seconds(self, protocol: str, settings: Mapping[str, Any]) -> float:
-        rounds = int(settings.get("rounds", 1))
-        every = int(settings.get("eval_every", 1))
+        rounds = int(settings.get("rounds", run_default(protocol, "rounds")))
+        every = int(settings.get("eval_every", run_default(protocol, "eval_every")))
         evals = rounds // every + (rounds % every != 0) + bool(settings.get("eval_at_start"))
         per_round = self.per_round.get(protocol, self.per_round.get("*", 0.0))
         per_eval = self.per_eval if isinstance(self.per_eval, float | int) else \

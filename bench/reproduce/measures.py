@@ -118,7 +118,7 @@ def majority_bars(run_dir: Path) -> dict[str, float]:
     run, whose data section names no class labels)."""
     plan = json.loads((run_dir / "plan.json").read_text())
     clients = [n["id"] for n in plan["nodes"] if n["id"] != plan.get("aggregator")]
-    split = plan["data"].get("eval_split", "global")
+    split = plan["data"]["eval_split"]  # the planner writes it (launcher/config/planner.py)
     try:
         own, shared, classes = majority_shares(json.dumps(plan["data"], sort_keys=True),
                                                len(clients), split != "global")

@@ -51,10 +51,10 @@ def keyword_spec(topology: Any, protocol: Any, config: str | Path | None,
         else:
             values[name] = value
     sets = tuple(config_value(key, value) for key, value in {**values, **overrides}.items())
+    seeds = {"seeds": named["seeds"]} if "seeds" in named else {}  # else RunSpec's default
     return RunSpec.of(topology=topology, protocol=protocol,
                       config_file=Path(config) if config is not None else None,
-                      options=options_of(named), sets=sets, seeds=named.get("seeds", ()),
-                      objects=objects)
+                      options=options_of(named), sets=sets, objects=objects, **seeds)
 
 
 def config_value(key: str, value: Any) -> Override:

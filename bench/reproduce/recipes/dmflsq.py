@@ -22,6 +22,7 @@ from bench.reproduce.experiment import Cost, Figure, Recipe, Results
 from bench.reproduce.graphs import topology_file
 from bench.seedstats import mean_ci
 from dfl_node.learning.shards import DEFAULT_EVAL_SIZE
+from protocols.dmflsq.specs import DMFLSQHyper
 from protocols.toolkit.accounting import MessageAccounting, message_bits
 from topologies import generators as gen
 
@@ -41,6 +42,9 @@ MUSMET_COST = Cost({"*": 0.25}, per_eval=0.3, start=4.0)
 # An evaluation of the MLP costs little, so medium and paper evaluate alike and share their
 # MUSMET-sized runs (both run T = 500).
 MUSMET_EVAL_EVERY = 25
+
+THETA0 = DMFLSQHyper().theta0
+"""The paper's theta_0 (0.5), DMFL-SQ's default: an arm off Fig. 3's axis runs with it."""
 
 
 def cifar_cost(eval_split: str, eval_size: int) -> Cost:
@@ -206,7 +210,7 @@ def recipes(budget_name: str, out: Path, data_root: str | None) -> dict[str, Rec
     def arm(variant: str, topology: str = g["ring"], **at: Any) -> Arm:
         v = next(x for x in spec.variants if x.name == variant)
         # theta_0 = 0.5 is the config's own: that arm is the DMFL-SQ run of the other figures
-        settings = {"hyper.theta0": at["theta0"]} if at.get("theta0", 0.5) != 0.5 else {}
+        settings = {"hyper.theta0": at["theta0"]} if at.get("theta0", THETA0) != THETA0 else {}
         shared = METHODS[variant] in BASELINES
         if shared and budget.eval_split == "local":
             settings |= {"eval_split": "both", "eval_size": GLOBAL_CHECK_SIZE}
@@ -296,7 +300,7 @@ def recipes(budget_name: str, out: Path, data_root: str | None) -> dict[str, Rec
 
 def of(results: Results, method: str) -> list[Any]:
     return [ms for a, ms in results.items() if a.method == method and not a.at.get("graph")
-            and a.at.get("theta0", 0.5) == 0.5]
+            and a.at.get("theta0", THETA0) == THETA0]
 
 
 def trigger_finding(results: Results) -> str:
