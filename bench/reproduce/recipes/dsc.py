@@ -265,8 +265,8 @@ def first_run_pool() -> dict[str, Any]:
 def shared_parameters(config: Resolved) -> int | None:
     """P of a DSC model: the shared backbone every exchange carries (decoders and routing
     logits stay with their client)."""
-    return backbone_parameters(str((config.get("model") or {}).get("backbone",
-                                                                   RoutedSpec().backbone)))
+    default = RoutedSpec.model_fields["backbone"].default
+    return backbone_parameters(str((config.get("model") or {}).get("backbone", default)))
 
 
 @lru_cache(maxsize=4)
