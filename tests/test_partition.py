@@ -9,6 +9,7 @@ from dfl_node.learning.partition import PartitionError, partition, split_like
 from dfl_node.learning.seeds import numpy_stream
 from dfl_node.settings.partition import (
     DirichletPartition,
+    GivenPartition,
     IidPartition,
     PartitionSpec,
     ShardsPartition,
@@ -108,7 +109,7 @@ def test_partitions_are_deterministic_per_seed(labels: np.ndarray, spec: str) ->
      ("shards:x", 20, "whole number"), ("shards:0", 20, "1 to 10"), ("shards:11", 20, "1 to 10"),
      ("shards:1", 5, "covers only 5 of 10"), ("dirichlet:0", 20, "positive"),
      ("dirichlet:nan", 20, "positive"), ("dirichlet:0.1:-3", 20, "whole number"),
-     ("iid", 0, "into 0 parts")],
+     ("iid", 0, "into 0 parts"), ("given", 20, "only for arrays handed over one set per node")],
 )
 def test_bad_specs_are_errors(labels: np.ndarray, spec: str, parts: int, message: str) -> None:
     with pytest.raises(PartitionError, match=message):
@@ -140,7 +141,7 @@ def test_shards_1_local_split_holds_only_the_node_label(labels: np.ndarray,
     ("iid", IidPartition()), ("shards:2", ShardsPartition(per_node=2)),
     ("shards:02", ShardsPartition(per_node=2)), ("dirichlet:0.1", DirichletPartition(alpha=0.1)),
     ("dirichlet:0.10:64", DirichletPartition(alpha=0.1, min_size=64)),
-    ("dirichlet:1e-1", DirichletPartition(alpha=0.1)),
+    ("dirichlet:1e-1", DirichletPartition(alpha=0.1)), ("given", GivenPartition()),
 ])
 def test_a_spec_parses_to_its_type_and_writes_back_its_own_spelling(
         spec: str, parsed: PartitionSpec) -> None:

@@ -178,7 +178,9 @@ def planted_run(run_dir: Path, per_round_bits: float, accuracies: dict[int, floa
         "formula": {"per_round": {str(t): {"0": per_round_bits / 2, "1": per_round_bits / 2}
                                   for t in range(rounds)}}}))
     (run_dir / "plan.json").write_text(json.dumps({
-        "nodes": [{"id": 0}, {"id": 1}], "aggregator": None, "data": {"dataset": "none"}}))
+        "nodes": [{"id": 0}, {"id": 1}], "aggregator": None,
+        "data": {"dataset": "none", "data_root": None, "partition": "iid", "eval_split": "global",
+                 "seed": 0, "eval_size": 2, "num_classes": 2, "shape": [1]}}))
     return run_dir
 
 

@@ -22,6 +22,7 @@ import numpy as np
 from dfl_node.learning.seeds import numpy_stream
 from dfl_node.settings.partition import (
     DirichletPartition,
+    GivenPartition,
     IidPartition,
     PartitionError,
     PartitionSpec,
@@ -102,6 +103,9 @@ def partition(spec: PartitionSpec, labels: np.ndarray, parts: int,
             return label_shards(labels, parts, per_node, seed)
         case DirichletPartition(alpha=alpha):
             return dirichlet(labels, parts, alpha, spec.minimum, seed)
+        case GivenPartition():  # the handed-over split itself: dfl_node/learning/given.py
+            raise PartitionError("given: only for arrays handed over one set per node "
+                                 "(dfl_mesh.run(dataset={'train': [...]}))")
 
 
 def split_like(train_parts: list[np.ndarray], train_labels: np.ndarray,

@@ -1,7 +1,8 @@
 """`partition`: which training samples each node holds, as a typed value (the partitioners
 themselves are in dfl_node/learning/partition.py).
 
-Users, YAML files and plans spell it as a string (`iid`, `shards:C`, `dirichlet:ALPHA[:MIN]`);
+Users, YAML files and plans spell it as a string (`iid`, `shards:C`, `dirichlet:ALPHA[:MIN]`,
+and `given`, which the launcher sets for arrays handed over one set per node);
 the string is parsed here once, when a config or a plan is validated, so a misspelt one is
 refused at planning and the runtime dispatches on the type. A parsed value writes back the very
 string it was read from ("dirichlet:0.10" stays that, not "dirichlet:0.1"): plan.json and its
@@ -25,6 +26,7 @@ DIRICHLET_MIN_SIZE = 64
 """A Dirichlet part's fewest samples when the spec gives none: 2 batches of 32, so both DMFL-SQ
 batches fit in a shard."""
 KNOWN = "iid, shards:C, dirichlet:ALPHA[:MIN]"
+GIVEN_PARTITION = "given"
 
 
 class PartitionError(ValueError, DflMeshError):
@@ -85,7 +87,18 @@ class DirichletPartition(PartitionKind):
         return f"dirichlet:{self.alpha!r}{tail}"
 
 
-PartitionSpec = IidPartition | ShardsPartition | DirichletPartition
+class GivenPartition(PartitionKind):
+    """`given`: each client holds the training arrays it was handed (`dfl_mesh.run(dataset=
+    {"train": [...]})`, dfl_node/learning/given.py); the data section's `node_sizes` say how
+    many rows each."""
+
+    kind: Literal["given"] = "given"
+
+    def canonical(self) -> str:
+        return GIVEN_PARTITION
+
+
+PartitionSpec = IidPartition | ShardsPartition | DirichletPartition | GivenPartition
 
 
 def parse_count(spec: str, text: str) -> int:
@@ -115,6 +128,8 @@ def parse_partition(spec: str) -> PartitionSpec:
     elif kind == "dirichlet" and len(args) in (1, 2):
         parsed = DirichletPartition(alpha=parse_alpha(spec, args[0]),
                                     min_size=parse_count(spec, args[1]) if args[1:] else None)
+    elif spec == GIVEN_PARTITION:
+        parsed = GivenPartition()
     else:
         raise PartitionError(f"unknown partition {spec!r} (known: {KNOWN})")
     parsed._spelling = spec
