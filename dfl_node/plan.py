@@ -23,10 +23,12 @@ from dfl_config.errors import DflMeshError
 from dfl_config.problems import one_line
 from dfl_config.section import Section
 from dfl_node.settings.cycle_metrics import CycleMetricsSettings
+from dfl_node.settings.data_section import DataSection
 from dfl_node.settings.discovery import DiscoverySection
 from dfl_node.settings.link import LinkSettings
 from dfl_node.settings.prephase import PrephaseSection
 from dfl_node.settings.schedule import ScheduleSection
+from dfl_node.settings.secure import SecureSection
 from dfl_node.settings.wire import WireSettings
 from topologies.schedules import RoundGraphs
 
@@ -76,7 +78,7 @@ class RunPlan:
     rounds: int
     seed: int
     eval_every: int
-    data: dict[str, Any]
+    data: DataSection
     model: dict[str, Any]
     hyper: dict[str, Any]
     link: LinkSettings
@@ -93,9 +95,9 @@ class RunPlan:
     cycle_metrics: CycleMetricsSettings = field(default_factory=CycleMetricsSettings)
     # every node saves its full state every k rounds (0: never); dfl_node/state/checkpoint_file.py
     checkpoint_every: int = 10
-    # --secure (dfl_node/transports/encryption.py): `public_keys` (key name -> Z85) and this
-    # host's `keys_dir`; empty when the run's sockets are not CURVE-secured
-    secure: dict[str, Any] = field(default_factory=dict)
+    # --secure (dfl_node/transports/encryption.py): the public keys and this host's key
+    # directory; None when the run's sockets are not CURVE-secured
+    secure: SecureSection | None = None
     # nodes whose addresses are not known in advance (`endpoints.nodes: discover`): the
     # directory's `bind` and `address`, where every node reports its own and learns the others'
     # (dfl_node/runner/discovery.py); None when `nodes` holds every address
@@ -265,8 +267,10 @@ def section_hashes_of(data: dict[str, Any]) -> dict[str, str]:
 TYPED_SECTIONS: dict[str, type[Section]] = {
     "link": LinkSettings, "wire": WireSettings, "schedule": ScheduleSection,
     "cycle_metrics": CycleMetricsSettings, "prephase": PrephaseSection,
-    "discovery": DiscoverySection,
+    "discovery": DiscoverySection, "data": DataSection, "secure": SecureSection,
 }
+# Sections a plan may lack: written {} and read back as None.
+ABSENT_WHEN_EMPTY = (PrephaseSection, DiscoverySection, SecureSection)
 
 
 def section_json(section: Section | None) -> dict[str, Any]:
@@ -275,9 +279,9 @@ def section_json(section: Section | None) -> dict[str, Any]:
 
 
 def _section(kind: type[Section], name: str, value: Any) -> Section | None:
-    """The plan's `name` section as its model; an empty pre-phase or discovery section is
-    none."""
-    if kind in (PrephaseSection, DiscoverySection) and value == {}:
+    """The plan's `name` section as its model; an empty pre-phase, discovery or secure
+    section is none."""
+    if kind in ABSENT_WHEN_EMPTY and value == {}:
         return None
     try:
         return kind.model_validate(value)

@@ -50,7 +50,7 @@ C = TypeVar("C", bound=Capability)
 def model_fits_data(plan: RunPlan) -> None:
     """The default plan check: the plan's model takes the plan's data (its spec's `check`,
     dfl_node/settings/model.py)."""
-    check_fits(plan.model, plan.data["shape"], plan.data["num_classes"])
+    check_fits(plan.model, plan.data.shape, plan.data.num_classes)
 
 
 @dataclass(frozen=True, eq=False)

@@ -38,6 +38,11 @@ RING4 = """\
 nodes: [{id: 0}, {id: 1}, {id: 2}, {id: 3}]
 edges: [[0, 1], [1, 2], [2, 3], [3, 0]]
 """
+# A plan's data section as the launcher writes it for the default synthetic dataset, for plans
+# a test builds by hand.
+SYNTHETIC_DATA: dict[str, Any] = {
+    "dataset": "synthetic", "data_root": None, "partition": "iid", "eval_split": "global",
+    "seed": 0, "eval_size": 2000, "num_classes": 10, "shape": [32], "synthetic": {}}
 
 
 

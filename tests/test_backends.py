@@ -160,4 +160,4 @@ def test_the_hosts_backend_writes_the_plan_dfl_launch_plan_writes(tmp_path: Path
     path = backend.hand_off(plan, tmp_path / "deep" / "plan.json")
     assert path == tmp_path / "deep" / "plan.json"
     assert type(plan).load(path).section_hashes() == plan.section_hashes()
-    assert plan.transport == DEFAULT_LOCAL and plan.secure == {}
+    assert plan.transport == DEFAULT_LOCAL and plan.secure is None

@@ -60,8 +60,8 @@ def test_ring20_names_twenty_nodes_and_the_collector(tmp_path: Path) -> None:
     assert doc["services"]["node-3"]["command"] == [
         "dfl-node", "--plan", "/mesh/run/plan.json", "--node-id", "3", "--out", "/mesh/run"]
     assert doc["networks"]["mesh"]["ipam"]["config"] == [{"subnet": "172.29.13.0/24"}]
-    exported = read_meta(tmp_path / "data" / Path(plan.data["cache_dir"]).name)
-    assert exported is not None and exported.fingerprint == plan.data["fingerprint"]
+    exported = read_meta(tmp_path / "data" / Path(str(plan.data.cache_dir)).name)
+    assert exported is not None and exported.fingerprint == plan.data.fingerprint
 
 
 @pytest.mark.parametrize(("protocol", "extra"), [("ssd-fl", "coordinator"),

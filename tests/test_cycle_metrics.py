@@ -17,6 +17,7 @@ from safetensors.numpy import load_file
 from dfl_node.learning.models import build_model
 from dfl_node.learning.shards import load_node_data
 from dfl_node.learning.training import evaluate
+from dfl_node.settings.data_section import DataSection
 from launcher.results.cycle_metrics import cycles_to_threshold
 from tests.harness import launch_ok
 from topologies.measures import exact_conductance, slem
@@ -78,7 +79,7 @@ def test_parameters_are_control_traffic_and_figures_recompute(tmp_path: Path) ->
     assert on["consensus_gap"] == last["consensus_gap"] > 0
     for c, members in clusters.items():
         assert last["cluster_gaps"][str(c)] == pytest.approx(gap(members), rel=1e-9, abs=1e-12)
-    data = load_node_data(plan["data"], list(range(10)), 0)
+    data = load_node_data(DataSection.model_validate(plan["data"]), list(range(10)), 0)
     model = build_model(plan["model"], data.input_shape, data.classes, plan["seed"])
     model.load_state_dict({n: torch.from_numpy(np.mean([finals[i][n] for i in range(10)],
                                                        axis=0, dtype=np.float64)

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -16,8 +15,9 @@ from dfl_node.learning.arrays import ImageRows
 from dfl_node.learning.datacache import DataError, open_arrays
 from dfl_node.learning.datasets import load_arrays
 from dfl_node.learning.shards import global_subset, load_node_data, plan_data
+from dfl_node.settings.data_section import DataSection
 from launcher.data import fashion_mnist as data_fmnist
-from launcher.data.prepare import prepare_data
+from launcher.data.prepare import plan_section, prepare_data
 from launcher.errors import LaunchError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,25 +31,25 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def prepared(cache: Path) -> dict[str, Any]:
+def prepared(cache: Path) -> DataSection:
     """The plan's data section for FMNIST, prepared once into a fresh cache."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DFL_MESH_CACHE", str(cache))
-        return {**CONFIG, **prepare_data(CONFIG, 20)}
+        return plan_section({**CONFIG, **prepare_data(CONFIG, 20)})
 
 
-def test_debian_files_give_the_full_dataset(prepared: dict[str, Any]) -> None:
-    arrays = open_arrays(Path(prepared["cache_dir"]))
+def test_debian_files_give_the_full_dataset(prepared: DataSection) -> None:
+    arrays = open_arrays(Path(str(prepared.cache_dir)))
     assert arrays["x_train"].shape == (60000, 1, 28, 28)
     assert arrays["x_test"].shape == (10000, 1, 28, 28)
     assert arrays["x_train"].dtype == np.uint8 and arrays["y_train"].dtype == np.int64
     assert np.bincount(arrays["y_train"]).tolist() == [6000] * 10
     assert np.bincount(arrays["y_test"]).tolist() == [1000] * 10
-    assert prepared["num_classes"] == 10 and prepared["shape"] == [1, 28, 28]
-    assert prepared["eval_size"] == 2000 and len(prepared["fingerprint"]) == 64
+    assert prepared.num_classes == 10 and prepared.shape == (1, 28, 28)
+    assert prepared.eval_size == 2000 and len(str(prepared.fingerprint)) == 64
 
 
-def test_normalisation_uses_the_training_set_statistics(prepared: dict[str, Any]) -> None:
+def test_normalisation_uses_the_training_set_statistics(prepared: DataSection) -> None:
     arrays = load_arrays(prepared)
     assert isinstance(arrays.x_train, np.memmap)
     assert arrays.mean is not None and arrays.std is not None
@@ -57,9 +57,9 @@ def test_normalisation_uses_the_training_set_statistics(prepared: dict[str, Any]
     np.testing.assert_allclose(arrays.std, [0.3530], atol=1e-4)
 
 
-def test_second_prepare_hits_the_cache(prepared: dict[str, Any], cache: Path,
+def test_second_prepare_hits_the_cache(prepared: DataSection, cache: Path,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    x_train = Path(prepared["cache_dir"]) / "x_train.npy"
+    x_train = Path(str(prepared.cache_dir)) / "x_train.npy"
     before = x_train.stat()
 
     def no_decode(files: object) -> None:
@@ -67,13 +67,13 @@ def test_second_prepare_hits_the_cache(prepared: dict[str, Any], cache: Path,
 
     monkeypatch.setenv("DFL_MESH_CACHE", str(cache))
     monkeypatch.setattr(data_fmnist, "decode", no_decode)
-    again = {**CONFIG, **prepare_data(CONFIG, 20)}
+    again = plan_section({**CONFIG, **prepare_data(CONFIG, 20)})
     assert again == prepared
     after = x_train.stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
 
 
-def test_same_files_elsewhere_hit_the_same_entry(prepared: dict[str, Any], cache: Path,
+def test_same_files_elsewhere_hit_the_same_entry(prepared: DataSection, cache: Path,
                                                  tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     raw = tmp_path / "FashionMNIST" / "raw"  # torchvision's layout under --data-root
@@ -83,7 +83,7 @@ def test_same_files_elsewhere_hit_the_same_entry(prepared: dict[str, Any], cache
     monkeypatch.setenv("DFL_MESH_CACHE", str(cache))
     monkeypatch.setattr(data_fmnist, "decode", None)
     extra = prepare_data({**CONFIG, "data_root": str(tmp_path)})
-    assert extra["fingerprint"] == prepared["fingerprint"]
+    assert extra["fingerprint"] == prepared.fingerprint
 
 
 CONCURRENT = """
@@ -122,7 +122,7 @@ def test_two_concurrent_prepares_both_succeed_with_one_decode(tmp_path: Path) ->
     assert entries == [Path(first["cache_dir"]).name]  # no temporary directory left behind
 
 
-def test_nodes_get_normalised_float32_shards(prepared: dict[str, Any]) -> None:
+def test_nodes_get_normalised_float32_shards(prepared: DataSection) -> None:
     ids = list(range(20))
     nodes = [load_node_data(prepared, ids, i) for i in ids]
     assert sum(len(n.y_train) for n in nodes) == 60000
@@ -143,20 +143,21 @@ def test_nodes_get_normalised_float32_shards(prepared: dict[str, Any]) -> None:
     assert np.array_equal(shard, arrays.inputs(arrays.x_train, plan_data(prepared, 20).train[3]))
     assert node.x_eval.shape == (2000, 1, 28, 28)
     assert all(np.array_equal(n.y_eval, node.y_eval) for n in nodes)  # one global subset
-    subset = global_subset(10000, 2000, prepared["seed"])
-    raw = open_arrays(Path(prepared["cache_dir"]))
+    subset = global_subset(10000, 2000, prepared.seed)
+    raw = open_arrays(Path(str(prepared.cache_dir)))
     np.testing.assert_array_equal(node.y_eval, raw["y_test"][subset])
     pixels = raw["x_test"][subset[:5]].astype(np.float64) / 255
     np.testing.assert_allclose(node.x_eval[:5], (pixels - 0.28604) / 0.35302, atol=1e-3)
 
 
 def test_a_node_on_another_host_finds_the_entry_under_its_cache_root(
-        prepared: dict[str, Any], cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        prepared: DataSection, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DFL_MESH_CACHE", str(cache))
-    elsewhere = {**prepared, "cache_dir": "/no/such/host/path/" + Path(prepared["cache_dir"]).name}
+    elsewhere = prepared.model_copy(
+        update={"cache_dir": f"/no/such/host/path/{Path(str(prepared.cache_dir)).name}"})
     assert len(load_arrays(elsewhere).y_train) == 60000
     with pytest.raises(DataError, match="no prepared data"):
-        load_arrays({**prepared, "fingerprint": "0" * 64})
+        load_arrays(prepared.model_copy(update={"fingerprint": "0" * 64}))
 
 
 def test_missing_dataset_says_where_it_looked_and_how_to_get_it(

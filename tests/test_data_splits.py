@@ -11,7 +11,8 @@ import pytest
 
 from dfl_node.learning.datacache import DataError
 from dfl_node.learning.shards import load_node_data
-from launcher.data.prepare import prepare_data
+from dfl_node.settings.data_section import DataSection
+from launcher.data.prepare import plan_section, prepare_data
 from launcher.errors import LaunchError
 from tests.harness import launch_ok
 
@@ -20,9 +21,9 @@ CONFIG: dict[str, Any] = {"dataset": "synthetic", "data_root": None, "partition"
 IDS = [2, 5, 7, 11, 13]  # node ids need not be 0..n-1
 
 
-def section(**changes: Any) -> dict[str, Any]:
+def section(**changes: Any) -> DataSection:
     config = {**CONFIG, **changes}
-    return {**config, **prepare_data(config, len(IDS))}
+    return plan_section({**config, **prepare_data(config, len(IDS))})
 
 
 def test_synthetic_section_names_classes_shape_and_eval_size() -> None:
@@ -37,7 +38,7 @@ def test_global_eval_is_one_fixed_subset_of_eval_size() -> None:
     assert all(np.array_equal(n.x_eval, nodes[0].x_eval) for n in nodes)
     again = load_node_data(data, IDS, IDS[0])
     np.testing.assert_array_equal(again.x_eval, nodes[0].x_eval)
-    other_seed = load_node_data({**data, "seed": 4}, IDS, IDS[0])
+    other_seed = load_node_data(data.model_copy(update={"seed": 4}), IDS, IDS[0])
     assert not np.array_equal(other_seed.y_eval, nodes[0].y_eval)
 
 
@@ -86,7 +87,7 @@ def test_bad_data_options_are_launch_errors(changes: dict[str, Any], message: st
 
 def test_real_dataset_without_prepared_data_is_a_node_error() -> None:
     with pytest.raises(DataError, match="prepare_data"):
-        load_node_data({**CONFIG, "dataset": "fmnist"}, IDS, IDS[0])
+        load_node_data(section().model_copy(update={"dataset": "fmnist"}), IDS, IDS[0])
 
 
 def test_a_run_under_both_reports_each_split_as_its_own_run_would(tmp_path: Path) -> None:

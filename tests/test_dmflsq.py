@@ -17,6 +17,7 @@ from torch.nn import functional as F
 from dfl_node.learning.models import build_model
 from dfl_node.learning.seeds import numpy_stream
 from dfl_node.learning.shards import load_node_data
+from dfl_node.settings.data_section import DataSection
 from launcher.config.layers import preset_file
 from tests.harness import assert_transports_identical, launch, launch_ok
 
@@ -136,7 +137,7 @@ def test_identity_and_theta0_is_synchronous_sgd_on_the_coupled_objective(
               "--set", f"rho={rho}", "--set", "batch_sel=100000", "--set", "batch_grad=100000")
     summary, plan, metrics = read_run(run)
     ids = [n["id"] for n in plan["nodes"]]
-    data = [load_node_data(plan["data"], ids, i) for i in ids]
+    data = [load_node_data(DataSection.model_validate(plan["data"]), ids, i) for i in ids]
     model = build_model({"name": "linear"}, (32,), 10, plan["seed"])
     w = np.stack([model[1].weight.detach().double().numpy()] * len(ids))
     b = np.stack([model[1].bias.detach().double().numpy()] * len(ids))
@@ -192,7 +193,7 @@ def local_sgd_reference(plan: dict[str, Any], ids: list[int], rounds: int, lr: f
     """Independent local SGD per client, on the client's own "grad-batch" stream."""
     out = {}
     for i in ids:
-        data = load_node_data(plan["data"], ids, i)
+        data = load_node_data(DataSection.model_validate(plan["data"]), ids, i)
         model = build_model(plan["model"], data.input_shape, data.classes, plan["seed"])
         rng = numpy_stream(plan["seed"], i, "grad-batch")
         order = np.empty(0, dtype=np.int64)

@@ -11,6 +11,7 @@ from safetensors.numpy import load_file
 
 from dfl_node.learning.models import build_model
 from dfl_node.learning.shards import load_node_data
+from dfl_node.settings.data_section import DataSection
 from tests.harness import assert_transports_identical, launch_ok
 
 SYNTHETIC = ("--dataset", "synthetic", "--partition", "iid")
@@ -110,7 +111,7 @@ def test_matches_independent_numpy_reference(tmp_path: Path, line6: str) -> None
     deg = adj.sum(axis=1)
     w_mix = np.where(adj > 0, 1.0 / (1.0 + np.maximum.outer(deg, deg)), 0.0)
     w_mix += np.diag(1.0 - w_mix.sum(axis=1))
-    data = [load_node_data(plan["data"], ids, i) for i in ids]
+    data = [load_node_data(DataSection.model_validate(plan["data"]), ids, i) for i in ids]
     models = [build_model({"name": "linear"}, (32,), 10, plan["seed"]) for i in ids]
     theta_w = np.stack([m[1].weight.detach().double().numpy() for m in models])
     theta_b = np.stack([m[1].bias.detach().double().numpy() for m in models])

@@ -14,6 +14,7 @@ from safetensors.numpy import load_file
 
 from dfl_node.learning.models import build_model
 from dfl_node.learning.shards import load_node_data
+from dfl_node.settings.data_section import DataSection
 from tests.harness import (
     assert_transports_identical,
     charged_and_drawn_arcs,
@@ -50,7 +51,8 @@ def test_matches_an_independent_numpy_run_of_the_same_draws(tmp_path: Path) -> N
               "--set", f"lr={lr}", *SYNTHETIC)
     plan = json.loads((tmp_path / "run" / "plan.json").read_text())
     graphs = RoundGraphs.from_topology(plan["topology"])
-    data = [load_node_data(plan["data"], list(range(n)), i) for i in range(n)]
+    section = DataSection.model_validate(plan["data"])
+    data = [load_node_data(section, list(range(n)), i) for i in range(n)]
     model = build_model({"name": "linear"}, (32,), 10, plan["seed"])
     x_w = np.stack([model[1].weight.detach().double().numpy()] * n)
     x_b = np.stack([model[1].bias.detach().double().numpy()] * n)

@@ -71,7 +71,7 @@ def test_the_cap_is_the_plans_largest_legitimate_message(tmp_path: Path) -> None
     small = host_plan(tmp_path, "model={name: mlp, hidden: [8]}")
     assert wire_limits(small).max_message_bytes == MIN_MESSAGE_BYTES
     large = host_plan(tmp_path, "model={name: mlp, hidden: [1024, 1024]}")
-    size = model_bytes(large.model, large.data["shape"], large.data["num_classes"])
+    size = model_bytes(large.model, large.data.shape, large.data.num_classes)
     assert size is not None and size > MIN_MESSAGE_BYTES
     assert wire_limits(large).max_message_bytes == MODEL_COPIES * size
     fixed = host_plan(tmp_path, "wire.max_message_bytes=12345")

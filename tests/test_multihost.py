@@ -99,9 +99,10 @@ def test_a_host_plan_with_a_port_left_open_is_refused(
 def test_where_a_host_keeps_the_data_is_not_part_of_the_plan(tmp_path: Path,
                                                             ports: list[int]) -> None:
     plan = resolve_host_plan(request(topology(tmp_path, ports, 3), "endpoints.collector=h:1"))
+    data = plan.to_dict()["data"]
     moved = RunPlan.from_dict({**plan.to_dict(), "data": {
-        **plan.data, "cache_dir": "/elsewhere/fmnist-0123", "data_root": "/mnt/data"}})
-    other = RunPlan.from_dict({**plan.to_dict(), "data": {**plan.data, "partition": "shards:2"}})
+        **data, "cache_dir": "/elsewhere/fmnist-0123", "data_root": "/mnt/data"}})
+    other = RunPlan.from_dict({**plan.to_dict(), "data": {**data, "partition": "shards:2"}})
     assert moved.section_hashes() == plan.section_hashes()
     differ = [k for k, v in other.section_hashes().items() if plan.section_hashes()[k] != v]
     assert differ == ["data"]
@@ -196,7 +197,8 @@ def test_a_host_without_the_prepared_data_decodes_its_own_copy(
     planned = resolve_host_plan(RunSpec(topology=str(topology(tmp_path, ports, 2)),
                                         protocol="d-psgd", options={"dataset": "fmnist"},
                                         sets=("endpoints.collector=h:1",)))
-    elsewhere = {**planned.data, "cache_dir": f"/elsewhere/{Path(planned.data['cache_dir']).name}"}
+    data = planned.to_dict()["data"]
+    elsewhere = {**data, "cache_dir": f"/elsewhere/{Path(data['cache_dir']).name}"}
     plan = RunPlan.from_dict({**planned.to_dict(), "data": elsewhere})
     monkeypatch.setenv("DFL_MESH_CACHE", str(tmp_path / "cache"))
     with pytest.raises(DataError):

@@ -7,8 +7,21 @@ import pytest
 
 from dfl_node.learning.partition import PartitionError, partition, split_like
 from dfl_node.learning.seeds import numpy_stream
+from dfl_node.settings.partition import (
+    DirichletPartition,
+    GivenPartition,
+    IidPartition,
+    PartitionSpec,
+    ShardsPartition,
+    parse_partition,
+)
 
 SPECS = ["iid", "shards:1", "shards:2", "shards:3", "dirichlet:0.1", "dirichlet:0.5:10"]
+
+
+def split(spec: str, labels: np.ndarray, parts: int, seed: int) -> list[np.ndarray]:
+    """The parts of a `--partition` string, parsed as a config or plan parses it."""
+    return partition(parse_partition(spec), labels, parts, seed)
 
 
 @pytest.fixture(scope="module")
@@ -26,14 +39,14 @@ def test_labels() -> np.ndarray:
 @pytest.mark.parametrize("parts", [20, 30])
 def test_every_training_sample_is_assigned_exactly_once(labels: np.ndarray, spec: str,
                                                         parts: int) -> None:
-    shards = partition(spec, labels, parts, seed=7)
+    shards = split(spec, labels, parts, seed=7)
     assert len(shards) == parts
     assert all(np.all(np.diff(s) > 0) for s in shards)  # sorted, no repeats within a node
     np.testing.assert_array_equal(np.sort(np.concatenate(shards)), np.arange(len(labels)))
 
 
 def test_shards_1_gives_each_node_one_label_in_equal_shares(labels: np.ndarray) -> None:
-    shards = partition("shards:1", labels, 20, seed=3)
+    shards = split("shards:1", labels, 20, seed=3)
     held = [np.unique(labels[s]) for s in shards]
     assert all(len(h) == 1 for h in held)
     assert sorted(int(h[0]) for h in held) == sorted(list(range(10)) * 2)
@@ -41,7 +54,7 @@ def test_shards_1_gives_each_node_one_label_in_equal_shares(labels: np.ndarray) 
 
 
 def test_shards_3_follows_the_slot_scheme(labels: np.ndarray) -> None:
-    shards = partition("shards:3", labels, 20, seed=3)
+    shards = split("shards:3", labels, 20, seed=3)
     for s in shards:
         held = np.unique(labels[s])
         assert len(held) == 3
@@ -52,22 +65,22 @@ def test_shards_3_follows_the_slot_scheme(labels: np.ndarray) -> None:
 
 
 def test_shards_permutation_decides_which_node_is_which_device(labels: np.ndarray) -> None:
-    a = [tuple(np.unique(labels[s])) for s in partition("shards:1", labels, 20, seed=1)]
-    b = [tuple(np.unique(labels[s])) for s in partition("shards:1", labels, 20, seed=2)]
+    a = [tuple(np.unique(labels[s])) for s in split("shards:1", labels, 20, seed=1)]
+    b = [tuple(np.unique(labels[s])) for s in split("shards:1", labels, 20, seed=2)]
     assert sorted(a) == sorted(b) and a != b
 
 
 @pytest.mark.parametrize(("spec", "minimum"), [("dirichlet:0.1", 64), ("dirichlet:0.1:200", 200),
                                                ("dirichlet:0.05:50", 50)])
 def test_dirichlet_respects_the_minimum_size(labels: np.ndarray, spec: str, minimum: int) -> None:
-    sizes = [len(s) for s in partition(spec, labels, 20, seed=11)]
+    sizes = [len(s) for s in split(spec, labels, 20, seed=11)]
     assert min(sizes) >= minimum
     assert max(sizes) > 3 * min(sizes)  # still skewed, not an equal split
 
 
 def test_dirichlet_alpha_controls_label_skew(labels: np.ndarray) -> None:
     def top_share(alpha: str) -> float:
-        shards = partition(f"dirichlet:{alpha}:1", labels, 20, seed=5)
+        shards = split(f"dirichlet:{alpha}:1", labels, 20, seed=5)
         return float(np.mean([np.bincount(labels[s]).max() / len(s) for s in shards]))
 
     assert top_share("0.1") > 0.5
@@ -79,13 +92,13 @@ def test_dirichlet_alpha_controls_label_skew(labels: np.ndarray) -> None:
 def test_dirichlet_unreachable_minimum_is_an_error(labels: np.ndarray, spec: str, parts: int,
                                                    minimum: int) -> None:
     with pytest.raises(PartitionError, match=f"at least {minimum} samples"):
-        partition(spec, labels, parts, seed=0)
+        split(spec, labels, parts, seed=0)
 
 
 @pytest.mark.parametrize("spec", SPECS)
 def test_partitions_are_deterministic_per_seed(labels: np.ndarray, spec: str) -> None:
-    a, b = partition(spec, labels, 20, seed=4), partition(spec, labels, 20, seed=4)
-    c = partition(spec, labels, 20, seed=5)
+    a, b = split(spec, labels, 20, seed=4), split(spec, labels, 20, seed=4)
+    c = split(spec, labels, 20, seed=5)
     assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
     assert any(not np.array_equal(x, y) for x, y in zip(a, c, strict=True))
 
@@ -96,17 +109,17 @@ def test_partitions_are_deterministic_per_seed(labels: np.ndarray, spec: str) ->
      ("shards:x", 20, "whole number"), ("shards:0", 20, "1 to 10"), ("shards:11", 20, "1 to 10"),
      ("shards:1", 5, "covers only 5 of 10"), ("dirichlet:0", 20, "positive"),
      ("dirichlet:nan", 20, "positive"), ("dirichlet:0.1:-3", 20, "whole number"),
-     ("iid", 0, "into 0 parts")],
+     ("iid", 0, "into 0 parts"), ("given", 20, "only for arrays handed over one set per node")],
 )
 def test_bad_specs_are_errors(labels: np.ndarray, spec: str, parts: int, message: str) -> None:
     with pytest.raises(PartitionError, match=message):
-        partition(spec, labels, parts, seed=0)
+        split(spec, labels, parts, seed=0)
 
 
 @pytest.mark.parametrize("spec", SPECS)
 def test_local_test_splits_follow_the_train_label_distribution(
         labels: np.ndarray, test_labels: np.ndarray, spec: str) -> None:
-    train = partition(spec, labels, 20, seed=9)
+    train = split(spec, labels, 20, seed=9)
     local = split_like(train, labels, test_labels, seed=9)
     joined = np.concatenate(local)
     assert len(np.unique(joined)) == len(joined) == len(test_labels)  # disjoint and complete
@@ -118,7 +131,27 @@ def test_local_test_splits_follow_the_train_label_distribution(
 
 def test_shards_1_local_split_holds_only_the_node_label(labels: np.ndarray,
                                                         test_labels: np.ndarray) -> None:
-    train = partition("shards:1", labels, 20, seed=2)
+    train = split("shards:1", labels, 20, seed=2)
     for tr, te in zip(train, split_like(train, labels, test_labels, seed=2), strict=True):
         assert set(test_labels[te].tolist()) == set(labels[tr].tolist())
         assert len(te) == 50  # each class's 100 test samples shared by its 2 holders
+
+
+@pytest.mark.parametrize(("spec", "parsed"), [
+    ("iid", IidPartition()), ("shards:2", ShardsPartition(per_node=2)),
+    ("shards:02", ShardsPartition(per_node=2)), ("dirichlet:0.1", DirichletPartition(alpha=0.1)),
+    ("dirichlet:0.10:64", DirichletPartition(alpha=0.1, min_size=64)),
+    ("dirichlet:1e-1", DirichletPartition(alpha=0.1)), ("given", GivenPartition()),
+])
+def test_a_spec_parses_to_its_type_and_writes_back_its_own_spelling(
+        spec: str, parsed: PartitionSpec) -> None:
+    """A plan keeps the user's spelling, so its bytes and section hashes do not change."""
+    value = parse_partition(spec)
+    assert type(value) is type(parsed) and value.model_dump() == parsed.model_dump()
+    assert str(value) == spec
+
+
+def test_a_dirichlet_spec_without_a_minimum_takes_the_default_one() -> None:
+    spec = parse_partition("dirichlet:0.5")
+    assert isinstance(spec, DirichletPartition) and spec.min_size is None and spec.minimum == 64
+    assert str(DirichletPartition(alpha=0.5, min_size=10)) == "dirichlet:0.5:10"

@@ -15,7 +15,9 @@ from pydantic import BaseModel, ValidationError
 
 from dfl_node.plan import TYPED_SECTIONS, PlanError, RunPlan
 from dfl_node.runner.records import DoneRecord, MetricsRecord, ReadyRecord
+from dfl_node.settings.partition import DirichletPartition
 from dfl_node.state.checkpoint_layout import content_hashes
+from tests.harness import SYNTHETIC_DATA
 
 ROOT = Path(__file__).resolve().parents[1]
 READERS = ("dfl_node", "protocols", "launcher", "bench")
@@ -62,6 +64,9 @@ def test_the_check_finds_a_default_repeated_at_a_reader() -> None:
     source = 'every = int(plan.cycle_metrics.get("params_every", 0))\nx = d.get("other", 1)\n'
     (found,) = repeated_defaults(Path("reader.py"), source)
     assert "params_every" in found and "default 0" in found
+    source = 'split = plan["data"].get("eval_split", "global")\n'
+    (found,) = repeated_defaults(Path("reader.py"), source)
+    assert "data model declares eval_split" in found
     source = 'n = sum(int(rec.get("slot_mismatches", 0)) for rec in done.values())\n'
     (found,) = repeated_defaults(Path("reader.py"), source, RECORDS)
     assert "done record model declares slot_mismatches" in found
@@ -106,7 +111,7 @@ def hand_made_plan() -> dict[str, Any]:
         "nodes": [{"id": i, "bind": f"tcp://*:{5000 + i}", "address": f"tcp://h:{5000 + i}",
                    "host": "h", "device": "cpu", "attrs": {}} for i in (0, 1)],
         "mixing": "metropolis", "weights": [[0, 0, 0.5], [0, 1, 0.5], [1, 0, 0.5], [1, 1, 0.5]],
-        "rounds": 2, "seed": 3, "eval_every": 1, "data": {"dataset": "synthetic"}, "model": {},
+        "rounds": 2, "seed": 3, "eval_every": 1, "data": SYNTHETIC_DATA, "model": {},
         "hyper": {}, "link": {"latency_ms": 5.0}, "wire": {"recv_timeout_s": 30.0},
         "transport": "zmq", "collector": "tcp://h:4999",
         "prephase": {"bind": "tcp://*:4998", "address": "tcp://h:4998", "timeout_s": 60.0,
@@ -136,9 +141,10 @@ def test_a_plan_file_reads_back_to_the_same_sections(tmp_path: Path) -> None:
 
 
 # content_hashes of hand_made_plan() with a directory, as cbff4f5 (before the typed sections)
-# computed them: checkpoints of runs started then carry these, and must resume.
+# computed them (its code run on this very body): checkpoints of runs started then carry
+# these, and must resume.
 HASHES_BEFORE_TYPED_SECTIONS = {
-    "data": "beb0009f6d53e69d", "prephase": "13c4bb6da5ebd143", "protocol": "796109d450a926dc",
+    "data": "5c5005e586fd7b89", "prephase": "13c4bb6da5ebd143", "protocol": "796109d450a926dc",
     "runtime": "a1e4030786158ab0", "schedule": "92aba9113a29669f", "seeds": "4d687b6437462c4d",
     "topology": "04e0a5e935b12882",
 }
@@ -163,10 +169,41 @@ def test_a_plan_without_a_prephase_or_a_directory_holds_none() -> None:
         plan.required_prephase()
 
 
+def test_the_data_section_keeps_the_partitions_spelling_and_the_datasets_options() -> None:
+    """The partition is typed, written back as given; a protocol's dataset section rides
+    along for its own model (the runtime reads it as a mapping)."""
+    data = {**SYNTHETIC_DATA, "partition": "dirichlet:0.10:20",
+            "scenes": {"size": 32, "portfolios": "uniform"}, "cache_dir": "/c/fmnist-0",
+            "fingerprint": "f" * 64}
+    plan = RunPlan.from_dict({**hand_made_plan(), "data": data})
+    partition = plan.data.partition
+    assert isinstance(partition, DirichletPartition) and (partition.alpha, partition.minimum) == (
+        0.1, 20)
+    assert str(partition) == "dirichlet:0.10:20"
+    assert plan.data.options("scenes") == {"size": 32, "portfolios": "uniform"}
+    assert plan.data.options() == {} and plan.data.prepared_entry() == ("/c/fmnist-0", "f" * 64)
+    assert json.dumps(plan.to_dict()["data"], sort_keys=True) == json.dumps(data, sort_keys=True)
+
+
+def test_a_secure_section_is_typed_and_an_empty_one_is_none() -> None:
+    secure = {"keys_dir": "/k", "public_keys": {"node-0": "a" * 40, "node-1": "b" * 40}}
+    plan = RunPlan.from_dict({**hand_made_plan(), "secure": secure})
+    assert plan.secure is not None and plan.secure.public_keys["node-1"] == "b" * 40
+    assert plan.to_dict()["secure"] == secure
+    moved = RunPlan.from_dict({**hand_made_plan(), "secure": {**secure, "keys_dir": "/other"}})
+    assert moved.section_hashes() == plan.section_hashes()  # where a host keeps its keys
+    plain = RunPlan.from_dict({**hand_made_plan(), "secure": {}})
+    assert plain.secure is None and plain.to_dict()["secure"] == {}
+
+
 @pytest.mark.parametrize(("section", "value", "needle"), [
     ("link", {"latency": 1.0}, "link.latency"),
     ("schedule", {"mode": "csma"}, "schedule.mode"),
     ("cycle_metrics", {"params_every": -1}, "cycle_metrics.params_every"),
+    ("data", {**SYNTHETIC_DATA, "partition": "halves"}, "data.partition: .*unknown partition"),
+    ("data", {**SYNTHETIC_DATA, "eval_split": "all"}, "data.eval_split"),
+    ("data", {**SYNTHETIC_DATA, "scenes": 3}, "scenes: a dataset's options section"),
+    ("secure", {"keys_dir": "/k"}, "secure.public_keys"),
 ])
 def test_a_bad_section_is_one_line(section: str, value: Any, needle: str) -> None:
     with pytest.raises(PlanError, match=needle) as err:

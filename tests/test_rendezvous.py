@@ -12,11 +12,13 @@ from dfl_node.comm.rendezvous import RendezvousTimeout
 from dfl_node.ledgers.traffic import Ledger
 from dfl_node.plan import RunPlan
 from dfl_node.runner.run_node import meet_mesh
+from dfl_node.settings.data_section import DataSection
 from dfl_node.settings.link import LinkSettings
 from dfl_node.settings.wire import WireSettings, rendezvous_seconds
 from dfl_node.transports.zeromq import ZmqTransport
 from dfl_node.wire.codec import WireLimits
 from launcher.config.ports import PortClaims
+from tests.harness import SYNTHETIC_DATA
 
 LIMITS = WireLimits(max_tensors=4, max_message_bytes=1 << 20)
 LATE_S = 2.5  # five receive timeouts
@@ -27,8 +29,8 @@ def line_plan(wire: dict) -> RunPlan:
     return RunPlan(protocol="d-psgd", topology_name="line3",
                    topology={"nodes": [{"id": i} for i in range(3)], "edges": [[0, 1], [1, 2]]},
                    nodes=(), mixing="metropolis", weights=(), rounds=1, seed=0, eval_every=1,
-                   data={}, model={}, hyper={}, link=LinkSettings(),
-                   wire=WireSettings.model_validate(wire), transport="zmq",
+                   data=DataSection.model_validate(SYNTHETIC_DATA), model={}, hyper={},
+                   link=LinkSettings(), wire=WireSettings.model_validate(wire), transport="zmq",
                    collector="")
 
 

@@ -113,5 +113,5 @@ def test_portfolios_from_node_attributes_and_taskonomy_draws() -> None:
 ])
 def test_scene_options_refuse_bad_keys_and_values(given: dict[str, object], says: str) -> None:
     with pytest.raises(ValueError) as info:
-        scene_options({"scenes": given})
+        scene_options(given)
     assert str(info.value).startswith(says), info.value

@@ -116,6 +116,12 @@ def handshake_refused(socket: zmq.Socket, address: str) -> bool:
         monitor.close(0)
 
 
+def public_key(plan: RunPlan, name: str) -> bytes:
+    """The public key the --secure plan holds for `name`."""
+    assert plan.secure is not None
+    return plan.secure.public_keys[name].encode()
+
+
 def secure_node(plan: RunPlan, node: int, peers: dict[int, str] | None = None) -> ZmqTransport:
     """Node `node` of the plan on a free port; its peers where the plan says (nobody listens
     there: the test plays them) unless given."""
@@ -139,7 +145,7 @@ def test_an_unknown_key_is_refused_at_the_handshake_and_delivers_nothing(
     comm = Comm(0, [1], transport, LIMITS, Ledger(0), recv_timeout_s=10.0)
     try:
         address = transport.bound_address
-        stranger = client(context, STRANGER, plan.secure["public_keys"]["node-0"].encode(), 1)
+        stranger = client(context, STRANGER, public_key(plan, "node-0"), 1)
         plain = context.socket(zmq.DEALER)  # no CURVE at all
         plain.linger, plain.routing_id = 0, routing_id(1)
         assert handshake_refused(stranger, address) and handshake_refused(plain, address)
@@ -166,7 +172,7 @@ def test_a_neighbours_key_cannot_claim_another_sender(
     comm = Comm(0, [1, 2], transport, LIMITS, Ledger(0), recv_timeout_s=10.0)
     node_1 = load_curve(plan, 1)
     assert node_1 is not None
-    server = plan.secure["public_keys"]["node-0"].encode()
+    server = public_key(plan, "node-0")
     try:
         posing, lying = client(context, node_1, server, 2), client(context, node_1, server, 1)
         forged = {"w": np.full(4, 666, np.float32)}
@@ -188,7 +194,7 @@ def test_the_collector_knows_a_record_by_its_key(
     collector = Collector(ZmqSource(plan, LOCAL, curve=load_curve(plan, "collector")), tmp_path,
                           plan.ids)
     address = collector.source._sock.getsockopt_string(zmq.LAST_ENDPOINT)
-    server = plan.secure["public_keys"]["collector"].encode()
+    server = public_key(plan, "collector")
     node_1 = load_curve(plan, 1)
     assert node_1 is not None
     key, clock = results_key(plan), SequenceClock()
@@ -223,7 +229,7 @@ def test_the_coordinator_knows_a_report_by_its_key(plan: RunPlan, context: zmq.C
     coordinator = ZmqCoordinatorChannel(LOCAL, 1 << 20, load_curve(plan, "coordinator"))
     node_1 = load_curve(plan, 1)
     assert node_1 is not None
-    server = plan.secure["public_keys"]["coordinator"].encode()
+    server = public_key(plan, "coordinator")
     try:
         posing = client(context, node_1, server, 2)
         posing.connect(coordinator._sock.getsockopt_string(zmq.LAST_ENDPOINT))
@@ -326,12 +332,12 @@ def test_a_secure_mesh_equals_an_open_one(tmp_path: Path) -> None:
     secrets = sorted(keys.glob("*.key_secret"))
     assert [p.name for p in secrets] == [f"{n}.key_secret" for n in sorted(NAMES[:4])]
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in secrets)
-    written = RunPlan.load(tmp_path / "secure" / "plan.json")
-    assert written.secure["keys_dir"] == str(keys)
+    written = RunPlan.load(tmp_path / "secure" / "plan.json").secure
+    assert written is not None and written.keys_dir == str(keys)
     text = (tmp_path / "secure" / "plan.json").read_text()
     for path in secrets:
         public, secret = zmq.auth.load_certificate(path)
-        assert written.secure["public_keys"][path.name.split(".")[0]] == public.decode()
+        assert written.public_keys[path.name.split(".")[0]] == public.decode()
         assert secret is not None and secret.decode() not in text
 
 

@@ -13,6 +13,7 @@ from safetensors.numpy import load_file
 
 from dfl_node.learning.models import build_model
 from dfl_node.learning.shards import load_node_data
+from dfl_node.settings.data_section import DataSection
 from protocols.sdk.mixing import push_row
 from tests.harness import (
     assert_transports_identical,
@@ -79,7 +80,8 @@ def test_matches_an_independent_numpy_push_sum(tmp_path: Path) -> None:
     for u, v in arcs:
         p[v, u] = 1.0 / (1 + out_degree[u])  # j = u pushes to i = v
     np.testing.assert_allclose(p.sum(axis=0), 1.0)  # column-stochastic
-    data = [load_node_data(plan["data"], list(range(n)), i) for i in range(n)]
+    section = DataSection.model_validate(plan["data"])
+    data = [load_node_data(section, list(range(n)), i) for i in range(n)]
     model = build_model({"name": "linear"}, (32,), 10, plan["seed"])
     x_w = np.stack([model[1].weight.detach().double().numpy()] * n)
     x_b = np.stack([model[1].bias.detach().double().numpy()] * n)

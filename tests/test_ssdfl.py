@@ -14,6 +14,7 @@ from safetensors.numpy import load_file
 
 from dfl_node.learning.models import build_model
 from dfl_node.learning.shards import load_node_data
+from dfl_node.settings.data_section import DataSection
 from tests.harness import assert_transports_identical, final_files, launch, launch_ok
 from tests.test_dpsgd import softmax_grad
 
@@ -139,7 +140,7 @@ def test_one_cycle_matches_numpy_eqs_11_and_18(tmp_path: Path) -> None:
     mu = [pre["nodes"][str(i)]["optimizer"]["mu"] for i in ids]
     rho = [pre["nodes"][str(i)]["optimizer"]["rho"] for i in ids]
     assert mu == [0, 0.5, 0, 0, 0.3, 0] and rho == [0, 0, 0.9, 0.5, 0, 0]
-    data = [load_node_data(plan["data"], ids, i) for i in ids]
+    data = [load_node_data(DataSection.model_validate(plan["data"]), ids, i) for i in ids]
     model = build_model({"name": "linear"}, (32,), 10, plan["seed"])
     w0 = np.stack([model[1].weight.detach().double().numpy()] * n)
     b0 = np.stack([model[1].bias.detach().double().numpy()] * n)

@@ -26,12 +26,14 @@ from dfl_node.netsim.tdma import (
 from dfl_node.netsim.virtual_clock import LinkModel
 from dfl_node.plan import PlanError, RunPlan
 from dfl_node.runner.run_node import agree_on_plan
+from dfl_node.settings.data_section import DataSection
 from dfl_node.settings.link import LinkSettings
 from dfl_node.settings.schedule import ScheduleSection
 from dfl_node.settings.wire import WireSettings
 from dfl_node.transports.inproc import InprocHub, InprocTransport
 from dfl_node.wire.codec import Frame, WireLimits, decode
 from dfl_node.wire.tags import Tag
+from tests.harness import SYNTHETIC_DATA
 from topologies.generators import random_geometric
 
 # docs/protocols/dsc.md#worked-example.
@@ -215,9 +217,9 @@ def test_receivers_check_slots_and_count_mismatches() -> None:
 def make_plan(schedule: ScheduleSection) -> RunPlan:
     return RunPlan(protocol="d-psgd", topology_name="pair",
                    topology={"nodes": [{"id": 0}, {"id": 1}], "edges": [[0, 1]]}, nodes=(),
-                   mixing="metropolis", weights=(), rounds=1, seed=0, eval_every=1, data={},
-                   model={}, hyper={}, link=LinkSettings(), wire=WireSettings(), transport="inproc",
-                   collector="",
+                   mixing="metropolis", weights=(), rounds=1, seed=0, eval_every=1,
+                   data=DataSection.model_validate(SYNTHETIC_DATA), model={}, hyper={},
+                   link=LinkSettings(), wire=WireSettings(), transport="inproc", collector="",
                    schedule=schedule)
 
 

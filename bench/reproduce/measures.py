@@ -41,6 +41,7 @@ import numpy as np
 from dfl_node.learning.datacache import DataError
 from dfl_node.learning.datasets import load_arrays
 from dfl_node.learning.shards import global_split, split_indices
+from dfl_node.settings.data_section import DataSection
 from launcher.run.fairness import fairness
 
 SUMMARY_KEYS = ("avg_accuracy", "worst_accuracy", "bottom10_accuracy", "std_accuracy",
@@ -118,11 +119,12 @@ def majority_bars(run_dir: Path) -> dict[str, float]:
     run, whose data section names no class labels)."""
     plan = json.loads((run_dir / "plan.json").read_text())
     clients = [n["id"] for n in plan["nodes"] if n["id"] != plan.get("aggregator")]
-    split = plan["data"]["eval_split"]  # the planner writes it (launcher/config/planner.py)
+    data = DataSection.model_validate(plan["data"])
+    split = data.eval_split
     try:
-        own, shared, classes = majority_shares(json.dumps(plan["data"], sort_keys=True),
-                                               len(clients), split != "global")
-    except (DataError, KeyError, ValueError, TypeError):
+        own, shared, classes = majority_shares(data.model_dump_json(), len(clients),
+                                               split != "global")
+    except DataError:  # not on disk nor generated: no class labels to count
         return {}
     out = {"chance": 1 / classes}
     if split in ("local", "both"):
@@ -146,10 +148,10 @@ def majority_shares(data_json: str, parts: int, own: bool) -> tuple[list[float],
     """Each client's majority-class share of its own test split (when `own`), the global
     subset's, and the number of classes; the same partition the nodes made (a pure function of
     the labels and the data section), cached per data section: an experiment's arms share it."""
-    data = json.loads(data_json)
+    data = DataSection.model_validate_json(data_json)
     arrays = load_arrays(data)
-    evals = split_indices({**data, "eval_split": "local"}, arrays.y_train, arrays.y_test,
-                          parts)[1] if own else []
+    local = data.model_copy(update={"eval_split": "local"})
+    evals = split_indices(local, arrays.y_train, arrays.y_test, parts)[1] if own else []
     return ([share(arrays.y_test[idx]) for idx in evals],
             share(arrays.y_test[global_split(data, arrays.y_test)]), arrays.classes)
 

@@ -3,28 +3,28 @@ point, synthetic among them) or the prepared cache entry of a real one (fmnist, 
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from dfl_node.learning.arrays import DatasetArrays
 from dfl_node.learning.datacache import DataError, locate_entry, open_arrays
 from dfl_node.learning.generated import generated_datasets
 from dfl_node.learning.given import GIVEN_DATASET, given_arrays
+from dfl_node.settings.data_section import DataSection
 
 
-def load_arrays(data: dict[str, Any]) -> DatasetArrays:
+def load_arrays(data: DataSection) -> DatasetArrays:
     """The dataset of the plan's data section: generated (synthetic), handed over as arrays
     (dfl_node/learning/given.py) or the prepared cache entry."""
-    if data["dataset"] == GIVEN_DATASET:
-        return given_arrays(data["fingerprint"])
-    generated = generated_datasets().get(data["dataset"])
+    if data.dataset == GIVEN_DATASET and data.fingerprint is not None:
+        return given_arrays(data.fingerprint)
+    generated = generated_datasets().get(data.dataset)
     if generated is not None:
-        return generated.arrays(data)
-    if "cache_dir" not in data or "fingerprint" not in data:
-        raise DataError(f"dataset {data['dataset']!r}: the plan names no prepared data "
+        return generated.arrays(data.options(), data.seed)
+    prepared = data.prepared_entry()
+    if prepared is None:
+        raise DataError(f"dataset {data.dataset!r}: the plan names no prepared data "
                         "(cache_dir, fingerprint); the launcher's prepare_data step adds them")
-    entry, meta = locate_entry(data["cache_dir"], data["fingerprint"])
+    entry, meta = locate_entry(*prepared)
     return DatasetArrays(**open_arrays(entry), classes=meta.classes,
                          mean=np.asarray(meta.mean, dtype=np.float32),
                          std=np.asarray(meta.std, dtype=np.float32))

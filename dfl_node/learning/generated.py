@@ -29,10 +29,9 @@ class GeneratedDataset(ABC):
     def generate(self, options: Any, seed: int) -> DatasetArrays:
         """The whole dataset for these options; a pure function of them and `seed`."""
 
-    def arrays(self, data: Mapping[str, Any], name: str | None = None) -> DatasetArrays:
-        """The dataset of a plan's (or config's) data section."""
-        section = data.get(name or data["dataset"]) or {}
-        return self.generate(self.options.model_validate(section), int(data["seed"]))
+    def arrays(self, section: Mapping[str, Any], seed: int) -> DatasetArrays:
+        """The dataset of its options section (a plan's or a config's) and the data seed."""
+        return self.generate(self.options.model_validate(section), seed)
 
 
 @cache

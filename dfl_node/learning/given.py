@@ -19,7 +19,6 @@ from dfl_node.learning.arrays import DatasetArrays
 from dfl_node.learning.datacache import DataError
 
 GIVEN_DATASET = "given"
-GIVEN_PARTITION = "given"
 _ARRAYS: dict[str, DatasetArrays] = {}
 
 

@@ -4,7 +4,7 @@ They are pure functions of the labels and the data seed, so every host derives t
 from the plan's data section alone. Part `j` belongs to the j-th node in sorted id order. Every
 training sample lands in exactly one part.
 
-`--partition` specs:
+`--partition` specs (parsed in dfl_node/settings/partition.py):
 - `iid`: a seeded permutation cut into near-equal parts.
 - `shards:C`: the SSD-FL slot scheme (docs/protocols/ssd-fl.md#e4): device d holds classes
   {(d*C + t) mod K : t < C}, a seeded permutation decides which node is device d, and each
@@ -19,15 +19,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from dfl_config.errors import DflMeshError
 from dfl_node.learning.seeds import numpy_stream
+from dfl_node.settings.partition import (
+    DirichletPartition,
+    GivenPartition,
+    IidPartition,
+    PartitionError,
+    PartitionSpec,
+    ShardsPartition,
+)
 
-DIRICHLET_MIN_SIZE = 64
 DIRICHLET_ATTEMPTS = 1000
-
-
-class PartitionError(ValueError, DflMeshError):
-    pass
 
 
 def class_indices(labels: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
@@ -89,36 +91,21 @@ def dirichlet(labels: np.ndarray, parts: int, alpha: float, min_size: int,
                          f"(dirichlet:{alpha}:MIN) or raise alpha")
 
 
-def parse_count(spec: str, text: str) -> int:
-    if not (text.isascii() and text.isdigit()):
-        raise PartitionError(f"partition {spec!r}: {text!r} is not a whole number")
-    return int(text)
-
-
-def parse_alpha(spec: str, text: str) -> float:
-    try:
-        alpha = float(text)
-    except ValueError:
-        alpha = float("nan")
-    if not 0 < alpha < float("inf"):
-        raise PartitionError(f"partition {spec!r}: alpha {text!r} must be a positive number")
-    return alpha
-
-
-def partition(spec: str, labels: np.ndarray, parts: int, seed: int) -> list[np.ndarray]:
-    """Dispatch on the `--partition` spec string (`iid`, `shards:C`, `dirichlet:ALPHA[:MIN]`)."""
+def partition(spec: PartitionSpec, labels: np.ndarray, parts: int,
+              seed: int) -> list[np.ndarray]:
+    """The parts of a parsed `--partition` (dfl_node/settings/partition.py)."""
     if not 1 <= parts <= len(labels):
         raise PartitionError(f"cannot split {len(labels)} samples into {parts} parts")
-    kind, *args = spec.split(":")
-    if kind == "iid" and not args:
-        return iid(labels, parts, seed)
-    if kind == "shards" and len(args) == 1:
-        return label_shards(labels, parts, parse_count(spec, args[0]), seed)
-    if kind == "dirichlet" and len(args) in (1, 2):
-        min_size = parse_count(spec, args[1]) if len(args) == 2 else DIRICHLET_MIN_SIZE
-        return dirichlet(labels, parts, parse_alpha(spec, args[0]), min_size, seed)
-    raise PartitionError(f"unknown partition {spec!r} (known: iid, shards:C, "
-                         "dirichlet:ALPHA[:MIN])")
+    match spec:
+        case IidPartition():
+            return iid(labels, parts, seed)
+        case ShardsPartition(per_node=per_node):
+            return label_shards(labels, parts, per_node, seed)
+        case DirichletPartition(alpha=alpha):
+            return dirichlet(labels, parts, alpha, spec.minimum, seed)
+        case GivenPartition():  # the handed-over split itself: dfl_node/learning/given.py
+            raise PartitionError("given: only for arrays handed over one set per node "
+                                 "(dfl_mesh.run(dataset={'train': [...]}))")
 
 
 def split_like(train_parts: list[np.ndarray], train_labels: np.ndarray,

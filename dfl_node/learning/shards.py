@@ -17,19 +17,20 @@ import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from dfl_node.learning.arrays import DatasetArrays, Samples
 from dfl_node.learning.datacache import DataError
 from dfl_node.learning.datasets import load_arrays
-from dfl_node.learning.given import GIVEN_PARTITION, given_parts
+from dfl_node.learning.given import given_parts
 from dfl_node.learning.partition import partition, split_like
 from dfl_node.learning.seeds import numpy_stream
+from dfl_node.settings.data_section import EVAL_SPLITS as EVAL_SPLITS  # the config's import
+from dfl_node.settings.data_section import DataSection
+from dfl_node.settings.partition import GivenPartition
 
 DEFAULT_EVAL_SIZE = 2000
-EVAL_SPLITS = ("global", "local", "both")
 
 
 @dataclass(frozen=True)
@@ -55,19 +56,16 @@ def global_subset(test_size: int, eval_size: int, seed: int) -> np.ndarray:
                                                                  replace=False))
 
 
-def split_indices(data: dict[str, Any], y_train: np.ndarray,
+def split_indices(data: DataSection, y_train: np.ndarray,
                   y_test: np.ndarray, parts: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """(train indices, eval indices) per node position; the launcher runs it to validate."""
-    seed = data["seed"]
-    given = data["partition"] == GIVEN_PARTITION and "node_sizes" in data
-    train = (given_parts(data["node_sizes"], parts) if given
-             else partition(data["partition"], y_train, parts, seed))
-    split = data["eval_split"]
-    if split == "global":
+    if isinstance(data.partition, GivenPartition) and data.node_sizes is not None:
+        train = given_parts(data.node_sizes, parts)
+    else:
+        train = partition(data.partition, y_train, parts, data.seed)
+    if data.eval_split == "global":
         return train, [global_split(data, y_test)] * parts
-    if split not in EVAL_SPLITS:
-        raise DataError(f"unknown eval_split {split!r} (known: {', '.join(EVAL_SPLITS)})")
-    local = split_like(train, y_train, y_test, seed)
+    local = split_like(train, y_train, y_test, data.seed)
     empty = [pos for pos, idx in enumerate(local) if len(idx) == 0]
     if empty:
         raise DataError(f"eval_split local: node positions {empty} get no test samples; "
@@ -75,10 +73,9 @@ def split_indices(data: dict[str, Any], y_train: np.ndarray,
     return train, local
 
 
-def global_split(data: dict[str, Any], y_test: np.ndarray) -> np.ndarray:
+def global_split(data: DataSection, y_test: np.ndarray) -> np.ndarray:
     """The global subset's test indices for this data section."""
-    return global_subset(len(y_test), int(data.get("eval_size", DEFAULT_EVAL_SIZE)),
-                         data["seed"])
+    return global_subset(len(y_test), data.eval_size, data.seed)
 
 
 @dataclass(frozen=True)
@@ -98,20 +95,19 @@ _plans: OrderedDict[str, PlanData] = OrderedDict()
 _plans_lock = threading.Lock()
 
 
-def plan_data(data: dict[str, Any], parts: int) -> PlanData:
+def plan_data(data: DataSection, parts: int) -> PlanData:
     """The plan's PlanData for `parts` clients, computed once per process: the in-process
     backend's node threads share it, and the processes backend's zygote computes it before it
     forks the nodes (launcher/backends/preload.py), so that no node repeats the partition or
     holds its own copy of the global evaluation split."""
-    key = f"{parts}|{json.dumps(data, sort_keys=True, default=str)}"
+    key = f"{parts}|{json.dumps(data.model_dump(mode='json'), sort_keys=True)}"
     with _plans_lock:
         found = _plans.get(key)
         if found is None:
             arrays = load_arrays(data)
             train, evals = split_indices(data, arrays.y_train, arrays.y_test, parts)
-            split = data["eval_split"]
             shared = arrays.test(global_split(data, arrays.y_test)) \
-                if split in ("global", "both") else None
+                if data.eval_split in ("global", "both") else None
             found = _plans[key] = PlanData(arrays, train, evals, shared)
             while len(_plans) > KEPT_PLANS:
                 _plans.popitem(last=False)
@@ -119,7 +115,7 @@ def plan_data(data: dict[str, Any], parts: int) -> PlanData:
     return found
 
 
-def load_node_data(data: dict[str, Any], clients: list[int], node_id: int) -> NodeData:
+def load_node_data(data: DataSection, clients: list[int], node_id: int) -> NodeData:
     """Node `node_id`'s shard (images read as normalised float32: arrays.ImageRows) and
     evaluation split (normalised float32), from the plan.
 
@@ -131,7 +127,7 @@ def load_node_data(data: dict[str, Any], clients: list[int], node_id: int) -> No
         return NodeData(*arrays.train(none), *arrays.test(none), arrays.classes)
     shared = plan_data(data, len(clients))
     pos = clients.index(node_id)
-    both = data["eval_split"] == "both"
+    both = data.eval_split == "both"
     x_eval, y_eval = shared.global_eval if shared.global_eval is not None and not both \
         else shared.arrays.test(shared.evals[pos])
     return NodeData(*shared.arrays.train(shared.train[pos]), x_eval, y_eval,

@@ -44,8 +44,7 @@ def largest_message(plan: RunPlan) -> int:
     fixed = plan.wire.max_message_bytes
     if fixed is not None:
         return int(fixed)
-    shape, classes = plan.data.get("shape"), plan.data.get("num_classes")
-    size = model_bytes(plan.model, shape, int(classes)) if shape and classes else None
+    size = model_bytes(plan.model, plan.data.shape, plan.data.num_classes)
     if size is None:
         return FALLBACK_MESSAGE_BYTES
     return max(MIN_MESSAGE_BYTES, MODEL_COPIES * size)

@@ -97,7 +97,7 @@ def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: 
         the model every reader parses it with."""
         record = {"type": "metrics", "round": round_, "node": node_id, **proto.evaluate(),
                   "wire_bytes": comm.ledger.wire_bytes(),
-                  "virtual_seconds": clock.seconds, "eval_split": plan.data["eval_split"],
+                  "virtual_seconds": clock.seconds, "eval_split": plan.data.eval_split,
                   "slot_mismatches": comm.slot_mismatches,
                   "retransmissions": clock.retransmissions(), **info}
         MetricsRecord.model_validate(record)

@@ -30,6 +30,7 @@ import zmq.auth
 import zmq.utils.z85
 
 from dfl_node.plan import PlanError, RunPlan
+from dfl_node.settings.secure import SecureSection
 
 COLLECTOR, COORDINATOR, AGGREGATOR = "collector", "coordinator", "aggregator"
 SERVICES = (COLLECTOR, COORDINATOR)
@@ -73,14 +74,12 @@ def read_certificate(path: Path, secret: bool) -> tuple[bytes, bytes | None]:
     return public, secret_key
 
 
-def plan_keys(plan: RunPlan) -> dict[str, bytes]:
-    """The plan's public keys by name; a CurveError if the section is malformed."""
-    keys = plan.secure.get("public_keys")
-    if not isinstance(keys, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) and valid_key(v.encode())
-            for k, v in keys.items()):
+def plan_keys(secure: SecureSection) -> dict[str, bytes]:
+    """The plan's public keys by name; a CurveError if one is not a Z85 key."""
+    keys = {name: value.encode() for name, value in secure.public_keys.items()}
+    if not all(valid_key(key) for key in keys.values()):
         raise CurveError("plan: secure.public_keys must map key names to Z85 public keys")
-    return {name: value.encode() for name, value in keys.items()}
+    return keys
 
 
 @dataclass(frozen=True)
@@ -113,16 +112,13 @@ def load_curve(plan: RunPlan, who: int | str, keys_dir: Path | None = None) -> C
     """The CURVE material of node `who` (an id) or service `who` (a name) of a secure plan, its
     pair read from `keys_dir` (default: the plan's `keys_dir`); None for a plan without
     `--secure`. A CurveError says which file or key is wrong."""
-    if not plan.secure:
+    if plan.secure is None:
         if keys_dir is not None:
             raise CurveError("--keys: the plan is not --secure, so it uses no keys")
         return None
-    keys = plan_keys(plan)
+    keys = plan_keys(plan.secure)
     name = who if isinstance(who, str) else key_name(plan, who)
-    directory = keys_dir or plan.secure.get("keys_dir")
-    if directory is None:
-        raise CurveError("the plan is --secure: give --keys DIR (made by dfl-launch keys)")
-    path = Path(directory) / f"{name}.key_secret"
+    path = Path(keys_dir or plan.secure.keys_dir) / f"{name}.key_secret"
     public, secret = read_certificate(path, secret=True)
     if keys.get(name) != public:
         raise CurveError(f"{path}: is not the plan's {name} key (another key set?)")

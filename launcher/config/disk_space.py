@@ -50,8 +50,8 @@ def parameter_count(plan: RunPlan) -> int | None:
 
     try:
         with torch.device("meta"):
-            model = module_of(model_spec(plan.model), tuple(plan.data["shape"]),
-                              int(plan.data["num_classes"]))
+            model = module_of(model_spec(plan.model), plan.data.shape,
+                              plan.data.num_classes)
     except (ModelError, NotImplementedError):
         return None
     return sum(p.numel() for p in model.parameters())

@@ -29,6 +29,7 @@ import zmq
 
 from dfl_node.plan import RunPlan
 from dfl_node.runner.results_seal import KEY_BYTES, new_results_key, valid_results_key
+from dfl_node.settings.secure import SecureSection
 from dfl_node.transports.encryption import (
     AGGREGATOR,
     COLLECTOR,
@@ -132,8 +133,8 @@ def secure_plan(plan: RunPlan, config: dict[str, Any], local_dir: Path | None) -
                   for n in names}
     except CurveError as exc:
         raise LaunchError(str(exc)) from None
-    return replace(plan, secure={"keys_dir": str(directory),
-                                 "public_keys": {n: k.decode() for n, k in public.items()}})
+    return replace(plan, secure=SecureSection(
+        keys_dir=str(directory), public_keys={n: k.decode() for n, k in public.items()}))
 
 
 def key_directory(keys: str | None, local_dir: Path | None, names: Sequence[str]) -> Path:

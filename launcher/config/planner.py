@@ -27,7 +27,7 @@ from launcher.config.endpoints import (
 )
 from launcher.config.ports import PortClaims
 from launcher.config.run_config import dataset_sections
-from launcher.data.prepare import prepare_data
+from launcher.data.prepare import plan_section, prepare_data
 from launcher.errors import LaunchError
 from launcher.results.cycle_metrics import cycle_section
 from protocols.registry import PROTOCOLS, protocol_spec
@@ -136,7 +136,7 @@ def build_plan(topology: Topology, config: dict[str, Any], claims: PortClaims,
         nodes=(*nodes, hub) if hub else nodes, mixing=config["mixing"],
         weights=mixing_weights(topology, config["mixing"]), rounds=config["rounds"],
         seed=config["seed"], eval_every=config["eval_every"],
-        data={**data_section(config), **prepare_data(config, len(topology.nodes))},
+        data=plan_section({**data_section(config), **prepare_data(config, len(topology.nodes))}),
         model=config["model"], hyper=config["hyper"],
         link=LinkSettings.model_validate(config["link"]),
         wire=WireSettings.model_validate(config["wire"]),

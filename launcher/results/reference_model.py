@@ -21,7 +21,7 @@ class ReferenceModel:
         data = load_node_data(plan.data, plan.clients, plan.clients[0])
         self.model = build_model(plan.model, data.input_shape, data.classes, plan.seed)
         self.eval: tuple[np.ndarray, np.ndarray] | None = None
-        if plan.data["eval_split"] == "global":
+        if plan.data.eval_split == "global":
             self.eval = (data.x_eval, data.y_eval)
         elif data.global_eval is not None:
             self.eval = data.global_eval

@@ -136,7 +136,7 @@ def table_groups(runs: list[Run]) -> list[TableGroups]:
     tables: dict[tuple[str, str], list[list[Run]]] = {}
     for members in seed_groups(runs):
         first = members[0]
-        key = (family_of(first), str(first.summary.get("eval_split", "-")))
+        key = (family_of(first), str(first.summary.get("eval_split") or "-"))  # "-": none
         tables.setdefault(key, []).append(members)
     out = []
     for (family, split), seed_sets in sorted(

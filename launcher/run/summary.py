@@ -139,8 +139,8 @@ def summarize(plan: RunPlan, config: dict[str, Any], collector: Collector, outco
     return {
         "schema_version": SUMMARY_SCHEMA, "protocol": plan.protocol,
         "topology": plan.topology_name, "rounds": plan.rounds, "seed": plan.seed,
-        "transport": plan.transport, "dataset": plan.data["dataset"],
-        "partition": plan.data["partition"], "eval_split": plan.data["eval_split"],
+        "transport": plan.transport, "dataset": plan.data.dataset,
+        "partition": str(plan.data.partition), "eval_split": plan.data.eval_split,
         "status": outcome.status, "cause": outcome.cause_record(),
         "failed_node": outcome.failed_node,
         **failure_keys(outcome, done),

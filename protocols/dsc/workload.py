@@ -52,10 +52,11 @@ class SceneData:
     test: TaskSet
 
 
-def scene_options(data: Mapping[str, Any]) -> SceneOptions:
-    """The data section's `scenes` options; ValueError (one line) on a bad one."""
+def scene_options(section: Mapping[str, Any]) -> SceneOptions:
+    """The `scenes` options section (a config's or the plan's data section's); ValueError
+    (one line) on a bad one."""
     try:
-        return SceneOptions.model_validate(data.get("scenes", {}))
+        return SceneOptions.model_validate(section)
     except ValidationError as exc:
         raise ValueError(one_line(exc, SceneOptions, ("scenes",))) from None
 
@@ -68,41 +69,41 @@ def routed_spec(model: Mapping[str, Any]) -> RoutedSpec:
         raise ValueError(one_line(exc, RoutedSpec, ("model",))) from None
 
 
-def nyu_options(data: Mapping[str, Any]) -> NyuOptions:
-    """The data section's `nyuv2` options; ValueError (one line) on a bad one."""
+def nyu_options(section: Mapping[str, Any]) -> NyuOptions:
+    """The `nyuv2` options section (a config's or the plan's data section's); ValueError
+    (one line) on a bad one."""
     try:
-        return NyuOptions.model_validate(data.get("nyuv2", {}))
+        return NyuOptions.model_validate(section)
     except ValidationError as exc:
         raise ValueError(one_line(exc, NyuOptions, ("nyuv2",))) from None
 
 
 def plan_portfolios(plan: RunPlan) -> dict[int, Portfolio]:
     """NYU-v2 labels only Seg, Sn and Dep, so it always draws the `nyu` scheme."""
-    scheme = "nyu" if plan.data.get("dataset") == "nyuv2" \
-        else scene_options(plan.data).portfolios
+    scheme = "nyu" if plan.data.dataset == "nyuv2" \
+        else scene_options(plan.data.options("scenes")).portfolios
     return node_portfolios({n.id: n.attrs for n in plan.nodes}, plan.seed, scheme)
 
 
-def prepare_scenes(data: Mapping[str, Any]) -> dict[str, Any]:
+def prepare_scenes(config: Mapping[str, Any]) -> dict[str, Any]:
     """The `scenes` dataset for the launcher: nothing to prepare or split, since each node
     renders its own; the options are checked (ValueError) and the data section's keys given."""
-    opts = scene_options(data)
+    opts = scene_options(config.get("scenes") or {})
     return {"num_classes": len(CLASSES), "shape": [3, opts.size, opts.size],
             "eval_size": opts.test_size}
 
 
-def nyu_root(data: Mapping[str, Any]) -> str:
-    root = data.get("data_root")
+def nyu_root(root: str | None) -> str:
     if not root:
         raise ValueError("NYU-v2 is read from --data-root DIR (ROOT/{train,val}/...): none given")
     return str(root)
 
 
-def prepare_nyu(data: Mapping[str, Any]) -> dict[str, Any]:
+def prepare_nyu(config: Mapping[str, Any]) -> dict[str, Any]:
     """The `nyuv2` dataset for the launcher: its files must be there (one line naming the
     first one missing otherwise), since each node reads them itself; nothing is cached."""
-    nyu_options(data)
-    root = nyu_root(data)
+    nyu_options(config.get("nyuv2") or {})
+    root = nyu_root(config.get("data_root"))
     test = count_images(root, "test")
     count_images(root, "train")
     image = read(Path(root) / "val" / FOLDERS["image"] / "0.npy")
@@ -115,7 +116,7 @@ def check_scene_plan(plan: RunPlan) -> None:
     """ValueError (one line) unless the plan is one a scene workload can serve (its dataset,
     model, portfolios and training sizes); the launcher calls it (via `DSC.check_plan`) before
     any node starts."""
-    dataset = plan.data.get("dataset")
+    dataset = plan.data.dataset
     if dataset not in DATASETS:
         raise ValueError(f"{plan.protocol} learns dense multi-task scenes: use --dataset "
                          f"{' or '.join(DATASETS)}, not {dataset!r}")
@@ -127,15 +128,15 @@ def check_scene_plan(plan: RunPlan) -> None:
             if absent:
                 raise ValueError(f"node {node}: NYU-v2 has no labels for {absent} "
                                  "(it has seg, sn, dep)")
-        opts = nyu_options(plan.data)
+        opts = nyu_options(plan.data.options("nyuv2"))
         try:
-            dirichlet_sizes(count_images(nyu_root(plan.data), "train"), len(plan.clients),
-                            opts.alpha, opts.min_size, plan.seed)
+            dirichlet_sizes(count_images(nyu_root(plan.data.data_root), "train"),
+                            len(plan.clients), opts.alpha, opts.min_size, plan.seed)
         except ValueError as exc:
             raise ValueError(f"nyuv2: {exc}") from None
         return
     try:
-        train_sizes(scene_options(plan.data), plan.seed, len(plan.clients))
+        train_sizes(scene_options(plan.data.options("scenes")), plan.seed, len(plan.clients))
     except ValueError as exc:
         raise ValueError(f"scenes: {exc}") from None
 
@@ -144,12 +145,13 @@ def scene_data(plan: RunPlan, node_id: int) -> SceneData:
     """Node `node_id`'s data, with only its portfolio's labels, once the plan is checked."""
     check_scene_plan(plan)
     tasks = plan_portfolios(plan)[node_id]
-    if plan.data.get("dataset") == "nyuv2":
-        opts, root = nyu_options(plan.data), nyu_root(plan.data)
+    if plan.data.dataset == "nyuv2":
+        opts, root = nyu_options(plan.data.options("nyuv2")), nyu_root(plan.data.data_root)
         train = node_share(load_nyu(root, "train", tasks), plan.clients, node_id, tasks,
                            opts.alpha, opts.min_size, plan.seed)
         return SceneData(train, load_nyu(root, "test", tasks))
-    train, test = node_scenes(scene_options(plan.data), plan.seed, plan.clients, node_id, tasks)
+    train, test = node_scenes(scene_options(plan.data.options("scenes")), plan.seed,
+                              plan.clients, node_id, tasks)
     return SceneData(train, test)
 
 
