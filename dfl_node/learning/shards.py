@@ -27,9 +27,7 @@ from dfl_node.learning.datasets import load_arrays
 from dfl_node.learning.given import GIVEN_PARTITION, given_parts
 from dfl_node.learning.partition import partition, split_like
 from dfl_node.learning.seeds import numpy_stream
-
-DEFAULT_EVAL_SIZE = 2000
-EVAL_SPLITS = ("global", "local", "both")
+from dfl_node.settings.evaluation import DEFAULT_EVAL_SIZE, EVAL_SPLITS
 
 
 @dataclass(frozen=True)
