@@ -24,7 +24,8 @@ import numpy as np
 from dfl_node.learning.arrays import DatasetArrays, Samples
 from dfl_node.learning.datacache import DataError
 from dfl_node.learning.datasets import load_arrays
-from dfl_node.learning.given import GIVEN_PARTITION, given_parts
+from dfl_node.learning.given import given_parts
+from dfl_node.learning.given_names import GIVEN_PARTITION
 from dfl_node.learning.partition import partition, split_like
 from dfl_node.learning.seeds import numpy_stream
 from dfl_node.settings.evaluation import DEFAULT_EVAL_SIZE, EVAL_SPLITS

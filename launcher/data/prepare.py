@@ -46,7 +46,8 @@ from dfl_node.learning.datacache import (
 )
 from dfl_node.learning.datasets import load_arrays
 from dfl_node.learning.generated import dataset_clash, generated_datasets
-from dfl_node.learning.given import GIVEN_DATASET, given_arrays
+from dfl_node.learning.given import given_arrays
+from dfl_node.learning.given_names import GIVEN_DATASET
 from dfl_node.learning.partition import PartitionError
 from dfl_node.learning.shards import DEFAULT_EVAL_SIZE, EVAL_SPLITS, split_indices
 from dfl_node.plan import RunPlan
