@@ -14,7 +14,8 @@ shown where its name is asked for and by `dfl-launch plugins`. Every other name 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from importlib.metadata import EntryPoint, entry_points
+from functools import cache
+from importlib.metadata import EntryPoint, EntryPoints, entry_points
 from typing import Any
 
 from dfl_config.errors import DflMeshError
@@ -22,6 +23,21 @@ from dfl_config.errors import DflMeshError
 HOME = "dfl-mesh"  # this project's distribution
 PROTOCOLS_GROUP = "dfl_mesh.protocols"  # protocols/registry.py's: the specs
 NODES_GROUP = "dfl_mesh.protocol_nodes"  # and the node classes, by the same names
+
+
+@cache
+def _installed() -> Any:
+    """Every entry point of every installed distribution (Python 3.11: grouped, selectable by
+    group as `entry_points(group=...)` selects), read once per process: each read opens every
+    distribution's metadata (tens of milliseconds), and a refusal of bad input asks for five
+    groups (protocols, models, datasets, sparsifiers, quantizers)."""
+    return entry_points()
+
+
+def group_entry_points(group: str) -> EntryPoints:
+    """`importlib.metadata.entry_points(group=group)`, from the one read of them all."""
+    found: EntryPoints = _installed().select(group=group)
+    return found
 
 
 def package_of(ep: Any) -> str:
@@ -66,7 +82,7 @@ def discover(group: str) -> Plugins:
     """Load every entry point of `group`; one that fails is left out, its reason kept in
     `failed` (one line naming the package), so that it breaks only what names it."""
     by_name: dict[str, list[EntryPoint]] = {}
-    for ep in entry_points(group=group):
+    for ep in group_entry_points(group):
         by_name.setdefault(ep.name, []).append(ep)
     plugins = Plugins(group)
     for name in sorted(by_name):
@@ -85,7 +101,7 @@ def discover(group: str) -> Plugins:
 def discover_one(group: str, name: str) -> tuple[Any, str] | None:
     """The object `name` registers in `group` and its package, loading no other entry point;
     None where no package or several register it (discover() then says which)."""
-    eps = [ep for ep in entry_points(group=group) if ep.name == name]
+    eps = [ep for ep in group_entry_points(group) if ep.name == name]
     packages = {package_of(ep) for ep in eps}
     if len(packages) != 1:
         return None
@@ -109,4 +125,4 @@ def load(group: str, ep: EntryPoint, package: str) -> Any:
 def registered(group: str) -> set[str]:
     """The names `group` registers, none of them loaded: what can be checked before a
     protocol's imports (torch, for most) are paid for."""
-    return {ep.name for ep in entry_points(group=group)}
+    return {ep.name for ep in group_entry_points(group)}

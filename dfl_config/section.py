@@ -22,12 +22,25 @@ from pydantic import (
     Tag,
 )
 
+from dfl_config.field_docs import field_docstrings
+
 
 class Section(BaseModel):
     """A config mapping: unknown keys refused, values validated, defaults declared here only."""
 
+    # Built on first use, not on import (a refusal of bad input loads every protocol's models
+    # and checks one), and described from the docstrings under the fields, read once per module
+    # (dfl_config/field_docs.py: pydantic's `use_attribute_docstrings` costs ms per model).
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True,
-                              use_attribute_docstrings=True)
+                              defer_build=True)
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        fields = cls.__pydantic_fields__
+        for name, doc in field_docstrings(cls).items():
+            if name in fields and fields[name].description is None:
+                fields[name].description = doc
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data for the run plan and summary.json (what the nodes read)."""

@@ -5,37 +5,36 @@ from __future__ import annotations
 import time
 from contextlib import ExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from dfl_node.plan import RunPlan
-from launcher.backends.base import LocalBackend
-from launcher.backends.hosts import HostsBackend
 from launcher.config.backend_catalog import DEFAULT_LOCAL
-from launcher.config.checks import check_local
-from launcher.config.disk_space import check_disk_space
-from launcher.config.inputs import Inputs, plan_inputs, resolve_inputs
-from launcher.config.keys import secure_plan
+from launcher.config.inputs import Inputs, resolve_inputs
 from launcher.config.options import ViewOptions
-from launcher.config.ports import PortClaims
 from launcher.config.run_spec import RunSpec
 from launcher.logs import launcher_logger
-from launcher.results.cycle_metrics import CycleMetrics
 from launcher.run import rundir
-from launcher.run.claim import check_new, claim_new, finished, start_fresh, writing
-from launcher.run.collector import Collector
-from launcher.run.faults import interrupted
-from launcher.run.finish import EXIT_OK, report, stopped, write_results
+from launcher.run.claim import check_new, finished
 from launcher.run.lock import RunLock
-from launcher.run.outcome import Outcome
-from launcher.run.prephase_coordinator import start_coordinator
-from launcher.run.progress import Display, emit, open_display
-from launcher.run.resume import prepare_resume, resume_request
-from launcher.run.rundir import remove_temporaries
+from launcher.run.progress import Display, emit
+from launcher.run.resume import resume_request
+
+if TYPE_CHECKING:
+    from dfl_node.plan import RunPlan
+    from launcher.backends.base import LocalBackend
+    from launcher.run.collector import Collector
+    from launcher.run.outcome import Outcome
+
+# What a launch runs with (the node runtime, ZeroMQ, numpy: a third of a second) is imported
+# once its request has passed the checks (`resolve_inputs`), so that bad input is refused at
+# the cost of the checks alone (issue 45; bench/refusal_cost.py).
 
 LOG = launcher_logger("launch")
 
 
 def write_plan_only(req: RunSpec, output: Path) -> None:
     """`dfl-launch plan`: the plan for hosts started by hand, written to `output`."""
+    from launcher.backends.hosts import HostsBackend
+
     backend = HostsBackend()
     backend.hand_off(backend.resolve(req), output)
 
@@ -44,6 +43,8 @@ def launch(req: RunSpec, out_dir: Path | None, view: ViewOptions, overwrite: boo
     """Run once, or once per seed (one run directory each); the worst exit code wins."""
     if not req.seeds:
         return launch_one(req, out_dir, view, overwrite=overwrite)
+    from launcher.run.finish import EXIT_OK, stopped
+
     base = out_dir or rundir.default_run_dir(req.protocol or "run", Path(req.topology or "").stem)
     codes = []
     for seed in req.seeds:
@@ -75,7 +76,7 @@ def launch_one(req: RunSpec, out_dir: Path | None, view: ViewOptions,
             # before the zygote: a finished run is looked at, never run again or rewritten
             emit(f"run_dir: {out_dir}  finished already (summary.json: status ok); "
                  "nothing to resume")
-            return EXIT_OK
+            return 0  # launcher.run.finish.EXIT_OK
         inputs = resolve_inputs(req)  # bad input is refused here, before torch is imported
         # The local backends bring the node runtime and torch (seconds to import): only for a
         # request that holds. The one the command line asks for starts what it needs at once,
@@ -95,6 +96,15 @@ def run_one(req: RunSpec, inputs: Inputs, out_dir: Path | None, view: ViewOption
     """`resumed`: the lock of the run directory a --resume took already; a new run takes its
     own once the plan names its directory (launcher/run/claim.py), until the launch ends."""
     from launcher.backends.registry import local_backend  # loaded by launch_one already
+    from launcher.config.checks import check_local
+    from launcher.config.disk_space import check_disk_space
+    from launcher.config.inputs import plan_inputs
+    from launcher.config.keys import secure_plan
+    from launcher.config.ports import PortClaims
+    from launcher.run.claim import claim_new, start_fresh, writing
+    from launcher.run.finish import report, write_results
+    from launcher.run.progress import open_display
+    from launcher.run.resume import prepare_resume
 
     claims = PortClaims()
     backend = likely
@@ -138,6 +148,12 @@ def run_one(req: RunSpec, inputs: Inputs, out_dir: Path | None, view: ViewOption
 def execute(backend: LocalBackend, plan: RunPlan, plan_path: Path, run_dir: Path,
             display: Display, coordinate: bool = True) -> tuple[Outcome, Collector]:
     """`coordinate`: run the pre-phase's coordinator (a resumed run has its result already)."""
+    from launcher.results.cycle_metrics import CycleMetrics
+    from launcher.run.claim import writing
+    from launcher.run.faults import interrupted
+    from launcher.run.prephase_coordinator import start_coordinator
+    from launcher.run.rundir import remove_temporaries
+
     with writing(run_dir):
         mesh = backend.open(plan, plan_path, run_dir, CycleMetrics.for_plan(plan, run_dir),
                             display.on_record)

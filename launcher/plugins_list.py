@@ -8,11 +8,10 @@ It loads every entry point, node classes included, so it imports torch.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from importlib.metadata import entry_points
 
 import click
 
-from dfl_config.plugins import NODES_GROUP, Plugins, discover, package_of
+from dfl_config.plugins import NODES_GROUP, Plugins, discover, group_entry_points, package_of
 
 
 def rows(plugins: Plugins) -> Iterator[tuple[str, str, str]]:
@@ -28,7 +27,7 @@ def rows(plugins: Plugins) -> Iterator[tuple[str, str, str]]:
 
 
 def compressor_rows(group: str, failed: Mapping[str, str]) -> Iterator[tuple[str, str, str]]:
-    for ep in sorted(entry_points(group=group), key=lambda e: e.name):
+    for ep in sorted(group_entry_points(group), key=lambda e: e.name):
         reason = failed.get(f"{group}:{ep.name}")
         yield ep.name, package_of(ep), "ok" if reason is None else "FAILED: " + reason
 

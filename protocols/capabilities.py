@@ -17,12 +17,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from dfl_node.plan import RunPlan
-from dfl_node.runner.prephase_client import Coordination
+
+if TYPE_CHECKING:  # the node's side (numpy, zmq): not imported by the launcher's checks
+    import numpy as np
+
+    from dfl_node.runner.prephase_client import Coordination
 
 
 class Capability:

@@ -11,10 +11,10 @@ them (protocols/spec.py).
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import numpy as np
 from pydantic import BaseModel, field_validator
 
 from dfl_config.section import Count, NonNegativeInt, Positive, Section
@@ -47,8 +47,15 @@ class ProtocolHyper(RuntimeHyper):
         return value
 
 
-FLOAT32_MAX = float(np.finfo(np.float32).max)
-FLOAT32_LEAST = float(np.finfo(np.float32).smallest_subnormal)
+def _float32_of_bits(bits: int) -> float:
+    """The float32 whose IEEE 754 bit pattern is `bits` (numpy's finfo without numpy, which the
+    launcher's checks of a request do not otherwise import)."""
+    value: float = struct.unpack("<f", struct.pack("<I", bits))[0]
+    return value
+
+
+FLOAT32_MAX = _float32_of_bits(0x7F7FFFFF)  # np.finfo(np.float32).max
+FLOAT32_LEAST = _float32_of_bits(0x00000001)  # np.finfo(np.float32).smallest_subnormal
 
 
 def float32_problem(value: Any, where: str = "") -> str:

@@ -8,7 +8,8 @@ import numpy as np
 from dfl_node.learning.arrays import DatasetArrays
 from dfl_node.learning.datacache import DataError, locate_entry, open_arrays
 from dfl_node.learning.generated import generated_datasets
-from dfl_node.learning.given import GIVEN_DATASET, given_arrays
+from dfl_node.learning.given import given_arrays
+from dfl_node.learning.given_names import GIVEN_DATASET
 from dfl_node.settings.data_section import DataSection
 
 

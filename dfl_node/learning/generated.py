@@ -12,11 +12,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from functools import cache
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from dfl_config.plugins import Plugins, discover
 from dfl_config.section import Section
-from dfl_node.learning.arrays import DatasetArrays
+
+if TYPE_CHECKING:  # numpy: the launcher reads only the options of a generated dataset
+    from dfl_node.learning.arrays import DatasetArrays
 
 DATASETS_GROUP = "dfl_mesh.datasets"
 

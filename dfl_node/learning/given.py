@@ -18,7 +18,6 @@ import numpy as np
 from dfl_node.learning.arrays import DatasetArrays
 from dfl_node.learning.datacache import DataError
 
-GIVEN_DATASET = "given"
 _ARRAYS: dict[str, DatasetArrays] = {}
 
 

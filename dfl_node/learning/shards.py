@@ -26,11 +26,8 @@ from dfl_node.learning.datasets import load_arrays
 from dfl_node.learning.given import given_parts
 from dfl_node.learning.partition import partition, split_like
 from dfl_node.learning.seeds import numpy_stream
-from dfl_node.settings.data_section import EVAL_SPLITS as EVAL_SPLITS  # the config's import
 from dfl_node.settings.data_section import DataSection
 from dfl_node.settings.partition import GivenPartition
-
-DEFAULT_EVAL_SIZE = 2000
 
 
 @dataclass(frozen=True)

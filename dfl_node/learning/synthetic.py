@@ -7,13 +7,15 @@ to well above chance in a few rounds, which makes it the dataset of the runtime'
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from dfl_node.learning.arrays import DatasetArrays
 from dfl_node.learning.generated import GeneratedDataset
-from dfl_node.learning.seeds import numpy_stream
 from dfl_node.settings.data import SyntheticSettings
+
+if TYPE_CHECKING:  # a node's side: the launcher, which loads this plugin, reads its options
+    import numpy as np
+
+    from dfl_node.learning.arrays import DatasetArrays
 
 _DEFAULT = SyntheticSettings()
 
@@ -34,6 +36,10 @@ class SyntheticSpec:
 
 def make_synthetic(spec: SyntheticSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(x_train, y_train, x_test, y_test), float32 features and int64 labels."""
+    import numpy as np
+
+    from dfl_node.learning.seeds import numpy_stream
+
     rng = numpy_stream(spec.seed, -1, "synthetic")
     means = rng.normal(0.0, 1.0, size=(spec.classes, spec.features))
     total = spec.train_size + spec.test_size
@@ -51,5 +57,7 @@ class SyntheticDataset(GeneratedDataset):
     options = SyntheticSettings
 
     def generate(self, options: SyntheticSettings, seed: int) -> DatasetArrays:
+        from dfl_node.learning.arrays import DatasetArrays
+
         spec = SyntheticSpec(**options.model_dump(), seed=seed)
         return DatasetArrays(*make_synthetic(spec), classes=spec.classes)

@@ -24,6 +24,8 @@ from dfl_node.settings.partition import Partition
 EvalSplit = Literal["global", "local", "both"]
 """Which test samples a node evaluates on (dfl_node/learning/shards.py says why each)."""
 EVAL_SPLITS: tuple[str, ...] = get_args(EvalSplit)
+DEFAULT_EVAL_SIZE = 2000
+"""Test samples in the global evaluation subset unless `eval_size` says otherwise."""
 
 
 class DataSection(Section):

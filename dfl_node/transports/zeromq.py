@@ -62,7 +62,6 @@ dead, at once, so that what was queued for it does not hold up `close()`.
 from __future__ import annotations
 
 import math
-import struct
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -71,10 +70,9 @@ import zmq
 from dfl_node.transports.base import FORGED_PEER, UNKNOWN_PEER, TransportError
 from dfl_node.transports.encryption import Curve, ZapHandler, key_owner
 from dfl_node.transports.liveness import DOWN_EVENT, UP_EVENT, Heartbeat, LivenessWatch
+from dfl_node.transports.routing_ids import ROUTING_ID
 from dfl_node.wire.codec import Frame
 
-_ROUTING_ID = struct.Struct("!I")
-MAX_NODE_ID = 2 ** (8 * _ROUTING_ID.size) - 1  # the largest id a routing id carries
 ZERO_COPY_BYTES = 256 << 10  # frames at least this large are sent zero-copy and tracked
 # A CURVE MESSAGE command wraps each frame: "\x07MESSAGE", an 8-byte nonce, a flags byte and a
 # 16-byte authenticator (RFC 26).
@@ -83,12 +81,12 @@ CURVE_OVERHEAD = 8 + 8 + 1 + 16
 
 def routing_id(node_id: int) -> bytes:
     """The ZeroMQ routing id of a node's DEALERs: its id as 4 bytes, big-endian."""
-    return _ROUTING_ID.pack(node_id)
+    return ROUTING_ID.pack(node_id)
 
 
 def peer_of(identity: bytes) -> int:
     """The node id a routing id stands for, or UNKNOWN_PEER when it is not one of ours."""
-    return _ROUTING_ID.unpack(identity)[0] if len(identity) == _ROUTING_ID.size else UNKNOWN_PEER
+    return ROUTING_ID.unpack(identity)[0] if len(identity) == ROUTING_ID.size else UNKNOWN_PEER
 
 
 def authenticated_peer(identity: zmq.Frame) -> int:

@@ -14,12 +14,8 @@ from __future__ import annotations
 import numbers
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from dfl_node.learning.arrays import DatasetArrays
-from dfl_node.learning.given import give_arrays
 from dfl_node.settings.model import GIVEN_MODEL, give_factory
 from launcher.config.given import GivenData, GivenObjects
 from launcher.config.run_config import node_attributes_model, run_config_model
@@ -29,6 +25,9 @@ from protocols.registry import node_problem
 from topologies.errors import TopologyError
 from topologies.loader import parse_topology
 from topologies.model import Topology
+
+if TYPE_CHECKING:  # imported where arrays are handed over: `import dfl_mesh` needs no numpy
+    import numpy as np
 
 NAMED = (str, os.PathLike)
 
@@ -130,6 +129,11 @@ def given_data(dataset: Any) -> GivenData:
     """`{"train": TRAIN, "test": (x, y) or a Dataset}`, TRAIN being one training set (x, y)
     or a torch Dataset, which the run's `partition` splits, or a list of them, one per client
     in sorted id order. Arrays or tensors; labels are class indices."""
+    import numpy as np
+
+    from dfl_node.learning.arrays import DatasetArrays
+    from dfl_node.learning.given import give_arrays
+
     if not (isinstance(dataset, Mapping) and set(dataset) == {"train", "test"}):
         raise LaunchError("dataset=: a dataset's name, or {'train': ..., 'test': ...} of "
                           "(x, y) arrays or torch Datasets (train may be a list, one per node)")
@@ -151,6 +155,8 @@ def given_data(dataset: Any) -> GivenData:
 
 def samples(part: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
     """Inputs as float32 and labels as int64 of an (x, y) pair or a torch Dataset."""
+    import numpy as np
+
     if isinstance(part, tuple) and len(part) == 2:
         x, y = array(part[0]), array(part[1])
     elif hasattr(part, "__getitem__") and hasattr(part, "__len__") and \
@@ -173,6 +179,8 @@ def samples(part: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
 
 def array(value: Any) -> np.ndarray:
     """A numpy array of an array, a tensor (detached, on the CPU) or a number."""
+    import numpy as np
+
     if hasattr(value, "detach"):
         return np.asarray(value.detach().cpu().numpy())
     return np.asarray(value)

@@ -19,15 +19,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from dfl_node.plan import RunPlan
-from dfl_node.runner.prephase_client import InprocPrephaseHub
 from launcher.config.backend_catalog import BackendSpec
 from launcher.config.run_spec import RunSpec
-from launcher.results.cycle_metrics import CycleMetrics
-from launcher.run.collector import Collector
-from launcher.run.outcome import Outcome
+
+if TYPE_CHECKING:  # ZeroMQ and numpy: what a backend runs with, not what `plan` refuses with
+    from dfl_node.runner.prephase_client import InprocPrephaseHub
+    from launcher.results.cycle_metrics import CycleMetrics
+    from launcher.run.collector import Collector
+    from launcher.run.outcome import Outcome
 
 OnRecord = Callable[[str, dict[str, Any]], None]
 

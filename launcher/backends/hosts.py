@@ -16,7 +16,6 @@ from dfl_node.plan import RunPlan
 from launcher.backends.base import HandOffBackend
 from launcher.config.backend_catalog import HOSTS
 from launcher.config.inputs import resolve
-from launcher.config.keys import secure_plan
 from launcher.config.ports import PortClaims
 from launcher.config.run_spec import RunSpec
 
@@ -32,6 +31,8 @@ class HostsBackend(HandOffBackend):
             config, plan = resolve(req, claims)
         finally:
             claims.release()
+        from launcher.config.keys import secure_plan  # ZeroMQ's CURVE: for a plan that holds
+
         return secure_plan(plan, config, None)
 
     def hand_off(self, plan: RunPlan, out: Path) -> Path:

@@ -27,7 +27,7 @@ from typing import Any
 
 from dfl_config.limits import size_text
 from dfl_node.runner.results_seal import MAX_RECORD_BYTES
-from dfl_node.transports.zeromq import MAX_NODE_ID
+from dfl_node.transports.routing_ids import MAX_NODE_ID
 from launcher.config.backend_catalog import local_spec
 from launcher.config.endpoints import LOOPBACK, fixed_endpoint
 from launcher.config.ports import PortClaims

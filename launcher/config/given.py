@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dfl_node.learning.given import GIVEN_DATASET
+from dfl_node.learning.given_names import GIVEN_DATASET
 from dfl_node.settings.partition import GIVEN_PARTITION
 from launcher.config.backend_catalog import LOCAL
 from launcher.errors import LaunchError

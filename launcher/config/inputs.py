@@ -12,12 +12,11 @@ from dfl_node.plan import RunPlan
 from launcher.config.capacity import check_capacity, check_node_ids, check_rounds
 from launcher.config.checks import check_failure_policy
 from launcher.config.layers import resolve_config
-from launcher.config.planner import build_plan
 from launcher.config.ports import PortClaims
 from launcher.config.run_config import node_attributes_model
 from launcher.config.run_spec import RunSpec
 from launcher.errors import LaunchError
-from protocols.registry import PROTOCOLS, unknown_protocol
+from protocols.registry import protocol_spec
 from topologies.errors import TopologyError
 from topologies.loader import load_topology, resolve_topology_path
 from topologies.model import Topology
@@ -36,10 +35,12 @@ def plan_inputs(req: RunSpec, inputs: Inputs,
     """The plan of inputs `resolve_inputs` has checked. Apart because a local launch checks
     them before it imports torch and forks its zygote, and builds the plan after
     (launcher/launch.py)."""
+    from launcher.config.planner import build_plan  # numpy, the data: for a request that holds
+
     topo, config = inputs
     check_capacity(topo, config, str(req.topology), claims)
     return config, build_plan(topo, config, claims,
-                              aggregator=PROTOCOLS[config["protocol"]].server_based)
+                              aggregator=protocol_spec(config["protocol"]).server_based)
 
 
 def resolve_inputs(req: RunSpec) -> Inputs:
@@ -48,19 +49,33 @@ def resolve_inputs(req: RunSpec) -> Inputs:
         raise LaunchError("--topology is required")
     if not req.protocol:
         raise LaunchError("--protocol is required")
-    if req.protocol not in PROTOCOLS:
-        raise LaunchError(f"--protocol: {unknown_protocol(req.protocol)}")
+    try:
+        spec = protocol_spec(req.protocol)  # its entry point alone, unless it is not there
+    except KeyError as exc:
+        raise LaunchError(f"--protocol: {exc.args[0]}") from None
     objects = req.objects
     try:
-        topo = objects.topology if objects and objects.topology else load_topology(
-            resolve_topology_path(req.topology), node_attributes_model())
+        topo = objects.topology if objects and objects.topology else request_topology(
+            req.topology, req.protocol)
     except TopologyError as exc:
         raise LaunchError(str(exc)) from None
-    check_node_ids(topo, req.topology, PROTOCOLS[req.protocol].server_based)
+    check_node_ids(topo, req.topology, spec.server_based)
     config = resolve_config(req.protocol, req.config_file, req.options.model_dump(), req.sets)
     if objects is not None:
         config = objects.apply(config, partition_given=req.options.partition is not None)
-    check_failure_policy(config, req.protocol, PROTOCOLS[req.protocol].survives_failures)
-    check_rounds(topo, config, PROTOCOLS[req.protocol].server_based)
+    check_failure_policy(config, req.protocol, spec.survives_failures)
+    check_rounds(topo, config, spec.server_based)
     config["topology"] = topo.name
     return topo, config
+
+
+def request_topology(source: str, protocol: str) -> Topology:
+    """The topology file, its node attributes validated: those of the runtime and `protocol`
+    first, and only a file those refuse against every protocol's (a topology may carry the
+    attributes of several protocols, and its message is the one that model gives), so that a
+    request's checks load one protocol, not all of them (issue 45)."""
+    path = resolve_topology_path(source)
+    try:
+        return load_topology(path, node_attributes_model(protocol))
+    except TopologyError:
+        return load_topology(path, node_attributes_model())

@@ -17,8 +17,8 @@ from pydantic import BeforeValidator, ConfigDict, Field, create_model, field_val
 
 from dfl_config.section import Count, Flag, Integer, NonNegativeInt, Section
 from dfl_node.learning.generated import generated_datasets
-from dfl_node.learning.shards import DEFAULT_EVAL_SIZE, EVAL_SPLITS
 from dfl_node.settings.cycle_metrics import CycleMetricsSettings
+from dfl_node.settings.data_section import DEFAULT_EVAL_SIZE, EVAL_SPLITS
 from dfl_node.settings.link import LinkSettings
 from dfl_node.settings.model import MODEL_SPECS, model_plugins
 from dfl_node.settings.node import NodeRuntimeAttributes
@@ -151,12 +151,14 @@ class AnyHyper(ProtocolHyper):
 
 
 @cache
-def node_attributes_model() -> type[Section]:
-    """Every topology node attribute something reads: the runtime's and each protocol's. A node
-    key outside these is a typo (`dfl_mesh` validates topology files against this model)."""
+def node_attributes_model(protocol: str | None = None) -> type[Section]:
+    """Every topology node attribute something reads: the runtime's and each protocol's (only
+    `protocol`'s where given). A node key outside these is a typo (`dfl_mesh` validates
+    topology files against this model)."""
     fields: dict[str, Any] = {}
     sources: list[type[Section]] = [NodeRuntimeAttributes]
-    sources += [spec.node_attributes for spec in PROTOCOLS.values() if spec.node_attributes]
+    specs = [protocol_spec(protocol)] if protocol else PROTOCOLS.values()
+    sources += [spec.node_attributes for spec in specs if spec.node_attributes]
     for source in sources:
         for name, info in source.model_fields.items():
             fields.setdefault(name, (info.annotation, info))

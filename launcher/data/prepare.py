@@ -46,11 +46,12 @@ from dfl_node.learning.datacache import (
 )
 from dfl_node.learning.datasets import load_arrays
 from dfl_node.learning.generated import dataset_clash, generated_datasets
-from dfl_node.learning.given import GIVEN_DATASET, given_arrays
+from dfl_node.learning.given import given_arrays
+from dfl_node.learning.given_names import GIVEN_DATASET
 from dfl_node.learning.partition import PartitionError
-from dfl_node.learning.shards import DEFAULT_EVAL_SIZE, EVAL_SPLITS, split_indices
+from dfl_node.learning.shards import split_indices
 from dfl_node.plan import RunPlan
-from dfl_node.settings.data_section import DataSection
+from dfl_node.settings.data_section import DEFAULT_EVAL_SIZE, EVAL_SPLITS, DataSection
 from dfl_node.settings.partition import parse_partition
 from launcher.data import cifar10 as data_cifar
 from launcher.data import fashion_mnist as data_fmnist

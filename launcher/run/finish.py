@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dfl_node.plan import RunPlan
 from launcher import stop_signals
 from launcher.config.options import ViewOptions
 from launcher.logs import launcher_logger
 from launcher.run import rundir
-from launcher.run.collector import Collector
 from launcher.run.faults import (
     STORAGE_KINDS,
     errno_name,
@@ -28,6 +27,9 @@ from launcher.run.linkreport import write_link_report
 from launcher.run.outcome import Outcome
 from launcher.run.progress import Display
 from launcher.run.summary import summarize, write_ledger
+
+if TYPE_CHECKING:  # the collector brings ZeroMQ, which only a running launch needs
+    from launcher.run.collector import Collector
 
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 LOG = launcher_logger("launch")

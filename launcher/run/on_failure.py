@@ -20,12 +20,14 @@ import signal
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dfl_node.runner.records import DoneRecord
-from launcher.run.collector import Collector
 from launcher.run.faults import node_storage_failure, storage_failure
 from launcher.run.outcome import Outcome
+
+if TYPE_CHECKING:  # the collector brings ZeroMQ, which only a running launch needs
+    from launcher.run.collector import Collector
 
 RECORD_GRACE_S = 0.3  # how long an exit waits for the error record its node may have sent
 

@@ -9,17 +9,19 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dfl_node.plan import RunPlan
 from dfl_node.runner.records import DoneRecord
-from launcher.run.collector import Collector
 from launcher.run.fairness import fairness
 from launcher.run.linkreport import radio_totals
 from launcher.run.on_failure import failure_keys
 from launcher.run.outcome import Outcome
 from launcher.run.rundir import write_json
 from protocols.registry import protocol_spec
+
+if TYPE_CHECKING:  # the collector brings ZeroMQ, which only a running launch needs
+    from launcher.run.collector import Collector
 
 SUMMARY_SCHEMA = 1
 COUNTERS = ("messages", "payload_bytes", "framing_bytes")

@@ -25,7 +25,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint
 from typing import (
     TYPE_CHECKING,
     Annotated,
@@ -48,7 +48,7 @@ from pydantic import (
     model_validator,
 )
 
-from dfl_config.plugins import HOME, PluginLoadError, package_of
+from dfl_config.plugins import HOME, PluginLoadError, group_entry_points, package_of
 from dfl_config.problems import one_line
 from dfl_config.section import Count, Integer, Number, Section, tagged_union
 from protocols.toolkit.accounting import MAX_BITS
@@ -301,7 +301,7 @@ class CompositeSpec(Section):
         return s or q or Identity()
 
 
-REGISTERED = discover(SHIPPED, {group: entry_points(group=group)
+REGISTERED = discover(SHIPPED, {group: group_entry_points(group)
                                 for group in (SPARSIFIER_GROUP, QUANTIZER_GROUP)})
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from bench.reproduce.deviations import Stated, classifier_parameters
 from bench.reproduce.experiment import Cost, Figure, Recipe, Results
 from bench.reproduce.graphs import topology_file
 from bench.seedstats import mean_ci
-from dfl_node.learning.shards import DEFAULT_EVAL_SIZE
+from dfl_node.settings.data_section import DEFAULT_EVAL_SIZE
 from protocols.dmflsq.specs import DMFLSQHyper
 from protocols.toolkit.accounting import MessageAccounting, message_bits
 from topologies import generators as gen
