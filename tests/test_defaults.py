@@ -4,7 +4,6 @@ preset restates one, and the manual's page of them (docs/defaults.md) is made fr
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, get_args
@@ -31,6 +30,7 @@ from launcher.config.run_spec import RunSpec
 from launcher.errors import LaunchError
 from launcher.sweep.spec import SweepSpec
 from protocols.registry import PROTOCOLS
+from tests.source_walk import literal_gets
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("dfl_config", "topologies", "dfl_node", "protocols", "launcher", "dfl_mesh", "bench")
@@ -76,22 +76,10 @@ def field_defaults(models: list[type[BaseModel]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def literal_gets(source: str) -> Iterator[tuple[int, str, Any]]:
-    """Every `<x>.get("key", <literal>)` of `source`: (line, key, the literal's value)."""
-    for node in ast.walk(ast.parse(source)):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "get" and len(node.args) == 2
-                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
-            try:
-                default = ast.literal_eval(node.args[1])
-            except ValueError:
-                continue  # a name or an expression: not a literal said again here
-            yield node.lineno, node.args[0].value, to_jsonable_python(default)
-
-
 def repeated(path: Path, source: str, defaults: dict[str, dict[str, Any]]) -> list[str]:
     out = []
-    for line, key, value in literal_gets(source):
+    for line, key, literal in literal_gets(source):
+        value = to_jsonable_python(literal)
         models = [model for model, default in defaults.get(key, {}).items() if default == value]
         if models:
             out.append(f"{path}:{line}: .get({key!r}, {value!r}) repeats the default of "

@@ -4,7 +4,6 @@ section hashes)."""
 
 from __future__ import annotations
 
-import ast
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +17,7 @@ from dfl_node.runner.records import DoneRecord, MetricsRecord, ReadyRecord
 from dfl_node.settings.partition import DirichletPartition
 from dfl_node.state.checkpoint_layout import content_hashes
 from tests.harness import SYNTHETIC_DATA
+from tests.source_walk import literal_gets
 
 ROOT = Path(__file__).resolve().parents[1]
 READERS = ("dfl_node", "protocols", "launcher", "bench")
@@ -26,21 +26,6 @@ READERS = ("dfl_node", "protocols", "launcher", "bench")
 RECORD_READERS = ("dfl_node/runner", "launcher/run")
 RECORDS: dict[str, type[BaseModel]] = {
     "ready record": ReadyRecord, "metrics record": MetricsRecord, "done record": DoneRecord}
-
-
-def literal_gets(source: str) -> list[tuple[int, str, Any]]:
-    """Every `<x>.get("key", <literal>)` of `source`: (line, key, the literal's value)."""
-    out = []
-    for node in ast.walk(ast.parse(source)):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "get" and len(node.args) == 2
-                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
-            try:
-                default = ast.literal_eval(node.args[1])
-            except ValueError:
-                continue  # a name or an expression: not a literal repeated here
-            out.append((node.lineno, node.args[0].value, default))
-    return out
 
 
 def model_defaults(models: Mapping[str, type[BaseModel]]) -> dict[str, tuple[str, Any]]:
