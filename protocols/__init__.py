@@ -1,4 +1,4 @@
-"""Layer 2: the algorithms. `spec.ProtocolSpec` is what a protocol declares for the launcher
+"""Layer 2: the algorithms. `spec.ProtocolDeclaration` is what a protocol declares for the launcher
 (no torch), `base.Protocol` the node class it implements, `sdk` the building blocks of a round
 and the one door to the runtime, `describe` the types of what it shows (report table, score,
 plots, commands, datasets), `registry` maps CLI names to specs and node classes and is the

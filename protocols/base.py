@@ -21,7 +21,7 @@ from dfl_node.plan import RunPlan
 from dfl_node.runner.context import NodeContext
 from dfl_node.state.checkpoint_codec import capture, capture_fields, restore, restore_fields
 from dfl_node.state.checkpoint_file import State
-from protocols.spec import H, ProtocolSpec
+from protocols.declaration import H, ProtocolDeclaration
 
 # Samples per forward pass when a node evaluates. A pass's activations are the largest buffers a
 # node ever holds: 256 CIFAR/Fashion-MNIST samples through dmflsq-cnn took its PSS from about
@@ -31,12 +31,12 @@ EVAL_BATCH = 64
 
 class Protocol(ABC, Generic[H]):
     """One node's algorithm: the node class of a protocol. It names its declaration, `spec`
-    (protocols/spec.py: the settings, capabilities and all the launcher reads), and implements
-    the node's half of each declared capability (protocols/capabilities.py); the building
+    (protocols/declaration.py: the settings, capabilities and all the launcher reads), and
+    implements the node's half of each declared capability (protocols/capabilities.py); the building
     blocks of a round are in protocols/sdk. `H`, the type of `self.hyper`, is for the type
     checker: the settings are the spec's `Hyper`, which must be an `H` (checked here)."""
 
-    spec: ClassVar[ProtocolSpec[Any]]
+    spec: ClassVar[ProtocolDeclaration[Any]]
 
     # Attributes (dotted paths reach inside) whose state the next round reads beside the model:
     # samplers, copies, trackers, counters. A checkpoint saves them
@@ -58,12 +58,13 @@ class Protocol(ABC, Generic[H]):
             if typed is None or "spec" in cls.__dict__:
                 raise TypeError(f"{cls.__name__}: an inline spec takes its Hyper from "
                                 "Protocol[Hyper], and no `spec` besides")
-            cls.spec = ProtocolSpec(typed, **declared)
+            cls.spec = ProtocolDeclaration(typed, **declared)
         spec = getattr(cls, "spec", None)
         if spec is None:  # a base that several node classes share (SSD-FL's cycle)
             return
-        if not isinstance(spec, ProtocolSpec):
-            raise TypeError(f"{cls.__name__}.spec is not a protocols.spec.ProtocolSpec")
+        if not isinstance(spec, ProtocolDeclaration):
+            raise TypeError(f"{cls.__name__}.spec is not a "
+                            "protocols.declaration.ProtocolDeclaration")
         if typed is not None and not issubclass(spec.Hyper, typed):
             raise TypeError(f"{cls.__name__}: its spec's Hyper, {spec.Hyper.__name__}, is no "
                             f"{typed.__name__}")

@@ -1,4 +1,5 @@
-"""What a protocol may do beyond running rounds: parts of its declaration (protocols/spec.py).
+"""What a protocol may do beyond running rounds: parts of its declaration
+(protocols/declaration.py).
 
 A protocol has a capability when its spec lists it (`capabilities=(SurvivesFailures(), ...)`),
 and only then: the launcher refuses `--on-failure continue` for a protocol without

@@ -5,7 +5,7 @@ settings, with their defaults (declared on the model and nowhere else) and their
 launcher validates the user's `hyper` against it before any node starts (an unknown key is exit
 2 with the closest known key), and the node reads the same model, typed, as `self.hyper`. The
 models a protocol's `Hyper` is made of live here, without torch, because the launcher reads
-them (protocols/spec.py).
+them (protocols/declaration.py).
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """CLI protocol names -> their specs, from the `dfl_mesh.protocols` entry points.
 
 The shipped protocols register exactly as a third-party package does (pyproject.toml's
-[project.entry-points."dfl_mesh.protocols"]), so an installed package adds an algorithm with no
-edit to this repository. The launcher reaches every protocol through this table: what it shows
-of each (protocols/describe.py) is read from the specs here (protocols/spec.py: `ProtocolSpec`
-objects, which import no torch); a node gets its class with `node_class`. A package may
-register a Protocol class under `dfl_mesh.protocols` alone: its `spec` is then the entry. The
-order is `dfl-report`'s: dfl-mesh's own in their declared order (families in the order of
-their first member), then other packages' by name.
+[project.entry-points."dfl_mesh.protocols"]), so an installed package adds an algorithm with no edit
+to this repository. The launcher reaches every protocol through this table: what it shows of each
+(protocols/describe.py) is read from the specs here (protocols/declaration.py: `ProtocolDeclaration`
+objects, which import no torch); a node gets its class with `node_class`. A package may register a
+Protocol class under `dfl_mesh.protocols` alone: its `spec` is then the entry. The order is
+`dfl-report`'s: dfl-mesh's own in their declared order (families in the order of their first
+member), then other packages' by name.
 
 A name two packages register is refused, not resolved by install order: it stays out of the
 table and `--protocol` with it names both packages.
@@ -32,9 +32,9 @@ from dfl_config.plugins import (
     discover,
     discover_one,
 )
+from protocols.declaration import ProtocolDeclaration
 from protocols.describe import DatasetPreparer, ReportTable, Score
 from protocols.given import given_class
-from protocols.spec import ProtocolSpec
 
 if TYPE_CHECKING:
     import click
@@ -44,11 +44,11 @@ if TYPE_CHECKING:
 GROUP = PROTOCOLS_GROUP
 
 
-Spec = ProtocolSpec[Any]
+Declaration = ProtocolDeclaration[Any]
 
 
 @cache
-def _discover() -> tuple[dict[str, Spec], Plugins]:
+def _discover() -> tuple[dict[str, Declaration], Plugins]:
     plugins = discover(GROUP)
     table = {}
     for name, found in list(plugins.found.items()):
@@ -61,17 +61,18 @@ def _discover() -> tuple[dict[str, Spec], Plugins]:
     return {name: table[name] for name in order}, plugins
 
 
-NOT_A_SPEC = "is neither a protocols.spec.ProtocolSpec nor a class with one as its `spec`"
+NOT_A_SPEC = ("is neither a protocols.declaration.ProtocolDeclaration nor a class with one as "
+              "its `spec`")
 
 
-def spec_of(found: object) -> Spec | None:
+def spec_of(found: object) -> Declaration | None:
     """The declaration an entry point names: a spec, or a (Protocol) class's `spec`."""
     if isinstance(found, type):
         found = getattr(found, "spec", None)
-    return found if isinstance(found, ProtocolSpec) else None
+    return found if isinstance(found, ProtocolDeclaration) else None
 
 
-def _rank(name: str, table: dict[str, Spec]) -> tuple[int, str, int, str]:
+def _rank(name: str, table: dict[str, Declaration]) -> tuple[int, str, int, str]:
     """dfl-report's order: by family table (its position), then its rows, then by name."""
     family = table[name].report_family
     lead = table.get(family) if family else None
@@ -82,12 +83,12 @@ def _rank(name: str, table: dict[str, Spec]) -> tuple[int, str, int, str]:
     return (report.position, family, row, name)
 
 
-class Table(Mapping[str, Spec]):
+class Table(Mapping[str, Declaration]):
     """Every registered protocol's spec by name, in dfl-report's order, loaded on first use.
     A class handed over as an object (protocols/given.py) is found by its name too, but is no
     registered protocol: iterating lists only those."""
 
-    def __getitem__(self, name: str) -> Spec:
+    def __getitem__(self, name: str) -> Declaration:
         given = given_class(name)
         if given is not None:
             return given.spec
@@ -103,7 +104,7 @@ class Table(Mapping[str, Spec]):
 PROTOCOLS = Table()
 
 
-def protocol_spec(name: str) -> Spec:
+def protocol_spec(name: str) -> Declaration:
     """`name`'s spec; until the whole table is needed, only its own entry point is loaded."""
     given = given_class(name)
     if given is not None:
@@ -119,7 +120,7 @@ def protocol_spec(name: str) -> Spec:
 
 
 @cache
-def _one(name: str) -> Spec | None:
+def _one(name: str) -> Declaration | None:
     """`name`'s entry point alone, loaded and checked once per process (None: the whole
     table is needed, to say why `name` is not there)."""
     try:
@@ -158,7 +159,7 @@ def registered_node_class(name: str) -> type[Protocol]:
     return cls
 
 
-def node_problem(cls: type, spec: Spec) -> str | None:
+def node_problem(cls: type, spec: Declaration) -> str | None:
     """Why `cls` cannot be `spec`'s node class: it names another spec, or it lacks a method
     that a declared capability needs of the node (protocols/capabilities.py)."""
     if getattr(cls, "spec", None) is not spec:

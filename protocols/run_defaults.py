@@ -1,4 +1,5 @@
-"""Run defaults that protocols of several families declare alike (`ProtocolSpec.run_defaults`).
+"""Run defaults that protocols of several families declare alike
+(`ProtocolDeclaration.run_defaults`).
 
 Here, not in one family, because no family imports a sibling (the import contracts in
 pyproject.toml): DMFL-SQ's paper compares it with DSGT and q-FFL (the gossip family), which run

@@ -595,7 +595,7 @@ half = fakeplugin:HalfSpec
 randk = fakeplugin:OtherRandKSpec
 '''
 PLUGIN_CHECK = '''\
-from protocols.dmflsq.specs import DMFLSQHyper
+from protocols.dmflsq.declarations import DMFLSQHyper
 from protocols.toolkit.compressor_specs import REGISTERED, compressor_spec
 print(dict(REGISTERED.clashes))
 hyper = DMFLSQHyper.model_validate({"compressor": {"sparsifier": {"type": "half"},

@@ -22,7 +22,7 @@ from protocols.dmflsq.bits import (
     psi_network_bits,
     psi_pair_bits,
 )
-from protocols.dmflsq.specs import DMFLSQHyper
+from protocols.dmflsq.declarations import DMFLSQHyper
 from protocols.toolkit.compressor_specs import compressor_spec
 
 PAPER = Accounting.model_validate(PAPER_ACCOUNTING)

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 import pytest
 
+from protocols.declaration import ProtocolDeclaration
 from protocols.registry import (
     PROTOCOLS,
     dataset_preparers,
@@ -19,7 +20,6 @@ from protocols.registry import (
     node_class,
     report_families,
 )
-from protocols.spec import ProtocolSpec
 from tests.harness import ROOT
 
 FAMILY_PACKAGES = ("gossip", "dmflsq", "ssdfl", "dsc")
@@ -101,9 +101,9 @@ def test_a_node_class_names_its_spec_and_inherits_no_part_of_it(name: str) -> No
 
     spec, node = PROTOCOLS[name], node_class(name)
     assert node.spec is spec and issubclass(node, Protocol)
-    assert not [cls for cls in node.__mro__ if issubclass(cls, ProtocolSpec)]
-    declared = {f.name for f in fields(ProtocolSpec)} | {
-        k for k, v in vars(ProtocolSpec).items() if isinstance(v, property)} | {
+    assert not [cls for cls in node.__mro__ if issubclass(cls, ProtocolDeclaration)]
+    declared = {f.name for f in fields(ProtocolDeclaration)} | {
+        k for k, v in vars(ProtocolDeclaration).items() if isinstance(v, property)} | {
         "coordinate", "run_keys"}
     for cls in node.__mro__:
         if issubclass(cls, Protocol) and cls is not Protocol:  # node classes, not the base

@@ -1,4 +1,4 @@
-"""A protocol's declaration is a part of its node class, never a base (protocols/spec.py): a
+"""A protocol's declaration is a part of its node class, never a base (protocols/declaration.py): a
 node class names it, or a plugin's single class declares it inline, and the registry refuses a
 node class that names another spec or lacks a method its spec's capabilities need."""
 
@@ -9,10 +9,10 @@ import pytest
 from dfl_node.runner.membership import SurvivingGraph
 from protocols.base import Protocol
 from protocols.capabilities import SurvivesFailures
-from protocols.gossip.specs import DPSGDHyper
+from protocols.declaration import ProtocolDeclaration
+from protocols.gossip.declarations import DPSGDHyper
 from protocols.hyper import TrainingHyper
 from protocols.registry import node_problem
-from protocols.spec import ProtocolSpec
 
 
 class Surviving(Protocol[TrainingHyper], capabilities=(SurvivesFailures(),)):
@@ -39,16 +39,16 @@ def test_a_node_class_without_a_method_its_capabilities_need_is_refused() -> Non
 
 
 def test_a_node_class_that_names_another_spec_is_refused() -> None:
-    assert "does not name" in str(node_problem(Surviving, ProtocolSpec(TrainingHyper)))
+    assert "does not name" in str(node_problem(Surviving, ProtocolDeclaration(TrainingHyper)))
 
 
 def test_the_type_parameter_must_be_a_base_of_the_specs_settings() -> None:
     with pytest.raises(TypeError, match="TrainingHyper, is no DPSGDHyper"):
         class Wrong(Protocol[DPSGDHyper]):
-            spec = ProtocolSpec(TrainingHyper)
+            spec = ProtocolDeclaration(TrainingHyper)
 
 
 def test_a_class_declares_its_spec_one_way() -> None:
     with pytest.raises(TypeError, match="no `spec` besides"):
         class Both(Protocol[TrainingHyper], capabilities=(SurvivesFailures(),)):
-            spec = ProtocolSpec(TrainingHyper)
+            spec = ProtocolDeclaration(TrainingHyper)

@@ -8,9 +8,9 @@ import torch
 from pydantic import ValidationError
 
 from dfl_config.problems import one_line
+from protocols.ssdfl.declarations import CycleHyper
 from protocols.ssdfl.direction import UnifiedDirection
 from protocols.ssdfl.optimizers import OptimizerSpec, SSDFLNodeAttributes, draw_optimizer
-from protocols.ssdfl.specs import CycleHyper
 
 Q = np.diag([1.0, 3.0, 0.5])
 B = np.array([1.0, -2.0, 0.5])

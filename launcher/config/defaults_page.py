@@ -3,10 +3,10 @@
 
     python -m launcher.config.defaults_page [--write]
 
-A default is said once: in a model's field (the run config's keys, launcher/config/run_config.py;
-a protocol's `hyper`, its Hyper model), or in the protocol's declaration where its runs start
-elsewhere (`ProtocolSpec.run_defaults`); a preset under protocols/configs (a paper's setting, for
-`--config`) holds only what differs from those. The page is made, not written, so it cannot fall
+A default is said once: in a model's field (the run config's keys, launcher/config/run_config.py; a
+protocol's `hyper`, its Hyper model), or in the protocol's declaration where its runs start
+elsewhere (`ProtocolDeclaration.run_defaults`); a preset under protocols/configs (a paper's setting,
+for `--config`) holds only what differs from those. The page is made, not written, so it cannot fall
 behind them (tests/test_defaults.py checks it).
 """
 
@@ -150,8 +150,8 @@ def render() -> str:
         "(`launcher/config/run_config.py`, its sections in `dfl_node/settings/`), a `hyper` key's",
         "the field's in the protocol's Hyper model (`dfl-launch schema --protocol NAME`). Where a",
         "protocol's runs start elsewhere (a dataset, a partition, more rounds), its declaration",
-        "says so (`ProtocolSpec.run_defaults`; a baseline inherits its lead's), and that is the",
-        "first layer of every run's config ([Configuration](configuration.md#layers)). The",
+        "says so (`ProtocolDeclaration.run_defaults`; a baseline inherits its lead's), and that is",
+        "the first layer of every run's config ([Configuration](configuration.md#layers)). The",
         "presets under `protocols/configs/` are the papers' settings for `--config`: they hold",
         "only what differs from these defaults.",
         "",

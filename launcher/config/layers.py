@@ -2,11 +2,11 @@
 
 Every layer is plain data (a file's YAML, a RunSpec's options and overrides), merged recursively
 over the ones before it; after each layer the merged config is validated against the run's
-typed model (launcher/config/run_config.py), so a mistake is reported with the layer it came
-from: `SOURCE: dotted.path: reason (did you mean X?)`. Defaults live in the models, not here; a
-protocol's run defaults (`ProtocolSpec.run_defaults`) are its declaration's overrides of them, and
-the YAML files under protocols/configs are presets for `--config` (the papers' settings) that hold
-only what differs from those (docs/defaults.md).
+typed model (launcher/config/run_config.py), so a mistake is reported with the layer it came from:
+`SOURCE: dotted.path: reason (did you mean X?)`. Defaults live in the models, not here; a protocol's
+run defaults (`ProtocolDeclaration.run_defaults`) are its declaration's overrides of them, and the
+YAML files under protocols/configs are presets for `--config` (the papers' settings) that hold only
+what differs from those (docs/defaults.md).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import torch
 
-from protocols.dmflsq.specs import CHOCO_SPEC, ChocoHyper
+from protocols.dmflsq.declarations import CHOCO_SPEC, ChocoHyper
 from protocols.sdk import (
     Exchange,
     LocalSGD,

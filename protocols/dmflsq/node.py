@@ -65,7 +65,7 @@ from torch.nn import functional as F
 from torch.nn.utils import parameters_to_vector
 
 from protocols.dmflsq.bits import ceil_log2, psi_pair_bits
-from protocols.dmflsq.specs import DMFLSQ_SPEC, DMFLSQHyper
+from protocols.dmflsq.declarations import DMFLSQ_SPEC, DMFLSQHyper
 from protocols.sdk import (
     BatchSampler,
     ComputeStep,

@@ -13,7 +13,7 @@ only the weights and what travels differ.
 FedAvg's and FedAMP's weights need nothing from the neighbours beyond the plan (degrees) and the
 models of step 1, so their messages carry psi alone. FedAMP's proximal term is not used (the
 paper describes FedAMP only by its aggregation weights; docs/protocols/dsc.md#a6). Their settings
-and what the launcher reads are their specs' (`protocols/dsc/specs.py`).
+and what the launcher reads are their specs' (`protocols/dsc/declarations.py`).
 """
 
 from __future__ import annotations
@@ -22,10 +22,15 @@ from collections.abc import Mapping
 
 import torch
 
+from protocols.dsc.declarations import (
+    DSC_FEDAMP_SPEC,
+    DSC_FEDAVG_SPEC,
+    DSC_MAX_SPEC,
+    DSC_NOAGG_SPEC,
+)
 from protocols.dsc.hyper import DSCFedAMPHyper, DSCFedAvgHyper
 from protocols.dsc.mixing_weights import Weights, fedamp_row, fedavg_row, model_cosine
 from protocols.dsc.node import DSC
-from protocols.dsc.specs import DSC_FEDAMP_SPEC, DSC_FEDAVG_SPEC, DSC_MAX_SPEC, DSC_NOAGG_SPEC
 from protocols.sdk import Received
 
 

@@ -3,8 +3,8 @@
 `DSCHyper` is dsc's (and dsc-max's and dsc-noagg's, which ignore the keys of Eq. 18 and, for
 dsc-noagg, J: the family's runs share one config); dsc-fedavg and dsc-fedamp extend it with the
 keys of their weights. The local training's keys are `MultiTaskTrainingHyper`'s, which
-multitask_training.py's trainer reads. The launcher validates them all (protocols/spec.py), so
-nothing here imports torch.
+multitask_training.py's trainer reads. The launcher validates them all
+(protocols/declaration.py), so nothing here imports torch.
 """
 
 from __future__ import annotations

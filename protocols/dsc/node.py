@@ -32,7 +32,7 @@ real psi travels (#payload-override).
 
 The baselines (`protocols/dsc/baselines.py`) reuse this round and change only the weights and
 what travels. What the launcher reads of the family (settings, checks, datasets, report, run-level
-keys) is its specs' (`protocols/dsc/specs.py`).
+keys) is its specs' (`protocols/dsc/declarations.py`).
 """
 
 from __future__ import annotations
@@ -45,12 +45,12 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from protocols.dsc.declarations import DSC_SPEC, is_reference
 from protocols.dsc.hyper import DSCHyper
 from protocols.dsc.mixing_weights import Affinity, Policies, Weights, affinity, softmax_weights
 from protocols.dsc.multitask_training import LocalTrainer
 from protocols.dsc.multitask_training import evaluate as evaluate_tasks
 from protocols.dsc.routed_model import RoutedMultiTaskNet, build_multitask_model
-from protocols.dsc.specs import DSC_SPEC, is_reference
 from protocols.dsc.taskdata import TASKS
 from protocols.dsc.workload import SceneData, plan_portfolios, routed_spec, scene_data, task_score
 from protocols.sdk import (

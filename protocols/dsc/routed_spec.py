@@ -2,7 +2,7 @@
 the semantic channel between it and the decoders.
 
 Apart from the modules (routed_model.py, semantic_channel.py) because the launcher validates
-the section, through DSC's spec, without importing torch (protocols/spec.py).
+the section, through DSC's spec, without importing torch (protocols/declaration.py).
 """
 
 from __future__ import annotations

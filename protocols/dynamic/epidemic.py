@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from protocols.dynamic.specs import EPIDEMIC_SPEC, EpidemicHyper
+from protocols.dynamic.declarations import EPIDEMIC_SPEC, EpidemicHyper
 from protocols.sdk import Exchange, LocalSGD, NodeContext, Protocol, dense, mix
 from protocols.sdk.mixing import uniform_row
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from protocols.dynamic.specs import SGP_SPEC, SGPHyper
+from protocols.dynamic.declarations import SGP_SPEC, SGPHyper
 from protocols.sdk import Exchange, LocalSGD, NodeContext, Protocol, dense, grad_of, mix
 from protocols.sdk.mixing import push_row
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import torch
 
-from protocols.gossip.specs import DPSGD_SPEC, DPSGDHyper
+from protocols.gossip.declarations import DPSGD_SPEC, DPSGDHyper
 from protocols.sdk import (
     Exchange,
     LocalSGD,

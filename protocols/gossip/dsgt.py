@@ -26,7 +26,7 @@ import math
 
 import torch
 
-from protocols.gossip.specs import DSGT_SPEC, DSGTHyper
+from protocols.gossip.declarations import DSGT_SPEC, DSGTHyper
 from protocols.sdk import (
     Exchange,
     LocalSGD,

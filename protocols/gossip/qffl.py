@@ -26,7 +26,7 @@ import math
 
 import torch
 
-from protocols.gossip.specs import QFFL_SPEC, QFFLHyper
+from protocols.gossip.declarations import QFFL_SPEC, QFFLHyper
 from protocols.sdk import (
     LocalSGD,
     NodeContext,

@@ -1,6 +1,6 @@
 """The protocol SDK: what a protocol is written with, so that it reads like its paper.
 
-A protocol declares itself in a `ProtocolSpec` (its settings, `Hyper`, a typed model, and its
+A protocol declares itself in a `ProtocolDeclaration` (its settings, `Hyper`, a typed model, and its
 capabilities, parts from protocols/capabilities.py), names it as its node class's `spec`, lists
 its state (`checkpoint_fields`) and writes `run_round` with these building blocks, which do
 the runtime's duties for it:
@@ -18,7 +18,7 @@ the runtime's duties for it:
 It is also the one door from the protocol families to the runtime: the runtime's types and
 helpers a protocol needs (`NodeContext`, `RunPlan`, `Received`, `grad_of`, `flatten`, ...)
 are imported from here, never from `dfl_node` (tests/test_sdk_surface.py). The names are
-loaded on first use, in two groups: what a protocol's spec may need (`ProtocolSpec`,
+loaded on first use, in two groups: what a protocol's spec may need (`ProtocolDeclaration`,
 `RunPlan`, `ModelSpec`, the capabilities, the settings models), which imports no torch, so
 that the launcher can read a spec without it; and the node side, torch and all. Both by
 plain imports: nothing here is imported by a name computed at run time
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
         ServerBased,
         SurvivesFailures,
     )
+    from protocols.declaration import ProtocolDeclaration
     from protocols.hyper import DenseAccounting, ProtocolHyper, TrainingHyper
     from protocols.sdk.compute import ComputeStep
     from protocols.sdk.exchange import Exchange, OpenStep
@@ -59,7 +60,6 @@ if TYPE_CHECKING:
     from protocols.sdk.mixing import mix, push_row, uniform_row
     from protocols.sdk.payload import Payload, dense
     from protocols.sdk.star import Star
-    from protocols.spec import ProtocolSpec
 
 
 def _spec_side() -> dict[str, Any]:
@@ -69,7 +69,7 @@ def _spec_side() -> dict[str, Any]:
     from dfl_node.netsim import tdma, virtual_clock
     from dfl_node.runner import prephase_client
     from dfl_node.settings import model
-    from protocols import capabilities, hyper, spec
+    from protocols import capabilities, declaration, hyper
 
     return {
         "numpy_stream": seeds.numpy_stream, "torch_stream": seeds.torch_stream,
@@ -80,7 +80,8 @@ def _spec_side() -> dict[str, Any]:
         "RunReport": capabilities.RunReport, "ServerBased": capabilities.ServerBased,
         "SurvivesFailures": capabilities.SurvivesFailures,
         "DenseAccounting": hyper.DenseAccounting, "ProtocolHyper": hyper.ProtocolHyper,
-        "TrainingHyper": hyper.TrainingHyper, "ProtocolSpec": spec.ProtocolSpec,
+        "TrainingHyper": hyper.TrainingHyper,
+        "ProtocolDeclaration": declaration.ProtocolDeclaration,
     }
 
 
@@ -124,8 +125,8 @@ __all__ = [
     "Payload",
     "PrePhase",
     "Protocol",
+    "ProtocolDeclaration",
     "ProtocolHyper",
-    "ProtocolSpec",
     "Received",
     "RunPlan",
     "RunReport",

@@ -23,7 +23,7 @@ each iteration:
 None needs SSD-FL's pre-phase: their rows come from the plan (sdfl, pdfl) or from shared
 streams (stc, cstc). `init_spread` > 0 adds per-device Gaussian noise to the shared init, which
 the paper never does; it exists so that consensus (pure gossip) can be measured from distinct
-starting models. Their settings are declared in `specs.py`, without torch.
+starting models. Their settings are declared in `declarations.py`, without torch.
 """
 
 from __future__ import annotations
@@ -34,8 +34,7 @@ import numpy as np
 import torch
 
 from protocols.sdk import NodeContext
-from protocols.ssdfl.node import CycleEngine, Row
-from protocols.ssdfl.specs import (
+from protocols.ssdfl.declarations import (
     CSTC_SPEC,
     PDFL_SPEC,
     SDFL_SPEC,
@@ -44,6 +43,7 @@ from protocols.ssdfl.specs import (
     SDFLHyper,
     STCHyper,
 )
+from protocols.ssdfl.node import CycleEngine, Row
 from protocols.ssdfl.stc_sampling import EdgeSampler, mixing_row, random_partition, same_cluster
 
 

@@ -27,7 +27,7 @@ transport computes the same floats.
 
 The cycle is `CycleEngine`'s; the baselines (`baselines.py`) run it with other weight
 rows, and `SSDFL` adds the pre-phase that chooses its rows. Their settings, and what the launcher
-and the coordinator run (Algorithm 1 included), are declared in `specs.py`, without torch.
+and the coordinator run (Algorithm 1 included), are declared in `declarations.py`, without torch.
 """
 
 from __future__ import annotations
@@ -49,9 +49,9 @@ from protocols.sdk import (
     grad_of,
     mix,
 )
+from protocols.ssdfl.declarations import SSDFL_SPEC, CycleHyper, H, SSDFLHyper
 from protocols.ssdfl.direction import UnifiedDirection
 from protocols.ssdfl.optimizers import OptimizerSpec, draw_optimizer
-from protocols.ssdfl.specs import SSDFL_SPEC, CycleHyper, H, SSDFLHyper
 
 INTRA, INTER = "ssdfl-intra", "ssdfl-inter"
 Row = dict[int, float]

@@ -1,7 +1,7 @@
 """Eq. (18) of the DMFL-SQ paper for one compressed message: its constants and its bits.
 
 Apart from the compressors (compressors.py) because a protocol's settings declare these
-constants, and the launcher reads the settings without torch (protocols/spec.py).
+constants, and the launcher reads the settings without torch (protocols/declaration.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Named choices of toolkit parts, as the settings of a protocol's `Hyper` spell them.
 
-Here, without torch, because the launcher validates the settings (protocols/spec.py); the
+Here, without torch, because the launcher validates the settings (protocols/declaration.py); the
 parts that act on them (trigger.py, max_consensus.py) import them from here.
 """
 

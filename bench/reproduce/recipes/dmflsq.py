@@ -22,7 +22,7 @@ from bench.reproduce.experiment import Cost, Figure, Recipe, Results
 from bench.reproduce.graphs import topology_file
 from bench.seedstats import mean_ci
 from dfl_node.settings.data_section import DEFAULT_EVAL_SIZE
-from protocols.dmflsq.specs import DMFLSQHyper
+from protocols.dmflsq.declarations import DMFLSQHyper
 from protocols.toolkit.accounting import MessageAccounting, message_bits
 from topologies import generators as gen
 

@@ -39,7 +39,7 @@ from bench.reproduce.deviations import Stated
 from bench.reproduce.experiment import Cost, Figure, Recipe, Results
 from bench.reproduce.graphs import topology_file
 from bench.reproduce.measures import Measured
-from protocols.ssdfl.specs import CycleHyper
+from protocols.ssdfl.declarations import CycleHyper
 from topologies import generators as gen
 from topologies.model import Topology
 

@@ -1,6 +1,6 @@
 """What the launcher knows of a protocol: its declaration, an object that imports no torch.
 
-A protocol comes in two parts. Its spec (a `ProtocolSpec` instance, what the
+A protocol comes in two parts. Its spec (a `ProtocolDeclaration` instance, what the
 `dfl_mesh.protocols` entry point names) declares everything the launcher reads: the settings
 (`Hyper`), the capabilities (parts from protocols/capabilities.py, with their launcher-side
 halves: a pre-phase's coordinator, a run report's keys), the checks of a plan and what
@@ -54,7 +54,7 @@ def model_fits_data(plan: RunPlan) -> None:
 
 
 @dataclass(frozen=True, eq=False)
-class ProtocolSpec(Generic[H]):
+class ProtocolDeclaration(Generic[H]):
     """A protocol's declaration. Its defaults are those of a protocol that declares nothing."""
 
     # The protocol's settings: a typed model whose defaults are the protocol's defaults. The

@@ -1,5 +1,5 @@
 """What the launcher knows of the DSC family (DSC and its four baselines): their settings, checks,
-datasets, model, `jstar` command, report and run-level summary keys (protocols/spec.py). The
+datasets, model, `jstar` command, report and run-level summary keys (protocols/declaration.py). The
 algorithms are the node classes in node.py and baselines.py."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from protocols.capabilities import RunReport
+from protocols.declaration import ProtocolDeclaration
 from protocols.dsc import report_table
 from protocols.dsc.hyper import DSCFedAMPHyper, DSCFedAvgHyper, DSCHyper
 from protocols.dsc.jstar import jstar_cmd
@@ -20,7 +21,6 @@ from protocols.dsc.run_summary import run_summary
 from protocols.dsc.scenes import SceneOptions
 from protocols.dsc.workload import check_scene_plan, prepare_nyu, prepare_scenes
 from protocols.sdk import RunPlan
-from protocols.spec import ProtocolSpec
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class TaskReport(RunReport):
         return run_summary(plan, reports, self.reference, delta_baseline(plan))
 
 
-def is_reference(spec: ProtocolSpec[Any]) -> bool:
+def is_reference(spec: ProtocolDeclaration[Any]) -> bool:
     """Whether `spec` is the reference run's (the no-aggregation baseline's)."""
     report = spec.capability(TaskReport)
     return report is not None and report.reference
@@ -57,7 +57,7 @@ def check_plan(plan: RunPlan) -> None:
                          f"summary.json, got {baseline!r}")
 
 
-DSC_SPEC = ProtocolSpec(
+DSC_SPEC = ProtocolDeclaration(
     DSCHyper, capabilities=(TaskReport(),), check_plan=check_plan,
     report_family="dsc", report_table=report_table.TABLE, score=report_table.SCORE,
     multitask=report_table.MULTITASK, launch_commands=(jstar_cmd,),

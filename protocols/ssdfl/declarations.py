@@ -1,5 +1,5 @@
 """What the launcher knows of the SSD-FL family (SSD-FL, SDFL, PDFL, STC, CSTC): their settings,
-capabilities and checks (protocols/spec.py), and SSD-FL's one-time coordinator, which runs in
+capabilities and checks (protocols/declaration.py), and SSD-FL's one-time coordinator, which runs in
 the coordinator process. The algorithms are the node classes of node.py (SSD-FL and the cycle
 they all run) and baselines.py; nothing here imports torch.
 """
@@ -15,9 +15,9 @@ from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 
 from dfl_config.section import Count, Fraction, NonNegative, NonNegativeInt, Positive
 from protocols.capabilities import PrePhase
+from protocols.declaration import ProtocolDeclaration, model_fits_data
 from protocols.hyper import TrainingHyper
 from protocols.sdk import Coordination, RunPlan
-from protocols.spec import ProtocolSpec, model_fits_data
 from protocols.ssdfl import report_table
 from protocols.ssdfl.clustering import ClusteringConfig, ClusteringSettings
 from protocols.ssdfl.coordinator import clustering_config, coordinate_clusters
@@ -139,7 +139,7 @@ def run_clustering(plan: RunPlan) -> ClusteringConfig:
 
 # SDFL declares what every protocol that runs SSD-FL's global cycle declares alike; SSD-FL adds
 # its pre-phase, its check and the family's table, the other baselines differ in their settings.
-SDFL_SPEC: ProtocolSpec[CycleHyper] = ProtocolSpec(
+SDFL_SPEC: ProtocolDeclaration[CycleHyper] = ProtocolDeclaration(
     SDFLHyper, report_family="ssd-fl", node_attributes=SSDFLNodeAttributes,
     cycle_groups="cluster",  # each node's cluster, in its metrics records
     # A quick first run (about 5 minutes on 2 cores on er30) with the paper's algorithm:

@@ -1,5 +1,5 @@
 """What the launcher knows of the gossip family (D-PSGD, DSGT, q-FFL): their settings and
-capabilities (protocols/spec.py). The algorithms are the node classes in this package's other
+capabilities (protocols/declaration.py). The algorithms are the node classes in this package's other
 modules."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Literal
 
 from dfl_config.section import NonNegative, NonNegativeInt, Positive
 from protocols.capabilities import DynamicGraphs, ServerBased, SurvivesFailures
+from protocols.declaration import ProtocolDeclaration
 from protocols.hyper import DenseAccounting, TrainingHyper
 from protocols.run_defaults import DMFLSQ_PAPER, GOSSIP_FMNIST
-from protocols.spec import ProtocolSpec
 
 
 class DPSGDHyper(TrainingHyper):
@@ -46,10 +46,11 @@ class QFFLHyper(TrainingHyper):
     """Formula constants: P b_fp bits per message each way, plus b_hdr."""
 
 
-DPSGD_SPEC = ProtocolSpec(DPSGDHyper, capabilities=(SurvivesFailures(), DynamicGraphs()),
-                          report_family="dmfl-sq",  # compared in the DMFL-SQ paper's table
-                          run_defaults=GOSSIP_FMNIST)
+DPSGD_SPEC = ProtocolDeclaration(DPSGDHyper,
+                                 capabilities=(SurvivesFailures(), DynamicGraphs()),
+                                 report_family="dmfl-sq",  # compared in the DMFL-SQ paper's table
+                                 run_defaults=GOSSIP_FMNIST)
 # The DMFL-SQ paper's baselines, run as DMFL-SQ is.
-DSGT_SPEC = ProtocolSpec(DSGTHyper, report_family="dmfl-sq", run_defaults=DMFLSQ_PAPER)
-QFFL_SPEC = ProtocolSpec(QFFLHyper, capabilities=(ServerBased(),), report_family="dmfl-sq",
-                         run_defaults=DMFLSQ_PAPER)
+DSGT_SPEC = ProtocolDeclaration(DSGTHyper, report_family="dmfl-sq", run_defaults=DMFLSQ_PAPER)
+QFFL_SPEC = ProtocolDeclaration(QFFLHyper, capabilities=(ServerBased(),),
+                                report_family="dmfl-sq", run_defaults=DMFLSQ_PAPER)

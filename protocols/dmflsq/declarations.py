@@ -1,5 +1,5 @@
 """What the launcher knows of DMFL-SQ and its CHOCO-SGD baseline: their settings, with the
-paper's defaults, and their capabilities (protocols/spec.py). The algorithms are the node
+paper's defaults, and their capabilities (protocols/declaration.py). The algorithms are the node
 classes in node.py and chocosgd.py."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pydantic import BeforeValidator
 
 from dfl_config.section import Count, Flag, NonNegative, Positive
 from protocols.capabilities import SurvivesFailures
+from protocols.declaration import ProtocolDeclaration
 from protocols.dmflsq import report_table
 from protocols.dmflsq.bits import Accounting
 from protocols.hyper import ProtocolHyper, TrainingHyper
 from protocols.run_defaults import DMFLSQ_PAPER
-from protocols.spec import ProtocolSpec
 from protocols.toolkit.accounting import MessageAccounting
 from protocols.toolkit.compressor_specs import CompositeSpec, CompressorSpec, TopKSpec, UniformSpec
 from protocols.toolkit.options import Schedule, TieBreak
@@ -84,8 +84,9 @@ class ChocoHyper(TrainingHyper):
     """Eq. (18) with chi = 1; b_q and b_scale follow the quantiser."""
 
 
-DMFLSQ_SPEC = ProtocolSpec(DMFLSQHyper, capabilities=(SurvivesFailures(),),
-                           report_family="dmfl-sq", report_table=report_table.TABLE,
-                           run_defaults=DMFLSQ_PAPER)
-CHOCO_SPEC = ProtocolSpec(ChocoHyper, report_family="dmfl-sq",  # in the DMFL-SQ paper's table
-                          run_defaults=DMFLSQ_PAPER)
+DMFLSQ_SPEC = ProtocolDeclaration(DMFLSQHyper, capabilities=(SurvivesFailures(),),
+                                  report_family="dmfl-sq", report_table=report_table.TABLE,
+                                  run_defaults=DMFLSQ_PAPER)
+CHOCO_SPEC = ProtocolDeclaration(ChocoHyper,
+                                 report_family="dmfl-sq",  # in the DMFL-SQ paper's table
+                                 run_defaults=DMFLSQ_PAPER)
