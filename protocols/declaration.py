@@ -5,7 +5,7 @@ A protocol comes in two parts. Its spec (a `ProtocolDeclaration` instance, what 
 (`Hyper`), the capabilities (parts from protocols/capabilities.py, with their launcher-side
 halves: a pre-phase's coordinator, a run report's keys), the checks of a plan and what
 `dfl-launch` and `dfl-report` show. Its node class, registered by the same name under
-`dfl_mesh.protocol_nodes`, subclasses protocols.base.Protocol, names the spec
+`dfl_mesh.protocol_nodes`, subclasses protocols.node_base.ProtocolNode, names the spec
 (`spec = DPSGD_SPEC`) and holds the algorithm; only a node imports it
 (protocols/registry.py's `node_class`), and torch with it. The spec is a part of the node
 class, never a base: a node class declares nothing the launcher reads, so the two cannot
@@ -16,7 +16,7 @@ So resolving a plan, validating a config, submitting a Slurm job and following i
 import no torch: on a login host that is seconds, and on the lab's 2 cores, where the job's
 hosts import torch at the same time, it is a third of the mesh's start (docs/benchmarks.md).
 
-A plugin that registers its Protocol class itself under `dfl_mesh.protocols` alone still works:
+A plugin that registers its ProtocolNode class itself under `dfl_mesh.protocols` alone still works:
 the class's `spec` is its declaration, and the launcher then imports its module, torch included.
 """
 

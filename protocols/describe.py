@@ -1,7 +1,7 @@
 """What the launcher shows of a protocol, declared by the protocol itself.
 
 The launcher (`dfl-launch`, its progress view and plots, `dfl-report`) knows no protocol by
-name: it reads these declarations, set as class attributes of `protocols.base.Protocol`,
+name: it reads these declarations, fields of `protocols.declaration.ProtocolDeclaration`,
 through `protocols.registry`. A new protocol names its report family and inherits the rest;
 one that reports something other than a classification accuracy says so here.
 

@@ -1,4 +1,4 @@
-"""Protocol classes handed over as objects (`dfl_mesh.run(protocol=MyProtocol)`), by name.
+"""ProtocolNode classes handed over as objects (`dfl_mesh.run(protocol=MyProtocol)`), by name.
 
 A class defined in a script's `__main__` or a notebook cell has no entry point: the registry
 finds it here instead, under its qualified name (`__main__.MyProtocol`), which the plan and
@@ -14,16 +14,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from protocols.base import Protocol
+    from protocols.node_base import ProtocolNode
 
-_GIVEN: dict[str, type[Protocol]] = {}
+_GIVEN: dict[str, type[ProtocolNode]] = {}
 
 
 def qualified_name(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def give(cls: type[Protocol]) -> str:
+def give(cls: type[ProtocolNode]) -> str:
     """Make `cls` the protocol of its qualified name in this process (and in every process
     forked from it afterwards); the name."""
     name = qualified_name(cls)
@@ -31,6 +31,6 @@ def give(cls: type[Protocol]) -> str:
     return name
 
 
-def given_class(name: str) -> type[Protocol] | None:
+def given_class(name: str) -> type[ProtocolNode] | None:
     """The class handed over under `name`, if any."""
     return _GIVEN.get(name)

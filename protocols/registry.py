@@ -5,7 +5,7 @@ The shipped protocols register exactly as a third-party package does (pyproject.
 to this repository. The launcher reaches every protocol through this table: what it shows of each
 (protocols/describe.py) is read from the specs here (protocols/declaration.py: `ProtocolDeclaration`
 objects, which import no torch); a node gets its class with `node_class`. A package may register a
-Protocol class under `dfl_mesh.protocols` alone: its `spec` is then the entry. The order is
+ProtocolNode class under `dfl_mesh.protocols` alone: its `spec` is then the entry. The order is
 `dfl-report`'s: dfl-mesh's own in their declared order (families in the order of their first
 member), then other packages' by name.
 
@@ -39,7 +39,7 @@ from protocols.given import given_class
 if TYPE_CHECKING:
     import click
 
-    from protocols.base import Protocol
+    from protocols.node_base import ProtocolNode
 
 GROUP = PROTOCOLS_GROUP
 
@@ -66,7 +66,7 @@ NOT_A_SPEC = ("is neither a protocols.declaration.ProtocolDeclaration nor a clas
 
 
 def spec_of(found: object) -> Declaration | None:
-    """The declaration an entry point names: a spec, or a (Protocol) class's `spec`."""
+    """The declaration an entry point names: a spec, or a (ProtocolNode) class's `spec`."""
     if isinstance(found, type):
         found = getattr(found, "spec", None)
     return found if isinstance(found, ProtocolDeclaration) else None
@@ -130,29 +130,29 @@ def _one(name: str) -> Declaration | None:
     return spec_of(found[0]) if found is not None else None
 
 
-def node_class(name: str) -> type[Protocol]:
+def node_class(name: str) -> type[ProtocolNode]:
     """`name`'s node class, which a node runs: a class handed over as an object
-    (protocols/given.py), its `dfl_mesh.protocol_nodes` entry point, or the Protocol class
+    (protocols/given.py), its `dfl_mesh.protocol_nodes` entry point, or the ProtocolNode class
     registered under `dfl_mesh.protocols` alone, imported here (and torch with it)."""
     return given_class(name) or registered_node_class(name)
 
 
 @cache
-def registered_node_class(name: str) -> type[Protocol]:
+def registered_node_class(name: str) -> type[ProtocolNode]:
     """`name`'s node class by its entry point. Its `spec` must be the table's, and it must have
     every duty of the spec's capabilities (protocols/capabilities.py). Once per process: an
     inproc mesh's nodes are threads of one process, and each scan of the installed
     distributions' entry points costs tens of milliseconds."""
-    from protocols.base import Protocol
+    from protocols.node_base import ProtocolNode
 
     spec = protocol_spec(name)
     found = discover_one(NODES_GROUP, name) or discover_one(GROUP, name)
     if found is None or not isinstance(found[0], type):
         raise TypeError(f"protocol {name!r}: no {NODES_GROUP} entry point names its node class")
     cls, package = found
-    if not issubclass(cls, Protocol):
-        raise TypeError(f"entry point {name!r} of {package} is not a protocols.base.Protocol "
-                        "subclass")
+    if not issubclass(cls, ProtocolNode):
+        raise TypeError(f"entry point {name!r} of {package} is not a "
+                        "protocols.node_base.ProtocolNode subclass")
     problem = node_problem(cls, spec)
     if problem:
         raise TypeError(f"{NODES_GROUP} entry point {name!r} of {package}: {problem}")

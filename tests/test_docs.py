@@ -96,7 +96,7 @@ def test_the_example_notebook_is_a_page_with_its_outputs(site: Path) -> None:
     (docs/hooks/notebooks.py) beside the notebook itself."""
     page = (site / "examples" / "own-protocol" / "index.html").read_text(encoding="utf-8")
     shown = html.unescape(re.sub(r"<[^>]+>", "", page))  # the code, its highlighting aside
-    assert "class Diffusion(Protocol[TrainingHyper])" in shown
+    assert "class Diffusion(ProtocolNode[TrainingHyper])" in shown
     assert 'src="data:image/png;base64,' in page
     assert (site / "examples" / "own-protocol.ipynb").is_file()
 

@@ -104,7 +104,7 @@ def test_objects_that_cannot_serve_are_refused_in_one_line() -> None:
     assert refusal(topology=nx.path_graph(["a", "b"])).startswith("topology=graph: ")
     assert refusal(topology=nx.Graph([(0, 1), (2, 3)])).startswith("topology=graph: ")
     assert refusal(protocol=dict) == (
-        "protocol=: a protocol's name or a protocols.sdk.Protocol subclass; got <class 'dict'>")
+        "protocol=: a protocol's name or a protocols.sdk.ProtocolNode subclass; got <class 'dict'>")
     assert refusal(model=lambda: 3).endswith(
         ".<lambda>: returned an object of type int, not a torch.nn.Module")
     assert refusal(dataset={"train": labelled(4)}).startswith("dataset=: a dataset's name, or ")

@@ -97,14 +97,14 @@ def test_a_node_class_names_its_spec_and_inherits_no_part_of_it(name: str) -> No
     """The launcher reads the spec, a node runs the node class: the spec is the node class's
     `spec`, never a base of it, and no node class declares what the spec does, so the two
     cannot disagree (a Hyper default, a capability)."""
-    from protocols.base import Protocol
+    from protocols.node_base import ProtocolNode
 
     spec, node = PROTOCOLS[name], node_class(name)
-    assert node.spec is spec and issubclass(node, Protocol)
+    assert node.spec is spec and issubclass(node, ProtocolNode)
     assert not [cls for cls in node.__mro__ if issubclass(cls, ProtocolDeclaration)]
     declared = {f.name for f in fields(ProtocolDeclaration)} | {
         k for k, v in vars(ProtocolDeclaration).items() if isinstance(v, property)} | {
         "coordinate", "run_keys"}
     for cls in node.__mro__:
-        if issubclass(cls, Protocol) and cls is not Protocol:  # node classes, not the base
+        if issubclass(cls, ProtocolNode) and cls is not ProtocolNode:  # node classes, not the base
             assert not declared & set(vars(cls)), (cls.__name__, declared & set(vars(cls)))

@@ -7,15 +7,15 @@ from __future__ import annotations
 import pytest
 
 from dfl_node.runner.membership import SurvivingGraph
-from protocols.base import Protocol
 from protocols.capabilities import SurvivesFailures
 from protocols.declaration import ProtocolDeclaration
 from protocols.gossip.declarations import DPSGDHyper
 from protocols.hyper import TrainingHyper
+from protocols.node_base import ProtocolNode
 from protocols.registry import node_problem
 
 
-class Surviving(Protocol[TrainingHyper], capabilities=(SurvivesFailures(),)):
+class Surviving(ProtocolNode[TrainingHyper], capabilities=(SurvivesFailures(),)):
     def run_round(self, r: int) -> dict[str, float]:
         return {}
 
@@ -23,7 +23,7 @@ class Surviving(Protocol[TrainingHyper], capabilities=(SurvivesFailures(),)):
         pass
 
 
-class Forgetful(Protocol[TrainingHyper], capabilities=(SurvivesFailures(),)):
+class Forgetful(ProtocolNode[TrainingHyper], capabilities=(SurvivesFailures(),)):
     def run_round(self, r: int) -> dict[str, float]:
         return {}
 
@@ -44,11 +44,11 @@ def test_a_node_class_that_names_another_spec_is_refused() -> None:
 
 def test_the_type_parameter_must_be_a_base_of_the_specs_settings() -> None:
     with pytest.raises(TypeError, match="TrainingHyper, is no DPSGDHyper"):
-        class Wrong(Protocol[DPSGDHyper]):
+        class Wrong(ProtocolNode[DPSGDHyper]):
             spec = ProtocolDeclaration(TrainingHyper)
 
 
 def test_a_class_declares_its_spec_one_way() -> None:
     with pytest.raises(TypeError, match="no `spec` besides"):
-        class Both(Protocol[TrainingHyper], capabilities=(SurvivesFailures(),)):
+        class Both(ProtocolNode[TrainingHyper], capabilities=(SurvivesFailures(),)):
             spec = ProtocolDeclaration(TrainingHyper)

@@ -30,7 +30,7 @@ from dfl_node.transports.inproc import InprocHub, InprocTransport
 from launcher.config.inputs import resolve
 from launcher.config.ports import PortClaims
 from launcher.run.prephase_coordinator import start_coordinator
-from protocols.base import Protocol
+from protocols.node_base import ProtocolNode
 from protocols.registry import node_class
 
 
@@ -100,7 +100,7 @@ def audit_mesh(kit_mesh: Mesh, out: Path, ignore: tuple[str, ...] = ()) -> Audit
     lock = threading.Lock()
     base = node_class(plan.protocol)
 
-    def watched(proto: Protocol, r: int) -> dict[str, float]:
+    def watched(proto: ProtocolNode, r: int) -> dict[str, float]:
         ctx = proto.ctx
         skip = {id(x) for x in (ctx, ctx.comm, ctx.clock, ctx.formula, ctx.plan, ctx.data)}
         before = snapshot(proto, skip)
@@ -138,7 +138,7 @@ def resolved_plan(kit_mesh: Mesh) -> RunPlan:
         claims.release()
 
 
-def run_inproc(plan: RunPlan, algorithm: type[Protocol], out: Path) -> None:
+def run_inproc(plan: RunPlan, algorithm: type[ProtocolNode], out: Path) -> None:
     """Every node of `plan` as a thread running `algorithm` through the runtime's `run_node`,
     as the inproc transport does; the first node's error, if any, as an AssertionError."""
     apply_runtime(plan.hyper)

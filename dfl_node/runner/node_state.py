@@ -25,7 +25,7 @@ from dfl_node.state.sealed_file import CorruptFile
 
 
 class Checkpointable(Protocol):
-    """What the runtime needs of a protocol object (protocols/base.py implements it)."""
+    """What the runtime needs of a protocol object (protocols/node_base.py implements it)."""
 
     def checkpoint_state(self) -> State: ...
 

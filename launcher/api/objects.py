@@ -1,7 +1,7 @@
 """`dfl_mesh.run`'s arguments that are Python objects, made into what a run takes.
 
 A graph (networkx, or a `Topology`) becomes the run's topology, validated as a topology file
-is; a Protocol class, a model factory and arrays are put where the nodes find them
+is; a ProtocolNode class, a model factory and arrays are put where the nodes find them
 (protocols/given.py, dfl_node/settings/model.py, dfl_node/learning/given.py) and described for
 the run's record (launcher/config/given.py). They are put there before the launch starts its
 nodes, so a forked node inherits them and a node thread shares them: nothing is pickled,
@@ -87,16 +87,16 @@ def node_fields(attrs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def protocol_name(cls: Any) -> str:
-    """A Protocol class's qualified name, under which the nodes find it; a class given anew
+    """A ProtocolNode class's qualified name, under which the nodes find it; a class given anew
     under a name (a notebook cell run again) replaces the one before, settings included."""
-    from protocols.base import Protocol  # imports torch, which a Protocol's module has done
+    from protocols.node_base import ProtocolNode  # torch: a ProtocolNode's module has it
 
-    if not (isinstance(cls, type) and issubclass(cls, Protocol)):
-        raise LaunchError(f"protocol=: a protocol's name or a protocols.sdk.Protocol subclass; "
+    if not (isinstance(cls, type) and issubclass(cls, ProtocolNode)):
+        raise LaunchError(f"protocol=: a protocol's name or a protocols.sdk.ProtocolNode subclass; "
                           f"got {cls!r}")
     if getattr(cls, "spec", None) is None:
         raise LaunchError(f"protocol={cls.__name__}: it declares no spec (subclass "
-                          "Protocol[Hyper], or name one as `spec`)")
+                          "ProtocolNode[Hyper], or name one as `spec`)")
     problem = node_problem(cls, cls.spec)
     if problem:
         raise LaunchError(f"protocol={cls.__name__}: {problem}")

@@ -49,7 +49,7 @@ def run(topology: Any, protocol: Any, *, config: str | Path | None = None,
     `InputError` before anything starts.
 
     On the local transports (zmq, inproc) the topology may be a networkx graph or a Topology,
-    the protocol a Protocol class, `model=` a function returning a torch module and `dataset=`
+    the protocol a ProtocolNode class, `model=` a function returning a torch module and `dataset=`
     `{"train": ..., "test": ...}` of arrays or torch Datasets (launcher/api/objects.py).
     """
     req = keyword_spec(topology, protocol, config, settings, overrides or {})

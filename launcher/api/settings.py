@@ -7,7 +7,7 @@ hyper-parameter), exactly as `--set key=value` is, and keeps its value as given:
 command line's is (launcher/config/run_spec.py), so the same run asked either way is one spec.
 
 Four arguments may be objects instead (launcher/api/objects.py): the topology a networkx graph
-or a Topology, the protocol a Protocol class, `model=` a function returning a torch module,
+or a Topology, the protocol a ProtocolNode class, `model=` a function returning a torch module,
 `dataset=` arrays or torch Datasets.
 """
 

@@ -1,7 +1,7 @@
 """What a run was handed as Python objects rather than names: their descriptions, and where
 each goes in the config.
 
-`dfl_mesh.run` turns a graph, a Protocol class, a model factory and arrays into these
+`dfl_mesh.run` turns a graph, a ProtocolNode class, a model factory and arrays into these
 (launcher/api/objects.py) and puts the objects themselves where the nodes find them by fork
 inheritance or shared memory (protocols/given.py, dfl_node/settings/model.py,
 dfl_node/learning/given.py): nothing is imported by name or unpickled. Only the local

@@ -13,7 +13,7 @@ the options with every key, unset ones null; each override as `key=value` text.
 
 Every field but `objects` holds data: a topology by file or shipped name, a protocol by name,
 config values. `objects` holds what `dfl_mesh.run` was handed as Python objects instead (a
-graph, a Protocol class, a model factory, arrays: launcher/config/given.py); `topology` and
+graph, a ProtocolNode class, a model factory, arrays: launcher/config/given.py); `topology` and
 `protocol` then hold their names, for messages and the run directory's name. Only a
 description of the objects is recorded, under inputs.json's `objects` key, which a run without
 them does not have (so its record stays byte for byte what it was).

@@ -12,7 +12,7 @@ count, so a bad `--partition` is a user error (exit 2) before any process starts
 A host given a plan made elsewhere (`dfl-node --plan`, a Slurm job's host) decodes its own copy
 the same way (`ensure_host_data`), and the fingerprint proves the copy is the plan's.
 
-A dataset a protocol brings (`Protocol.datasets`, read through the registry) is the
+A dataset a protocol brings (`ProtocolDeclaration.datasets`, read through the registry) is the
 protocol's to check and describe; each node makes its own share, so nothing is cached.
 """
 

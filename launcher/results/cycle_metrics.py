@@ -17,8 +17,8 @@ model, 0 (the default) sends nothing and k sends every k-th round only. The coll
 most the rounds still incomplete, as float32, and drops them once the row is written.
 
 Clusters: a protocol that groups nodes names the metrics key holding each node's group
-(`Protocol.cycle_groups`); a node reporting it is grouped by it, otherwise the whole network is
-one group. The parameters are those of the plan's classification model.
+(`ProtocolDeclaration.cycle_groups`); a node reporting it is grouped by it, otherwise the whole
+network is one group. The parameters are those of the plan's classification model.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Figures of learning over the run: metric curves, the final distribution, and for a
-multi-task protocol its tasks and Delta (what it declares as `Protocol.multitask`).
+multi-task protocol its tasks and Delta (what it declares as `ProtocolDeclaration.multitask`).
 
 Each function returns a matplotlib Figure (built without pyplot, so it needs no display and
 keeps no global state), so tests can read titles, labels and legends before anything is drawn.

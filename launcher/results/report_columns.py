@@ -1,7 +1,7 @@
 """The columns of a family's table, and one cell's statistic over seeds.
 
 Each family's columns are the paper's, declared by the family's lead protocol
-(`Protocol.report_table`, read through the registry); this module only evaluates them.
+(`ProtocolDeclaration.report_table`, read through the registry); this module only evaluates them.
 
 A cell is mean +- the 95% t-interval over the seeds that have a finite value; a threshold some
 seeds never reach (inf) is averaged over those that do, and says how many.

@@ -31,7 +31,7 @@ from protocols.sdk import (
     Exchange,
     LocalSGD,
     NodeContext,
-    Protocol,
+    ProtocolNode,
     flatten,
     grad_of,
     unflatten_into,
@@ -39,7 +39,7 @@ from protocols.sdk import (
 from protocols.toolkit.copies import PublicCopies
 
 
-class ChocoSGD(Protocol[ChocoHyper]):
+class ChocoSGD(ProtocolNode[ChocoHyper]):
     spec = CHOCO_SPEC
     checkpoint_fields = ("sgd", "copies")
 

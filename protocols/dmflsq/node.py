@@ -73,7 +73,7 @@ from protocols.sdk import (
     LocalSGD,
     NodeContext,
     Payload,
-    Protocol,
+    ProtocolNode,
     Received,
     SurvivingGraph,
     grad_of,
@@ -104,7 +104,7 @@ def coupling_weights(plan_edges: list[Any], node_id: int, mode: str) -> dict[int
     return dict(sorted(out.items()))
 
 
-class DMFLSQ(Protocol[DMFLSQHyper]):
+class DMFLSQ(ProtocolNode[DMFLSQHyper]):
     """One client of DMFL-SQ. State: w_i (the model's parameters), w_hat_i (the copy every
     neighbour holds of w_i) and w_hat_{j->i} per neighbour j: (2 + deg_i) P float32."""
 

@@ -61,7 +61,7 @@ from protocols.sdk import (
     LinkStats,
     NodeContext,
     Payload,
-    Protocol,
+    ProtocolNode,
     Received,
     RunPlan,
     flatten,
@@ -76,7 +76,7 @@ FP32_BITS = 32
 COMPONENTS = {"psi": "params", "y": "push_sum", "w": "weight"}
 
 
-class DSC(Protocol[DSCHyper]):
+class DSC(ProtocolNode[DSCHyper]):
     """The proposed method: Eq. 7 -> Eq. 8 -> Eq. 18, sender-side columns."""
 
     spec = DSC_SPEC

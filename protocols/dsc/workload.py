@@ -1,7 +1,7 @@
 """What a DSC node learns: its task portfolio, its SynthScenes share and its routed model.
 
 The DSC protocols bring their own learning problem (multi-task dense prediction,
-docs/protocols/dsc.md#the-model) through `Protocol.build_workload`; everything here is read from
+docs/protocols/dsc.md#the-model) through `ProtocolNode.build_workload`; everything here is read from
 the plan, so every process builds the same portfolios, data and common theta_0:
 - portfolios: a topology node's `tasks` attribute, else the seeded draw of the plan's
   `scenes.portfolios` scheme;

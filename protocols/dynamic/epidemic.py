@@ -21,11 +21,11 @@ from __future__ import annotations
 import torch
 
 from protocols.dynamic.declarations import EPIDEMIC_SPEC, EpidemicHyper
-from protocols.sdk import Exchange, LocalSGD, NodeContext, Protocol, dense, mix
+from protocols.sdk import Exchange, LocalSGD, NodeContext, ProtocolNode, dense, mix
 from protocols.sdk.mixing import uniform_row
 
 
-class Epidemic(Protocol[EpidemicHyper]):
+class Epidemic(ProtocolNode[EpidemicHyper]):
     spec = EPIDEMIC_SPEC
     checkpoint_fields = ("sgd",)
 

@@ -24,13 +24,13 @@ from __future__ import annotations
 import torch
 
 from protocols.dynamic.declarations import SGP_SPEC, SGPHyper
-from protocols.sdk import Exchange, LocalSGD, NodeContext, Protocol, dense, grad_of, mix
+from protocols.sdk import Exchange, LocalSGD, NodeContext, ProtocolNode, dense, grad_of, mix
 from protocols.sdk.mixing import push_row
 
 WEIGHT = "push_weight"  # the Push-Sum weight's name in a message, beside the parameters'
 
 
-class SGP(Protocol[SGPHyper]):
+class SGP(ProtocolNode[SGPHyper]):
     spec = SGP_SPEC
     checkpoint_fields = ("sgd", "x", "w")
 

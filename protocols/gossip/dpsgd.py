@@ -32,7 +32,7 @@ from protocols.sdk import (
     Exchange,
     LocalSGD,
     NodeContext,
-    Protocol,
+    ProtocolNode,
     SurvivingGraph,
     dense,
     grad_of,
@@ -40,7 +40,7 @@ from protocols.sdk import (
 )
 
 
-class DPSGD(Protocol[DPSGDHyper]):
+class DPSGD(ProtocolNode[DPSGDHyper]):
     spec = DPSGD_SPEC
     checkpoint_fields = ("sgd",)
 

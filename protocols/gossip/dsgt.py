@@ -31,7 +31,7 @@ from protocols.sdk import (
     Exchange,
     LocalSGD,
     NodeContext,
-    Protocol,
+    ProtocolNode,
     dense,
     flatten,
     grad_of,
@@ -41,7 +41,7 @@ from protocols.sdk import (
 )
 
 
-class DSGT(Protocol[DSGTHyper]):
+class DSGT(ProtocolNode[DSGTHyper]):
     spec = DSGT_SPEC
     checkpoint_fields = ("sgd", "y", "g_prev")
 

@@ -31,7 +31,7 @@ from protocols.sdk import (
     LocalSGD,
     NodeContext,
     Payload,
-    Protocol,
+    ProtocolNode,
     Star,
     dense,
     flatten,
@@ -42,7 +42,7 @@ from protocols.sdk import (
 UP, DOWN = "qffl-up", "qffl-down"
 
 
-class QFFL(Protocol[QFFLHyper]):
+class QFFL(ProtocolNode[QFFLHyper]):
     spec = QFFL_SPEC
 
     def __init__(self, ctx: NodeContext) -> None:

@@ -29,6 +29,7 @@ docs/extending/protocol.md walks through a protocol written with them.
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
     from dfl_node.runner.membership import SurvivingGraph
     from dfl_node.runner.prephase_client import Coordination
     from dfl_node.settings.model import ModelSpec
-    from protocols.base import Protocol
     from protocols.capabilities import (
         DynamicGraphs,
         PrePhase,
@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     )
     from protocols.declaration import ProtocolDeclaration
     from protocols.hyper import DenseAccounting, ProtocolHyper, TrainingHyper
+    from protocols.node_base import ProtocolNode
     from protocols.sdk.compute import ComputeStep
     from protocols.sdk.exchange import Exchange, OpenStep
     from protocols.sdk.learning import LocalSGD
@@ -90,7 +91,7 @@ def _node_side() -> dict[str, Any]:
     from dfl_node.comm import channel
     from dfl_node.learning import flat, models, training
     from dfl_node.runner import context, membership
-    from protocols import base
+    from protocols import node_base
     from protocols.sdk import compute, exchange, learning, mixing, payload, star
 
     return {
@@ -99,7 +100,7 @@ def _node_side() -> dict[str, Any]:
         "reset_parameters": models.reset_parameters, "BatchSampler": training.BatchSampler,
         "evaluate": training.evaluate, "grad_of": training.grad_of,
         "NodeContext": context.NodeContext, "SurvivingGraph": membership.SurvivingGraph,
-        "Protocol": base.Protocol, "ComputeStep": compute.ComputeStep,
+        "ProtocolNode": node_base.ProtocolNode, "ComputeStep": compute.ComputeStep,
         "Exchange": exchange.Exchange, "OpenStep": exchange.OpenStep,
         "LocalSGD": learning.LocalSGD, "mix": mixing.mix, "push_row": mixing.push_row,
         "uniform_row": mixing.uniform_row, "Payload": payload.Payload, "dense": payload.dense,
@@ -124,9 +125,9 @@ __all__ = [
     "OpenStep",
     "Payload",
     "PrePhase",
-    "Protocol",
     "ProtocolDeclaration",
     "ProtocolHyper",
+    "ProtocolNode",
     "Received",
     "RunPlan",
     "RunReport",
@@ -150,7 +151,16 @@ __all__ = [
 ]
 
 
+# The names plugins written before the rename import (`from protocols.sdk import Protocol,
+# ProtocolSpec`): still resolved, with a DeprecationWarning on every import, never cached.
+DEPRECATED = {"Protocol": "ProtocolNode", "ProtocolSpec": "ProtocolDeclaration"}
+
+
 def __getattr__(name: str) -> Any:
+    if name in DEPRECATED:
+        warnings.warn(f"protocols.sdk.{name} is deprecated: use protocols.sdk.{DEPRECATED[name]}",
+                      DeprecationWarning, stacklevel=2)
+        return __getattr__(DEPRECATED[name])
     if name not in __all__:
         raise AttributeError(f"module 'protocols.sdk' has no attribute {name!r}")
     names = _spec_side()

@@ -43,7 +43,7 @@ from protocols.sdk import (
     Exchange,
     LocalSGD,
     NodeContext,
-    Protocol,
+    ProtocolNode,
     dense,
     evaluate,
     grad_of,
@@ -58,7 +58,7 @@ Row = dict[int, float]
 Params = dict[str, torch.Tensor]
 
 
-class CycleEngine(Protocol[H]):
+class CycleEngine(ProtocolNode[H]):
     """One global cycle, tau_a iterations of eq. 11 then tau_r of eq. 18, on weight rows that
     SSD-FL and each baseline choose (`intra_row_at`, `inter_row_at`)."""
 

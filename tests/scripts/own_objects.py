@@ -21,12 +21,12 @@ import torch
 from torch import nn
 
 import dfl_mesh
-from protocols.sdk import Exchange, LocalSGD, NodeContext, Protocol, TrainingHyper, dense, mix
+from protocols.sdk import Exchange, LocalSGD, NodeContext, ProtocolNode, TrainingHyper, dense, mix
 
 FEATURES, CLASSES, SAMPLES = 8, 3, 48
 
 
-class Diffusion(Protocol[TrainingHyper]):
+class Diffusion(ProtocolNode[TrainingHyper]):
     checkpoint_fields = ("sgd",)
 
     def __init__(self, ctx: NodeContext) -> None:

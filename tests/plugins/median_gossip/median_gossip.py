@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from dfl_config.section import Count
-from protocols.sdk import Exchange, LocalSGD, NodeContext, Protocol, TrainingHyper, dense
+from protocols.sdk import Exchange, LocalSGD, NodeContext, ProtocolNode, TrainingHyper, dense
 
 
 class MedianHyper(TrainingHyper):
@@ -17,7 +17,7 @@ class MedianHyper(TrainingHyper):
     """SGD steps before each exchange."""
 
 
-class MedianGossip(Protocol[MedianHyper]):
+class MedianGossip(ProtocolNode[MedianHyper]):
     checkpoint_fields = ("sgd",)
 
     def __init__(self, ctx: NodeContext) -> None:

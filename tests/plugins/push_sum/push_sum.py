@@ -23,13 +23,13 @@ from protocols.sdk import (
     LocalSGD,
     NodeContext,
     Payload,
-    Protocol,
+    ProtocolNode,
     TrainingHyper,
     dense,
 )
 
 
-class PushSum(Protocol[TrainingHyper], capabilities=(DynamicGraphs(),)):
+class PushSum(ProtocolNode[TrainingHyper], capabilities=(DynamicGraphs(),)):
     checkpoint_fields: tuple[str, ...] = ("sgd", "weight")
 
     def __init__(self, ctx: NodeContext) -> None:

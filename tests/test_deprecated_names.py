@@ -1,0 +1,42 @@
+"""A plugin written before the rename of issue 45 (item 7) still loads and runs: the old names
+`Protocol` and `ProtocolSpec` of protocols.sdk, and `protocols.base.Protocol`, are the new
+classes, and each import of one says it is deprecated."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+import dfl_mesh
+from protocols.sdk import ProtocolDeclaration, ProtocolNode
+
+
+def test_an_old_style_plugin_loads_runs_and_is_warned(tmp_path: Path) -> None:
+    with pytest.warns(DeprecationWarning, match=r"protocols\.sdk\.Protocol is deprecated"):
+        from protocols.sdk import Protocol
+    with pytest.warns(DeprecationWarning, match=r"protocols\.sdk\.ProtocolSpec is deprecated"):
+        from protocols.sdk import ProtocolSpec
+    with pytest.warns(DeprecationWarning, match=r"protocols\.base\.Protocol is deprecated"):
+        from protocols.base import Protocol as OldBase
+    assert Protocol is OldBase is ProtocolNode and ProtocolSpec is ProtocolDeclaration
+
+    from protocols.sdk import LocalSGD, NodeContext, TrainingHyper
+
+    class LocalOnly(Protocol[TrainingHyper]):  # an inline spec through the old generic base
+        checkpoint_fields = ("sgd",)
+
+        def __init__(self, ctx: NodeContext) -> None:
+            super().__init__(ctx)
+            self.sgd = LocalSGD(ctx, self.hyper.batch_size)
+
+        def run_round(self, r: int) -> dict[str, float]:
+            return {"train_loss": self.sgd.step(self.hyper.lr)}
+
+    assert isinstance(LocalOnly.spec, ProtocolSpec) and LocalOnly.spec.Hyper is TrainingHyper
+    dfl_mesh.run(nx.cycle_graph(3), LocalOnly, dataset="synthetic", rounds=1, transport="inproc",
+                 out=tmp_path / "run", progress=False, plots=False)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert (summary["status"], summary["rounds"]) == ("ok", 1)
