@@ -70,7 +70,7 @@ def test_dfl_mesh_imports_and_another_protocol_runs(env: dict[str, str],
      "'torchvision_extra'"),
     (("--protocol", "d-psgd", "--set", "model={name: oddnet}"),
      "model 'oddnet' is unavailable: dfl_mesh.models entry point 'oddnet' of broken-plugin is "
-     "not a ModelSpec whose name is Literal['oddnet']"),
+     "not a ModelConfig whose name is Literal['oddnet']"),
 ])
 def test_naming_the_broken_plugin_is_one_line_naming_its_package(
         env: dict[str, str], tmp_path: Path, argv: tuple[str, ...], says: str) -> None:

@@ -1,6 +1,7 @@
 """A plugin written before the rename of issue 45 (item 7) still loads and runs: the old names
-`Protocol` and `ProtocolSpec` of protocols.sdk, and `protocols.base.Protocol`, are the new
-classes, and each import of one says it is deprecated."""
+`Protocol`, `ProtocolSpec` and `ModelSpec` of protocols.sdk, `protocols.base.Protocol` and
+`dfl_node.settings.model.ModelSpec` are the new classes, and each import of one says it is
+deprecated."""
 
 from __future__ import annotations
 
@@ -40,3 +41,13 @@ def test_an_old_style_plugin_loads_runs_and_is_warned(tmp_path: Path) -> None:
                  out=tmp_path / "run", progress=False, plots=False)
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert (summary["status"], summary["rounds"]) == ("ok", 1)
+
+
+def test_a_model_plugins_old_base_is_the_model_config() -> None:
+    from dfl_node.settings.model import ModelConfig
+
+    with pytest.warns(DeprecationWarning, match=r"dfl_node\.settings\.model\.ModelSpec is dep"):
+        from dfl_node.settings.model import ModelSpec
+    with pytest.warns(DeprecationWarning, match=r"protocols\.sdk\.ModelSpec is deprecated"):
+        from protocols.sdk import ModelSpec as FromSdk
+    assert ModelSpec is FromSdk is ModelConfig

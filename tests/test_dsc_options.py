@@ -15,8 +15,8 @@ from safetensors.numpy import load_file
 
 from protocols.dsc.hyper import DSCHyper
 from protocols.dsc.nyu import NYU_CLASSES
+from protocols.dsc.routed_config import RoutedModelConfig
 from protocols.dsc.routed_model import build_multitask_model
-from protocols.dsc.routed_spec import RoutedSpec
 from tests.harness import Exited, assert_transports_identical, launch_ok
 from tests.test_dsc_run import DEPTH, ROUNDS, SHARED, SPEC4, TINY, K, frame_seconds
 
@@ -155,7 +155,7 @@ def test_the_nominal_payload_times_synchronous_steps_too(tmp_path: Path, triangl
 def test_task_scope_gives_neighbouring_holders_of_a_task_one_policy(
     tmp_path: Path, triangle: str
 ) -> None:
-    spec = RoutedSpec(name="routed")
+    spec = RoutedModelConfig(name="routed")
     starts = [build_multitask_model(spec, tasks, 4, 0, node).policy_logits["seg"].detach()
               for node, tasks in ((0, ("seg", "dep")), (1, ("seg", "sn")))]
     assert bool((starts[0] == starts[1]).all())  # one start per task, whatever the client

@@ -11,7 +11,7 @@ from torch import nn
 
 from dfl_node.learning import models
 from dfl_node.learning.models import build_model, reset_parameters
-from dfl_node.settings.model import ModelError, ModelSpec, check_fits, model_spec
+from dfl_node.settings.model import ModelConfig, ModelError, check_fits, model_spec
 
 FMNIST, CIFAR = (1, 28, 28), (3, 32, 32)
 CASES = [("linear", (32,)), ("mlp", (32,)), ("mlp", FMNIST)] + [
@@ -109,7 +109,7 @@ def test_every_model_that_builds_passes_the_check(name: str, shape: tuple[int, .
     check_fits({"name": name}, shape, 10)
 
 
-class NormedSpec(ModelSpec):
+class NormedConfig(ModelConfig):
     """A plugin's model whose own `build` has a layer the shared stream cannot initialise."""
 
     name: str = "normed"
@@ -120,7 +120,7 @@ class NormedSpec(ModelSpec):
 
 def test_a_model_with_its_own_build_is_checked_by_building_it_on_the_meta_device() -> None:
     with pytest.raises(ModelError, match="no shared-stream initialisation for BatchNorm1d"):
-        NormedSpec().check((4,), 3)
+        NormedConfig().check((4,), 3)
 
 
 def test_a_layer_without_shared_init_is_refused() -> None:

@@ -16,8 +16,14 @@ from protocols.dsc.multitask_training import (
     evaluate,
     make_optimizers,
 )
+from protocols.dsc.routed_config import (
+    AwgnChannel,
+    Backbone,
+    NoChannel,
+    RayleighChannel,
+    RoutedModelConfig,
+)
 from protocols.dsc.routed_model import BACKBONES, RoutedMultiTaskNet, build_multitask_model
-from protocols.dsc.routed_spec import AwgnChannel, Backbone, NoChannel, RayleighChannel, RoutedSpec
 from protocols.dsc.routing_policy import (
     execute_all,
     gumbel_gates,
@@ -32,14 +38,14 @@ from protocols.dsc.trivial import trivial_metrics
 
 torch.set_num_threads(1)
 NYU_TASKS = ("seg", "sn", "dep")
-MINI = RoutedSpec(name="routed")
+MINI = RoutedModelConfig(name="routed")
 SEG = len(CLASSES)
 TRAIN_FIT, EPOCHS_FIT = 128, 12
 
 
 def meta_model(backbone: Backbone, tasks: tuple[str, ...] = NYU_TASKS) -> RoutedMultiTaskNet:
     with torch.device("meta"):
-        return RoutedMultiTaskNet(RoutedSpec(name="routed", backbone=backbone), tasks, 40)
+        return RoutedMultiTaskNet(RoutedModelConfig(name="routed", backbone=backbone), tasks, 40)
 
 
 def test_the_spec_names_every_backbone_and_its_defaults_are_the_mini_run() -> None:
@@ -190,7 +196,7 @@ def small_scenes(train_size: int = 60) -> tuple[TaskSet, TaskSet]:
 
 def test_standardised_depth_is_read_back_in_metres_and_can_be_switched_off() -> None:
     train, _ = small_scenes()
-    quiet = RoutedSpec(name="routed", channel=NoChannel())
+    quiet = RoutedModelConfig(name="routed", channel=NoChannel())
     model = build_multitask_model(quiet, NYU_TASKS, SEG, seed=0, node=0).eval()
     x = torch.from_numpy(train.images[:4])
     gates = {"dep": execute_all(model.blocks)}

@@ -48,6 +48,6 @@ def test_the_families_reach_the_runtime_only_through_the_sdk() -> None:
 def test_every_name_of_the_sdk_resolves_and_its_plan_side_needs_no_torch() -> None:
     assert sorted({*sdk._spec_side(), *sdk._node_side()}) == sorted(sdk.__all__)
     assert all(getattr(sdk, name) is not None for name in sdk.__all__)
-    code = ("import sys; from protocols.sdk import Coordination, ModelSpec, RunPlan; "
+    code = ("import sys; from protocols.sdk import Coordination, ModelConfig, RunPlan; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)

@@ -22,7 +22,7 @@ from dfl_node.netsim.tdma import plan_section
 from dfl_node.netsim.virtual_clock import LinkModel
 from dfl_node.settings.data import SyntheticSettings
 from dfl_node.settings.link import LinkSettings
-from dfl_node.settings.model import MODEL_SPECS, ModelError, ModelSpec
+from dfl_node.settings.model import MODEL_SPECS, ModelConfig, ModelError
 from dfl_node.settings.runtime import RuntimeHyper
 from dfl_node.settings.tdma import TdmaSettings
 from dfl_node.settings.wire import ON_FAILURE, WireSettings, rendezvous_seconds
@@ -110,7 +110,7 @@ def test_model_defaults(name: str) -> None:
 def test_every_builder_has_its_spec_and_takes_exactly_its_options() -> None:
     assert MODEL_SPECS.keys() == BUILDERS.keys()
     for name, spec in MODEL_SPECS.items():
-        assert issubclass(spec, ModelSpec)
+        assert issubclass(spec, ModelConfig)
         spec.model_validate({"name": name})
         with pytest.raises(ValidationError):
             spec.model_validate({"name": "another"})

@@ -27,9 +27,9 @@ from dfl_node.learning.seeds import stream_seed, torch_stream
 from dfl_node.settings.model import (
     GIVEN_MODEL,
     MODEL_SPECS,
-    BuiltinSpec,
-    GivenModelSpec,
-    ModelSpec,
+    BuiltinModelConfig,
+    GivenModelConfig,
+    ModelConfig,
     conv_pool_sizes,
     image_shape,
     model_spec,
@@ -55,7 +55,7 @@ def cnn(input_shape: Sequence[int], classes: int, channels: Sequence[int], kerne
         padding: int, hidden: int | None) -> nn.Module:
     """[conv(kernel) -> ReLU -> maxpool 2] per entry of `channels`, then [FC(hidden) ->] FC.
 
-    The default (CnnSpec: 16, 32 channels, 5x5, no padding, no hidden layer) has 18.4k
+    The default (CnnConfig: 16, 32 channels, 5x5, no padding, no hidden layer) has 18.4k
     parameters on Fashion-MNIST: small enough for 20 nodes to train on 2 CPU cores in minutes.
     """
     c, h, w = image_shape(input_shape, "cnn")
@@ -91,9 +91,9 @@ BUILDERS: dict[str, Callable[..., nn.Module]] = {
 }
 
 
-def module_of(spec: ModelSpec, input_shape: tuple[int, ...], classes: int) -> nn.Module:
+def module_of(spec: ModelConfig, input_shape: tuple[int, ...], classes: int) -> nn.Module:
     """A shipped model from its builder here, a plugin's from its spec's `build`."""
-    if isinstance(spec, BuiltinSpec):
+    if isinstance(spec, BuiltinModelConfig):
         return BUILDERS[spec.name](input_shape, classes, **spec.options())
     return spec.build(input_shape, classes)
 
@@ -145,9 +145,9 @@ def model_bytes(spec: dict[str, Any], input_shape: Sequence[int], classes: int) 
                for t in itertools.chain(built.parameters(), built.buffers()))
 
 
-def _initialised(checked: ModelSpec, input_shape: Sequence[int], classes: int,
+def _initialised(checked: ModelConfig, input_shape: Sequence[int], classes: int,
                  seed: int) -> nn.Module:
-    if isinstance(checked, GivenModelSpec):
+    if isinstance(checked, GivenModelConfig):
         return given_module(checked, tuple(input_shape), classes, seed)
     with torch.device("meta"):
         model = module_of(checked, tuple(input_shape), classes)
@@ -156,7 +156,7 @@ def _initialised(checked: ModelSpec, input_shape: Sequence[int], classes: int,
     return model
 
 
-def given_module(checked: GivenModelSpec, input_shape: tuple[int, ...], classes: int,
+def given_module(checked: GivenModelConfig, input_shape: tuple[int, ...], classes: int,
                  seed: int) -> nn.Module:
     """A handed-over factory's module, initialised as the factory does it but from torch's
     generator seeded with the run's `init` stream (the caller's generator left as it was), so

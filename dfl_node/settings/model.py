@@ -1,6 +1,6 @@
 """The `model:` section: `{name: <model>, ...options}`, validated without torch.
 
-Each model declares its options as a subclass of `ModelSpec` whose `name` is that model's
+Each model declares its options as a subclass of `ModelConfig` whose `name` is that model's
 literal name (MODEL_SPECS, from the `dfl_mesh.models` entry points), so a spec is validated by
 the model it names and an option another model has is refused. The modules themselves are built
 in dfl_node/learning/models.py. This module imports no torch: the launcher validates a plan, and
@@ -15,6 +15,7 @@ its omega = 8.37e-3).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -33,7 +34,7 @@ class ModelError(ValueError, DflMeshError):
     pass
 
 
-class ModelSpec(Section):
+class ModelConfig(Section):
     """A model by name with its options. A plugin package registers a subclass under the
     `dfl_mesh.models` entry-point group, with `name: Literal["its-name"]` and `build`."""
 
@@ -89,7 +90,7 @@ def conv_pool_sizes(input_shape: Sequence[int], channels: Sequence[int], kernel:
     return sizes
 
 
-class BuiltinSpec(ModelSpec):
+class BuiltinModelConfig(ModelConfig):
     """A model dfl_node/learning/models.py builds (BUILDERS there, by name, with the spec's
     options)."""
 
@@ -101,17 +102,17 @@ class BuiltinSpec(ModelSpec):
         return self.model_dump(exclude={"name"})
 
 
-class LinearSpec(BuiltinSpec):
+class LinearConfig(BuiltinModelConfig):
     name: Literal["linear"]
 
 
-class MlpSpec(BuiltinSpec):
+class MlpConfig(BuiltinModelConfig):
     name: Literal["mlp"]
     hidden: tuple[Count, ...] = (64,)
     """Widths of the hidden layers (ReLU after each); [] is the linear model."""
 
 
-class CnnSpec(BuiltinSpec):
+class CnnConfig(BuiltinModelConfig):
     name: Literal["cnn"]
     channels: tuple[Count, ...] = (16, 32)
     """Output channels of each conv -> ReLU -> maxpool 2 stage."""
@@ -126,14 +127,14 @@ class CnnSpec(BuiltinSpec):
         conv_pool_sizes(input_shape, self.channels, self.kernel, self.padding)
 
 
-class SsdflCnnSpec(BuiltinSpec):
+class SsdflCnnConfig(BuiltinModelConfig):
     name: Literal["ssdfl-cnn"]
 
     def check(self, input_shape: tuple[int, ...], classes: int) -> None:
         image_shape(input_shape, self.name)
 
 
-class DmflsqCnnSpec(BuiltinSpec):
+class DmflsqCnnConfig(BuiltinModelConfig):
     """The `cnn` builder with the paper's layers: 32 and 64 3x3 channels, padding 1, FC(512)."""
 
     name: Literal["dmflsq-cnn"]
@@ -156,7 +157,7 @@ def give_factory(name: str, factory: Callable[[], nn.Module]) -> None:
     _FACTORIES[name] = factory
 
 
-class GivenModelSpec(ModelSpec):
+class GivenModelConfig(ModelConfig):
     """A model a factory handed over as an object builds (`dfl_mesh.run(model=make_model)`).
 
     The section records what can be told of it, so that the plan says which model ran: the
@@ -199,11 +200,11 @@ class GivenModelSpec(ModelSpec):
 # an installed package adds a model the way this module does.
 MODELS_GROUP = "dfl_mesh.models"
 _PLUGINS = discover(MODELS_GROUP)
-MODEL_SPECS: dict[str, type[ModelSpec]] = {}
+MODEL_SPECS: dict[str, type[ModelConfig]] = {}
 for _name, _spec in list(_PLUGINS.found.items()):
-    if not (isinstance(_spec, type) and issubclass(_spec, ModelSpec)
+    if not (isinstance(_spec, type) and issubclass(_spec, ModelConfig)
             and get_args(_spec.model_fields["name"].annotation) == (_name,)):
-        _PLUGINS.refuse(_name, f"is not a ModelSpec whose name is Literal[{_name!r}]")
+        _PLUGINS.refuse(_name, f"is not a ModelConfig whose name is Literal[{_name!r}]")
         continue
     MODEL_SPECS[_name] = _spec
 
@@ -213,15 +214,15 @@ def model_plugins() -> Plugins:
     return _PLUGINS
 
 
-def model_spec(spec: dict[str, Any]) -> ModelSpec:
+def model_spec(spec: dict[str, Any]) -> ModelConfig:
     """`spec` validated by the model its `name` names; ModelError (one line, the option and,
     for a misspelt one, its closest known name) on an unknown model or a bad option."""
     name = spec.get("name")
     if name == GIVEN_MODEL:
         try:
-            return GivenModelSpec.model_validate(spec)
+            return GivenModelConfig.model_validate(spec)
         except ValidationError as exc:
-            raise ModelError(one_line(exc, GivenModelSpec, ("model",))) from None
+            raise ModelError(one_line(exc, GivenModelConfig, ("model",))) from None
     if not isinstance(name, str) or name not in MODEL_SPECS:
         if isinstance(name, str) and _PLUGINS.unavailable(name):
             raise ModelError(_PLUGINS.why_not(name, "model"))
@@ -239,3 +240,15 @@ def check_fits(spec: dict[str, Any], input_shape: Sequence[int], classes: int) -
     """ModelError (one line) unless `spec` names a model with valid options that takes
     `input_shape`."""
     model_spec(spec).check(tuple(input_shape), classes)
+
+
+if not TYPE_CHECKING:  # hidden from mypy, which would otherwise take any name of the module
+
+    def __getattr__(name: str) -> Any:
+        """`ModelSpec`, the old name of `ModelConfig` that model plugins import: still
+        resolved, with a DeprecationWarning on every import."""
+        if name != "ModelSpec":
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        warnings.warn(f"{__name__}.ModelSpec is deprecated: use ModelConfig",
+                      DeprecationWarning, stacklevel=2)
+        return ModelConfig

@@ -16,7 +16,7 @@ from protocols.dsc.hyper import DSCFedAMPHyper, DSCFedAvgHyper, DSCHyper
 from protocols.dsc.jstar import jstar_cmd
 from protocols.dsc.nyu import NyuOptions
 from protocols.dsc.portfolios import DSCNodeAttributes
-from protocols.dsc.routed_spec import RoutedSpec
+from protocols.dsc.routed_config import RoutedModelConfig
 from protocols.dsc.run_summary import run_summary
 from protocols.dsc.scenes import SceneOptions
 from protocols.dsc.workload import check_scene_plan, prepare_nyu, prepare_scenes
@@ -63,7 +63,7 @@ DSC_SPEC = ProtocolDeclaration(
     multitask=report_table.MULTITASK, launch_commands=(jstar_cmd,),
     datasets={"scenes": prepare_scenes, "nyuv2": prepare_nyu},
     dataset_options={"scenes": SceneOptions, "nyuv2": NyuOptions},
-    model_specs=(RoutedSpec,), node_attributes=DSCNodeAttributes,
+    model_specs=(RoutedModelConfig,), node_attributes=DSCNodeAttributes,
     # The mini run (docs/protocols/dsc.md): procedural multi-task scenes (their options, the
     # quick run's pool sizes, in `SceneOptions`), the routed mini ResNet, R = 30 rounds, each
     # mixing step one TDMA frame, a first evaluation soon (the paper-sized test pool:

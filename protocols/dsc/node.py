@@ -52,7 +52,7 @@ from protocols.dsc.multitask_training import LocalTrainer
 from protocols.dsc.multitask_training import evaluate as evaluate_tasks
 from protocols.dsc.routed_model import RoutedMultiTaskNet, build_multitask_model
 from protocols.dsc.taskdata import TASKS
-from protocols.dsc.workload import SceneData, plan_portfolios, routed_spec, scene_data, task_score
+from protocols.dsc.workload import SceneData, plan_portfolios, routed_config, scene_data, task_score
 from protocols.sdk import (
     ComputeStep,
     Exchange,
@@ -122,7 +122,7 @@ class DSC(ProtocolNode[DSCHyper]):
     def build_workload(cls, plan: RunPlan, node_id: int) -> tuple[torch.nn.Module, Any]:
         """Built here, not in workload.py beside the data, because only a node imports torch."""
         data = scene_data(plan, node_id)
-        model = build_multitask_model(routed_spec(plan.model), plan_portfolios(plan)[node_id],
+        model = build_multitask_model(routed_config(plan.model), plan_portfolios(plan)[node_id],
                                       data.train.seg_classes, plan.seed, node_id)
         return model, data
 

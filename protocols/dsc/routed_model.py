@@ -28,7 +28,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from protocols.dsc.routed_spec import Backbone, RoutedSpec
+from protocols.dsc.routed_config import Backbone, RoutedModelConfig
 from protocols.dsc.routing_policy import POLICY_BYTES_PER_ENTRY, binary_policy
 from protocols.dsc.semantic_channel import SemanticChannel
 from protocols.dsc.taskdata import output_channels
@@ -142,7 +142,7 @@ class AsppHead(nn.Module):
 class RoutedMultiTaskNet(nn.Module):
     """`seg_classes`: the data's (the decoder of Seg has one output per class)."""
 
-    def __init__(self, spec: RoutedSpec, tasks: Sequence[str], seg_classes: int,
+    def __init__(self, spec: RoutedModelConfig, tasks: Sequence[str], seg_classes: int,
                  channel_gen: torch.Generator | None = None) -> None:
         super().__init__()
         bspec = BACKBONES[spec.backbone]
@@ -208,8 +208,8 @@ class RoutedMultiTaskNet(nn.Module):
         return POLICY_BYTES_PER_ENTRY * self.blocks * len(self.tasks)
 
 
-def build_multitask_model(spec: RoutedSpec, tasks: Sequence[str], seg_classes: int, seed: int,
-                          node: int) -> RoutedMultiTaskNet:
+def build_multitask_model(spec: RoutedModelConfig, tasks: Sequence[str], seg_classes: int,
+                          seed: int, node: int) -> RoutedMultiTaskNet:
     """Node `node`'s model for its portfolio `tasks`, built on the meta device and then filled
     from the seeded streams only (no draw from torch's global generator)."""
     with torch.device("meta"):

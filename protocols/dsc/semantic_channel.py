@@ -7,7 +7,7 @@ x_hat = x + (H^H H)^{-1} H^H z. With H = I (`awgn`) that is x + z; with H = diag
 h ~ CN(0, 1) (`rayleigh_diag`) it is x + z / h, the noise amplified by deep fades. The noise
 term does not depend on x, so gradients flow through the normalisation unchanged and encoder and
 decoder train as a pair. `none` passes the latent through untouched. The `model.channel` section
-that selects one is `ChannelSpec` (protocols/dsc/routed_spec.py).
+that selects one is `ChannelConfig` (protocols/dsc/routed_config.py).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from protocols.dsc.routed_spec import AwgnChannel, ChannelSpec, NoisyChannel
+from protocols.dsc.routed_config import AwgnChannel, ChannelConfig, NoisyChannel
 
 
 class SemanticChannel(nn.Module):
-    def __init__(self, spec: ChannelSpec, gen: torch.Generator) -> None:
+    def __init__(self, spec: ChannelConfig, gen: torch.Generator) -> None:
         super().__init__()
         self.spec = spec
         self.gen = gen

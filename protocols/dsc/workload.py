@@ -9,9 +9,9 @@ the plan, so every process builds the same portfolios, data and common theta_0:
   `nyuv2` (the files under the run's `data_root`, `protocols.dsc.nyu`: the node loads the pool
   and keeps its Dirichlet share of the training split, and the whole `val` split as test set);
 - model: the routed ResNet `model.backbone` with the semantic channel `model.channel`
-  ({kind, snr_db}), the section `RoutedSpec` declares; the node builds it (`DSC.build_workload`),
-  since only it imports torch: the launcher checks a plan and prepares the datasets with this
-  module.
+  ({kind, snr_db}), the section `RoutedModelConfig` declares; the node builds it
+  (`DSC.build_workload`), since only it imports torch: the launcher checks a plan and prepares
+  the datasets with this module.
 
 The metrics record's `accuracy` is a *task score* in [0, 1], the mean over the node's tasks of one
 headline number each (seg pixel accuracy, sn % within 30 degrees, dep % with delta < 1.25,
@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from dfl_config.problems import one_line
 from protocols.dsc.nyu import FOLDERS, NYU_CLASSES, NyuOptions, count_images, load_nyu, read
 from protocols.dsc.portfolios import Portfolio, node_portfolios
-from protocols.dsc.routed_spec import RoutedSpec
+from protocols.dsc.routed_config import RoutedModelConfig
 from protocols.dsc.scenes import CLASSES, SceneOptions, node_scenes, train_sizes
 from protocols.dsc.taskdata import TaskSet, dirichlet_sizes, node_share
 from protocols.sdk import RunPlan
@@ -61,12 +61,12 @@ def scene_options(section: Mapping[str, Any]) -> SceneOptions:
         raise ValueError(one_line(exc, SceneOptions, ("scenes",))) from None
 
 
-def routed_spec(model: Mapping[str, Any]) -> RoutedSpec:
+def routed_config(model: Mapping[str, Any]) -> RoutedModelConfig:
     """The plan's `model` section; ValueError (one line) on a bad one."""
     try:
-        return RoutedSpec.model_validate(model)
+        return RoutedModelConfig.model_validate(model)
     except ValidationError as exc:
-        raise ValueError(one_line(exc, RoutedSpec, ("model",))) from None
+        raise ValueError(one_line(exc, RoutedModelConfig, ("model",))) from None
 
 
 def nyu_options(section: Mapping[str, Any]) -> NyuOptions:
@@ -120,7 +120,7 @@ def check_scene_plan(plan: RunPlan) -> None:
     if dataset not in DATASETS:
         raise ValueError(f"{plan.protocol} learns dense multi-task scenes: use --dataset "
                          f"{' or '.join(DATASETS)}, not {dataset!r}")
-    routed_spec(plan.model)
+    routed_config(plan.model)
     portfolios = plan_portfolios(plan)
     if dataset == "nyuv2":
         for node, tasks in portfolios.items():

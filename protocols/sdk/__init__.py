@@ -19,7 +19,7 @@ It is also the one door from the protocol families to the runtime: the runtime's
 helpers a protocol needs (`NodeContext`, `RunPlan`, `Received`, `grad_of`, `flatten`, ...)
 are imported from here, never from `dfl_node` (tests/test_sdk_surface.py). The names are
 loaded on first use, in two groups: what a protocol's spec may need (`ProtocolDeclaration`,
-`RunPlan`, `ModelSpec`, the capabilities, the settings models), which imports no torch, so
+`RunPlan`, `ModelConfig`, the capabilities, the settings models), which imports no torch, so
 that the launcher can read a spec without it; and the node side, torch and all. Both by
 plain imports: nothing here is imported by a name computed at run time
 (tests/test_no_unsafe_loading.py).
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from dfl_node.runner.context import NodeContext
     from dfl_node.runner.membership import SurvivingGraph
     from dfl_node.runner.prephase_client import Coordination
-    from dfl_node.settings.model import ModelSpec
+    from dfl_node.settings.model import ModelConfig
     from protocols.capabilities import (
         DynamicGraphs,
         PrePhase,
@@ -76,7 +76,7 @@ def _spec_side() -> dict[str, Any]:
         "numpy_stream": seeds.numpy_stream, "torch_stream": seeds.torch_stream,
         "Link": tdma.Link, "LinkModel": virtual_clock.LinkModel,
         "LinkStats": virtual_clock.LinkStats, "RunPlan": plan.RunPlan,
-        "Coordination": prephase_client.Coordination, "ModelSpec": model.ModelSpec,
+        "Coordination": prephase_client.Coordination, "ModelConfig": model.ModelConfig,
         "DynamicGraphs": capabilities.DynamicGraphs, "PrePhase": capabilities.PrePhase,
         "RunReport": capabilities.RunReport, "ServerBased": capabilities.ServerBased,
         "SurvivesFailures": capabilities.SurvivesFailures,
@@ -120,7 +120,7 @@ __all__ = [
     "LinkModel",
     "LinkStats",
     "LocalSGD",
-    "ModelSpec",
+    "ModelConfig",
     "NodeContext",
     "OpenStep",
     "Payload",
@@ -152,8 +152,10 @@ __all__ = [
 
 
 # The names plugins written before the rename import (`from protocols.sdk import Protocol,
-# ProtocolSpec`): still resolved, with a DeprecationWarning on every import, never cached.
-DEPRECATED = {"Protocol": "ProtocolNode", "ProtocolSpec": "ProtocolDeclaration"}
+# ProtocolSpec, ModelSpec`): still resolved, with a DeprecationWarning on every import, never
+# cached.
+DEPRECATED = {"Protocol": "ProtocolNode", "ProtocolSpec": "ProtocolDeclaration",
+              "ModelSpec": "ModelConfig"}
 
 
 def __getattr__(name: str) -> Any:

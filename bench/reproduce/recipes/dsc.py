@@ -45,7 +45,7 @@ from protocols.dsc.mixing_weights import (
     eq18_matrix,
     subdominant_modulus,
 )
-from protocols.dsc.routed_spec import RoutedSpec
+from protocols.dsc.routed_config import RoutedModelConfig
 from protocols.dsc.run_summary import delta_keys
 from topologies import generators as gen
 from topologies.loader import load_topology, resolve_topology_path
@@ -265,7 +265,7 @@ def first_run_pool() -> dict[str, Any]:
 def shared_parameters(config: Resolved) -> int | None:
     """P of a DSC model: the shared backbone every exchange carries (decoders and routing
     logits stay with their client)."""
-    default = RoutedSpec.model_fields["backbone"].default
+    default = RoutedModelConfig.model_fields["backbone"].default
     return backbone_parameters(str((config.get("model") or {}).get("backbone", default)))
 
 
@@ -277,7 +277,7 @@ def backbone_parameters(backbone: str) -> int:
     from protocols.dsc.routed_model import BACKBONES as SPECS
     from protocols.dsc.routed_model import IN_CHANNELS, RoutedBackbone
 
-    spec = RoutedSpec.model_validate({"name": "routed", "backbone": backbone})
+    spec = RoutedModelConfig.model_validate({"name": "routed", "backbone": backbone})
     with torch.device("meta"):
         model = RoutedBackbone(SPECS[spec.backbone], IN_CHANNELS)
     return sum(int(p.numel()) for p in model.parameters())

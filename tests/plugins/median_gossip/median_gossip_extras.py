@@ -12,10 +12,10 @@ from torch import nn
 from dfl_config.section import Count, Section
 from dfl_node.learning.arrays import DatasetArrays
 from dfl_node.learning.generated import GeneratedDataset
-from dfl_node.settings.model import ModelSpec
+from dfl_node.settings.model import ModelConfig
 
 
-class TinyMlpSpec(ModelSpec):
+class TinyMlpConfig(ModelConfig):
     name: Literal["tiny-mlp"]
     width: Count = 8
     """Hidden width."""

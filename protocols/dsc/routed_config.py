@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 from dfl_config.section import Number, Section, tagged_union
-from protocols.sdk import ModelSpec
+from protocols.sdk import ModelConfig
 
 Backbone = Literal["mini", "resnet18", "resnet34"]
 
@@ -40,17 +40,17 @@ class RayleighChannel(NoisyChannel):
 
 
 if TYPE_CHECKING:
-    ChannelSpec = AwgnChannel | RayleighChannel | NoChannel
+    ChannelConfig = AwgnChannel | RayleighChannel | NoChannel
 else:
-    ChannelSpec = tagged_union((AwgnChannel, RayleighChannel, NoChannel), "kind", "awgn")
+    ChannelConfig = tagged_union((AwgnChannel, RayleighChannel, NoChannel), "kind", "awgn")
 """The `model.channel` section, by its `kind` (awgn when none is given)."""
 
 
-class RoutedSpec(ModelSpec):
+class RoutedModelConfig(ModelConfig):
     """The `model:` section of a DSC run (docs/protocols/dsc.md#the-model)."""
 
     name: Literal["routed"]
     backbone: Backbone = "mini"
     """The routed ResNet (docs/protocols/dsc.md#a13): the CPU-sized `mini` or the paper's."""
-    channel: ChannelSpec = AwgnChannel(kind="awgn")
+    channel: ChannelConfig = AwgnChannel(kind="awgn")
     """The semantic channel between backbone and decoders (docs/protocols/dsc.md#a12)."""
