@@ -179,7 +179,7 @@ def protocol_plugins() -> Plugins:
 def compressor_plugins() -> tuple[tuple[str, ...], Mapping[str, str]]:
     """The compressor parts' entry-point groups, and those of their entry points left out
     (`group:name` -> why, naming the package)."""
-    from protocols.toolkit.compressor_specs import QUANTIZER_GROUP, REGISTERED, SPARSIFIER_GROUP
+    from protocols.toolkit.compressor_configs import QUANTIZER_GROUP, REGISTERED, SPARSIFIER_GROUP
 
     return (SPARSIFIER_GROUP, QUANTIZER_GROUP), REGISTERED.failed
 

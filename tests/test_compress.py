@@ -17,16 +17,16 @@ import torch
 from dfl_node.learning.flat import flatten, unflatten_into
 from dfl_node.wire.codec import WireLimits, decode, encode
 from dfl_node.wire.tags import Tag
-from protocols.toolkit.compressor_specs import (
+from protocols.toolkit.compressor_configs import (
     QUANTIZER_GROUP,
     SHIPPED,
     SPARSIFIER_GROUP,
-    RandKSpec,
-    SparsifierSpec,
-    TopKSpec,
-    UniformSpec,
+    RandKConfig,
+    SparsifierConfig,
+    TopKConfig,
+    UniformConfig,
     build_compressor,
-    compressor_spec,
+    compressor_config,
     discover,
 )
 from protocols.toolkit.compressors import (
@@ -231,7 +231,7 @@ def test_position_coding_never_exceeds_the_formula(size: int) -> None:
 
 def test_the_cifar_cnn_bit_counts() -> None:
     """P = 2,122,186 and ratio 0.01 give k = 21,222 (inferred from the paper's omega)."""
-    compressor = build_compressor(compressor_spec({
+    compressor = build_compressor(compressor_config({
         "sparsifier": {"type": "topk", "ratio": 0.01, "scope": "global"},
         "quantizer": {"type": "uniform", "bits": 8, "rounding": "nearest"},
     }))  # fmt: skip
@@ -522,7 +522,7 @@ def test_identity_is_exact_including_signed_zeros() -> None:
     ],
 )
 def test_build_compressor(spec: dict, expected: Compressor) -> None:
-    assert build_compressor(compressor_spec(spec)) == expected
+    assert build_compressor(compressor_config(spec)) == expected
 
 
 @pytest.mark.parametrize(
@@ -550,7 +550,7 @@ def test_build_compressor(spec: dict, expected: Compressor) -> None:
 )
 def test_compressor_specs_reject_bad_spellings_in_one_line(spec: object, match: str) -> None:
     with pytest.raises(ValueError, match=match) as info:
-        compressor_spec(spec)
+        compressor_config(spec)
     assert "\n" not in str(info.value)
 
 
@@ -572,18 +572,18 @@ def test_flatten_and_unflatten_round_trip_in_place() -> None:
 PLUGIN = '''\
 from typing import Literal
 
-from protocols.toolkit.compressor_specs import SparsifierSpec
+from protocols.toolkit.compressor_configs import SparsifierConfig
 from protocols.toolkit.compressors import TopK
 
 
-class HalfSpec(SparsifierSpec):
+class HalfConfig(SparsifierConfig):
     type: Literal["half"] = "half"
 
     def build(self) -> TopK:
         return TopK(ratio=0.5)
 
 
-class OtherRandKSpec(SparsifierSpec):
+class OtherRandKConfig(SparsifierConfig):
     type: Literal["randk"] = "randk"
 
     def build(self) -> TopK:
@@ -591,19 +591,19 @@ class OtherRandKSpec(SparsifierSpec):
 '''
 PLUGIN_ENTRY_POINTS = '''\
 [dfl_mesh.sparsifiers]
-half = fakeplugin:HalfSpec
-randk = fakeplugin:OtherRandKSpec
+half = fakeplugin:HalfConfig
+randk = fakeplugin:OtherRandKConfig
 '''
 PLUGIN_CHECK = '''\
 from protocols.dmflsq.declarations import DMFLSQHyper
-from protocols.toolkit.compressor_specs import REGISTERED, compressor_spec
+from protocols.toolkit.compressor_configs import REGISTERED, compressor_config
 print(dict(REGISTERED.clashes))
 hyper = DMFLSQHyper.model_validate({"compressor": {"sparsifier": {"type": "half"},
                                                    "quantizer": {"type": "uniform"}}})
 print(hyper.compressor.build())
 for spec in ({"type": "randk", "k": 3}, {"sparsifier": {"type": "randk", "k": 3}}):
     try:
-        compressor_spec(spec)
+        compressor_config(spec)
     except ValueError as exc:
         print(exc)
 '''
@@ -647,7 +647,7 @@ class FakeEntryPoint:
         return self.value
 
 
-class HalfSpec(SparsifierSpec):
+class HalfConfig(SparsifierConfig):
     type: Literal["half"] = "half"
 
     def build(self) -> TopK:
@@ -655,15 +655,15 @@ class HalfSpec(SparsifierSpec):
 
 
 def test_discovery_keeps_distinct_names_and_refuses_shared_ones() -> None:
-    half = FakeEntryPoint("half", HalfSpec, FakeDist("halfpkg"))
+    half = FakeEntryPoint("half", HalfConfig, FakeDist("halfpkg"))
     registered = discover(SHIPPED, {SPARSIFIER_GROUP: [half]})
-    assert registered.sparsifiers == (TopKSpec, RandKSpec, HalfSpec)
-    assert registered.quantizers == (UniformSpec,) and not registered.clashes
+    assert registered.sparsifiers == (TopKConfig, RandKConfig, HalfConfig)
+    assert registered.quantizers == (UniformConfig,) and not registered.clashes
     # The same name from two packages, or in both groups: neither is kept.
-    again = FakeEntryPoint("half", HalfSpec, FakeDist("copypkg"))
+    again = FakeEntryPoint("half", HalfConfig, FakeDist("copypkg"))
     registered = discover(SHIPPED, {SPARSIFIER_GROUP: [half], QUANTIZER_GROUP: [again]})
     assert registered.clashes == {"half": ("copypkg", "halfpkg")}
-    assert HalfSpec not in registered.sparsifiers + registered.quantizers
+    assert HalfConfig not in registered.sparsifiers + registered.quantizers
     # An entry point that is not a spec class is left out, its reason kept (one line, naming
     # the package) for `dfl-launch plugins`: the shipped parts stay usable.
     bad = FakeEntryPoint("broken", TopK, FakeDist("badpkg"))

@@ -1,6 +1,7 @@
 """A plugin written before the rename of issue 45 (item 7) still loads and runs: the old names
-`Protocol`, `ProtocolSpec` and `ModelSpec` of protocols.sdk, `protocols.base.Protocol` and
-`dfl_node.settings.model.ModelSpec` are the new classes, and each import of one says it is
+`Protocol`, `ProtocolSpec` and `ModelSpec` of protocols.sdk, `protocols.base.Protocol`,
+`dfl_node.settings.model.ModelSpec` and the compressor classes of
+`protocols.toolkit.compressor_specs` are the new classes, and each import of one says it is
 deprecated."""
 
 from __future__ import annotations
@@ -51,3 +52,11 @@ def test_a_model_plugins_old_base_is_the_model_config() -> None:
     with pytest.warns(DeprecationWarning, match=r"protocols\.sdk\.ModelSpec is deprecated"):
         from protocols.sdk import ModelSpec as FromSdk
     assert ModelSpec is FromSdk is ModelConfig
+
+
+def test_a_compressor_plugins_old_base_is_the_sparsifier_config() -> None:
+    from protocols.toolkit.compressor_configs import SparsifierConfig
+
+    with pytest.warns(DeprecationWarning, match=r"compressor_specs\.SparsifierSpec is deprecated"):
+        from protocols.toolkit.compressor_specs import SparsifierSpec
+    assert SparsifierSpec is SparsifierConfig

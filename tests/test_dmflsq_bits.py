@@ -23,7 +23,7 @@ from protocols.dmflsq.bits import (
     psi_pair_bits,
 )
 from protocols.dmflsq.declarations import DMFLSQHyper
-from protocols.toolkit.compressor_specs import compressor_spec
+from protocols.toolkit.compressor_configs import compressor_config
 
 PAPER = Accounting.model_validate(PAPER_ACCOUNTING)
 # The paper's C = Q8 o Top_k, k/P = 0.01, as `hyper.compressor` spells it.
@@ -92,7 +92,7 @@ def test_formula_agrees_with_the_compressors_own_count(vector: str) -> None:
          "ties": torch.ones(size),
          "one": torch.zeros(size).index_fill_(0, torch.tensor([17]), -2.5),
          "zero": torch.zeros(size)}[vector]
-    comp = compressor_spec(PAPER_COMPRESSOR).build()
+    comp = compressor_config(PAPER_COMPRESSOR).build()
     c = comp.compress(v)
     assert c.k == min(28, int((v != 0).sum()))
     mine = model_link_bits(True, c.k, size, PAPER, sparse=True, quantized=c.quantized)
@@ -105,7 +105,7 @@ def test_formula_agrees_with_the_compressors_own_count(vector: str) -> None:
 
 def test_accounting_defaults_follow_the_compressor() -> None:
     def bits_of(spec: dict) -> int:
-        return compressor_spec(spec).build().value_bits
+        return compressor_config(spec).build().value_bits
 
     assert bits_of(PAPER_COMPRESSOR) == 8
     assert bits_of({"type": "topk", "ratio": 0.01}) == 32
@@ -113,7 +113,7 @@ def test_accounting_defaults_follow_the_compressor() -> None:
     assert bits_of({"type": "identity"}) == 32
     acc = DMFLSQHyper.model_validate({"accounting": {"b_hdr": 0}}).accounting
     assert (acc.b_q, acc.b_scale, acc.b_loss, acc.b_hdr, acc.b_trig) == (None, 32, 32, 0, 0)
-    c = compressor_spec({"type": "uniform", "bits": 4}).build().compress(torch.ones(10))
+    c = compressor_config({"type": "uniform", "bits": 4}).build().compress(torch.ones(10))
     assert c.payload(acc).bits["values"] == 10 * 4  # b_q: the quantiser's
     assert hyper_error({"accounting": {"b_header": 1}}) == \
         "hyper.accounting.b_header: unknown key (did you mean b_hdr?)"
@@ -130,7 +130,7 @@ def test_run_defaults_are_the_papers_algorithm_on_fmnist() -> None:
         (0.1, 0.4, 0.5, 0.5, "inv_sqrt_t")
     assert (cfg.batch_sel, cfg.batch_grad, cfg.k_psi, cfg.a_ij, cfg.tie_break) == \
         (32, 32, "auto", "unit", "larger_id")
-    assert cfg.compressor == compressor_spec(PAPER_COMPRESSOR)
+    assert cfg.compressor == compressor_config(PAPER_COMPRESSOR)
     assert cfg == DMFLSQHyper()  # the declaration sets none: the paper's are the model's defaults
 
 

@@ -28,7 +28,7 @@ from protocols.ssdfl.heterogeneity import (
     energy_distance,
     jsd,
 )
-from protocols.ssdfl.optimizers import OptimizerSpec
+from protocols.ssdfl.optimizers import OptimizerConfig
 from topologies.mixing import metropolis
 
 
@@ -59,7 +59,7 @@ def graphs() -> list[np.ndarray]:
 
 
 def inputs_for(n: int, loss: float = math.log(10)) -> NodeInputs:
-    return NodeInputs(tuple(OptimizerSpec() for _ in range(n)), (loss,) * n, {})
+    return NodeInputs(tuple(OptimizerConfig() for _ in range(n)), (loss,) * n, {})
 
 
 @pytest.mark.parametrize("adj", graphs())
@@ -122,7 +122,7 @@ def test_phi_min_is_eq_37_and_falls_with_s() -> None:
 def test_cluster_score_is_the_theorem_1_bound() -> None:
     adj = nx.to_numpy_array(nx.complete_graph(3))
     cfg = ClusteringConfig(eta=0.01, tau_a=3, B=1.0, gamma=1.0, alpha=0.1)
-    het = cluster_heterogeneity((0, 1, 2), [OptimizerSpec()] * 3, {}, HeterogeneityConfig())
+    het = cluster_heterogeneity((0, 1, 2), [OptimizerConfig()] * 3, {}, HeterogeneityConfig())
     lam_min = 0.0  # MH on K3: all weights 1/3, eigenvalues 1, 0, 0
     big_gamma = 1 + 1 + (1 - lam_min) / 0.01 + 3 * math.sqrt(3)
     expected = (3 * 2.0 + 0.1 * 3 * 0.01**2 / 2 * big_gamma) / (0.01 - 0.01**2 / 2 * big_gamma)
@@ -138,8 +138,8 @@ def test_heterogeneity_terms() -> None:
     x, y = np.array([[0.0], [2.0]]), np.array([[1.0]])
     # V-statistic: 2 * mean|x-y| - mean|x-x'| - mean|y-y'| = 2 * 1 - 1 - 0
     assert energy_distance(x, y) == pytest.approx(1.0)
-    opts = [OptimizerSpec(), OptimizerSpec(type="prox", mu=1e-4),
-            OptimizerSpec(type="momentum", rho=0.8)]
+    opts = [OptimizerConfig(), OptimizerConfig(type="prox", mu=1e-4),
+            OptimizerConfig(type="momentum", rho=0.8)]
     het = cluster_heterogeneity((0, 1, 2), opts, {(0, 1): 0.5, (1, 2): 0.25, (0, 5): 9.0},
                                 HeterogeneityConfig())
     pairs = 6 + 2 * 1e-4 + 2 * 0.8 + 2 * 0.8 + 2 * 1e-4  # ordered pairs, i = j included

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from dfl_config.problems import one_line
 from protocols.ssdfl.declarations import CycleHyper
 from protocols.ssdfl.direction import UnifiedDirection
-from protocols.ssdfl.optimizers import OptimizerSpec, SSDFLNodeAttributes, draw_optimizer
+from protocols.ssdfl.optimizers import OptimizerConfig, SSDFLNodeAttributes, draw_optimizer
 
 Q = np.diag([1.0, 3.0, 0.5])
 B = np.array([1.0, -2.0, 0.5])
@@ -22,7 +22,7 @@ def grad(theta: np.ndarray) -> np.ndarray:
     return Q @ theta - B
 
 
-def run(spec: OptimizerSpec, theta0: np.ndarray, steps: int, regimes: int = 1) -> np.ndarray:
+def run(spec: OptimizerConfig, theta0: np.ndarray, steps: int, regimes: int = 1) -> np.ndarray:
     """theta^{q+1} = theta^q - eta g~(theta^q) with the module's direction, resetting per regime."""
     opt = UnifiedDirection(spec)
     theta = torch.tensor(theta0, dtype=torch.float64)
@@ -48,9 +48,9 @@ def closed_form(mu: float, rho: float, theta0: np.ndarray, steps: int) -> np.nda
 THETA0 = np.array([0.3, -0.7, 2.0])
 
 
-@pytest.mark.parametrize("spec", [OptimizerSpec(), OptimizerSpec(type="prox", mu=0.5),
-                                  OptimizerSpec(type="momentum", rho=0.85)])
-def test_recursions_match_eqs_8_and_9(spec: OptimizerSpec) -> None:
+@pytest.mark.parametrize("spec", [OptimizerConfig(), OptimizerConfig(type="prox", mu=0.5),
+                                  OptimizerConfig(type="momentum", rho=0.85)])
+def test_recursions_match_eqs_8_and_9(spec: OptimizerConfig) -> None:
     got = run(spec, THETA0, 12)
     want = closed_form(spec.mu, spec.rho, THETA0, 12)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
@@ -59,30 +59,30 @@ def test_recursions_match_eqs_8_and_9(spec: OptimizerSpec) -> None:
 
 
 def test_state_resets_at_every_regime() -> None:
-    spec = OptimizerSpec(type="momentum", rho=0.8)
+    spec = OptimizerConfig(type="momentum", rho=0.8)
     middle = closed_form(0.0, 0.8, THETA0, 4)
     np.testing.assert_allclose(run(spec, THETA0, 4, regimes=2),
                                closed_form(0.0, 0.8, middle, 4), rtol=0, atol=1e-12)
-    prox = OptimizerSpec(type="prox", mu=0.5)
+    prox = OptimizerConfig(type="prox", mu=0.5)
     middle = closed_form(0.5, 0.0, THETA0, 4)  # the anchor moves to the regime's start
     np.testing.assert_allclose(run(prox, THETA0, 4, regimes=2),
                                closed_form(0.5, 0.0, middle, 4), rtol=0, atol=1e-12)
 
 
 def test_specs_validate_and_round_trip() -> None:
-    specs = (OptimizerSpec(), OptimizerSpec(type="prox", mu=1e-4),
-             OptimizerSpec(type="momentum", rho=0.8))
+    specs = (OptimizerConfig(), OptimizerConfig(type="prox", mu=1e-4),
+             OptimizerConfig(type="momentum", rho=0.8))
     for spec in specs:
-        assert OptimizerSpec.from_array(spec.to_array()) == spec
+        assert OptimizerConfig.from_array(spec.to_array()) == spec
     with pytest.raises(ValueError):
-        OptimizerSpec(type="momentum", rho=1.0)
+        OptimizerConfig(type="momentum", rho=1.0)
     with pytest.raises(ValueError):
-        OptimizerSpec(type="sgd", mu=0.1)
+        OptimizerConfig(type="sgd", mu=0.1)
     with pytest.raises(ValueError):
-        OptimizerSpec.from_array(np.array([7.0, 0.0, 0.0]))
-    assert OptimizerSpec.from_attrs({"optimizer": {"type": "prox", "mu": 0.2}}).mu == 0.2
-    assert OptimizerSpec.from_attrs({}) == OptimizerSpec()
-    assert OptimizerSpec.from_attrs({"optimizer": "prox"}) == OptimizerSpec(type="prox")
+        OptimizerConfig.from_array(np.array([7.0, 0.0, 0.0]))
+    assert OptimizerConfig.from_attrs({"optimizer": {"type": "prox", "mu": 0.2}}).mu == 0.2
+    assert OptimizerConfig.from_attrs({}) == OptimizerConfig()
+    assert OptimizerConfig.from_attrs({"optimizer": "prox"}) == OptimizerConfig(type="prox")
 
 
 def test_node_attribute_refuses_what_the_optimizer_cannot_be() -> None:

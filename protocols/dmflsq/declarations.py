@@ -16,7 +16,12 @@ from protocols.dmflsq.bits import Accounting
 from protocols.hyper import ProtocolHyper, TrainingHyper
 from protocols.run_defaults import DMFLSQ_PAPER
 from protocols.toolkit.accounting import MessageAccounting
-from protocols.toolkit.compressor_specs import CompositeSpec, CompressorSpec, TopKSpec, UniformSpec
+from protocols.toolkit.compressor_configs import (
+    CompositeConfig,
+    CompressorConfig,
+    TopKConfig,
+    UniformConfig,
+)
 from protocols.toolkit.options import Schedule, TieBreak
 
 
@@ -60,8 +65,8 @@ class DMFLSQHyper(ProtocolHyper):
     """theta_t = theta0 / sqrt(t + 1), constant, or zero (always send)."""
     theta0: NonNegative = 0.5
     """theta_0."""
-    compressor: CompressorSpec = CompositeSpec(sparsifier=TopKSpec(ratio=0.01),
-                                               quantizer=UniformSpec(bits=8))
+    compressor: CompressorConfig = CompositeConfig(sparsifier=TopKConfig(ratio=0.01),
+                                               quantizer=UniformConfig(bits=8))
     """C = Q8 o Top_k, k = max(1, ceil(0.01 P)), global over the model (A7, A8)."""
     accounting: Accounting = Accounting()
     """Eqs. (18)-(19); b_q and b_scale follow the quantiser (8, 32)."""
@@ -77,8 +82,8 @@ class ChocoHyper(TrainingHyper):
     weight_decay: NonNegative = 5e-5
     copies_init: Literal["zero", "model"] = "zero"
     """x_hat^0 = 0 as in the CHOCO paper, or x^0 (model), for parity with DMFL-SQ."""
-    compressor: CompressorSpec = CompositeSpec(sparsifier=TopKSpec(ratio=0.1),
-                                               quantizer=UniformSpec(bits=8))
+    compressor: CompressorConfig = CompositeConfig(sparsifier=TopKConfig(ratio=0.1),
+                                               quantizer=UniformConfig(bits=8))
     """C = Q8 o Top_{0.1} of the difference to the public copy."""
     accounting: MessageAccounting = MessageAccounting()
     """Eq. (18) with chi = 1; b_q and b_scale follow the quantiser."""

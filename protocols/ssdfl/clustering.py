@@ -46,7 +46,7 @@ from protocols.ssdfl.heterogeneity import (
     HeterogeneityConfig,
     cluster_heterogeneity,
 )
-from protocols.ssdfl.optimizers import OptimizerSpec
+from protocols.ssdfl.optimizers import OptimizerConfig
 from topologies.measures import exact_conductance, fiedler_order, sweep_conductance
 from topologies.mixing import induced, lazy, metropolis
 
@@ -112,7 +112,7 @@ class ClusteringConfig(ClusteringSettings):
 class NodeInputs:
     """What the pre-phase gathered, by node index: optimizers, L_i(theta^0), edge terms."""
 
-    optimizers: tuple[OptimizerSpec, ...]
+    optimizers: tuple[OptimizerConfig, ...]
     losses: tuple[float, ...]
     edge_terms: Mapping[tuple[int, int], float]  # eq. 40's per-edge term, i < j
 

@@ -33,7 +33,7 @@ from protocols.ssdfl.clustering import (
     heterogeneity_of,
 )
 from protocols.ssdfl.heterogeneity import edge_divergence
-from protocols.ssdfl.optimizers import OptimizerSpec
+from protocols.ssdfl.optimizers import OptimizerConfig
 
 REPORT_FIELDS = ("degree", "label_hist", "sample", "optimizer", "init_loss")
 
@@ -120,7 +120,7 @@ def check_report(plan: RunPlan, node: int, report: Mapping[str, np.ndarray]) -> 
     if report["optimizer"].shape != (3,):
         raise ValueError(f"node {node}: optimizer must be (type, mu, rho)")
     return {"degree": int(report["degree"]), "label_hist": hist, "sample": report["sample"],
-            "optimizer": OptimizerSpec.from_array(report["optimizer"]),
+            "optimizer": OptimizerConfig.from_array(report["optimizer"]),
             "init_loss": float(report["init_loss"])}
 
 
@@ -171,7 +171,7 @@ def prephase_record(ids: list[int], adj: np.ndarray, result: ClusteringResult,
     }
 
 
-def optimizer_record(spec: OptimizerSpec) -> dict[str, Any]:
+def optimizer_record(spec: OptimizerConfig) -> dict[str, Any]:
     return {"kind": spec.type, "mu": spec.mu, "rho": spec.rho}
 
 

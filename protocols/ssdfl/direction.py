@@ -22,13 +22,13 @@ from collections.abc import Mapping
 
 import torch
 
-from protocols.ssdfl.optimizers import OptimizerSpec
+from protocols.ssdfl.optimizers import OptimizerConfig
 
 
 class UnifiedDirection:
     """The eq. 10 direction per parameter tensor, with its momentum buffer and proximal anchor."""
 
-    def __init__(self, spec: OptimizerSpec) -> None:
+    def __init__(self, spec: OptimizerConfig) -> None:
         self.spec = spec
         self._momentum: dict[str, torch.Tensor] = {}
         self._anchor: dict[str, torch.Tensor] = {}

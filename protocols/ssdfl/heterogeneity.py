@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dfl_config.section import Number, Section
-from protocols.ssdfl.optimizers import OptimizerSpec
+from protocols.ssdfl.optimizers import OptimizerConfig
 
 
 class HeterogeneityConfig(Section):
@@ -77,7 +77,7 @@ def edge_divergence(hist_i: np.ndarray, hist_j: np.ndarray, sample_i: np.ndarray
     return jsd(hist_i, hist_j) + energy_distance(sample_i, sample_j) / features
 
 
-def cluster_heterogeneity(members: Sequence[int], optimizers: Sequence[OptimizerSpec],
+def cluster_heterogeneity(members: Sequence[int], optimizers: Sequence[OptimizerConfig],
                           edge_terms: Mapping[tuple[int, int], float],
                           cfg: HeterogeneityConfig) -> ClusterHeterogeneity:
     """alpha_s of the cluster `members` (indices); `edge_terms` is keyed by edges (i, j), i < j."""

@@ -51,7 +51,7 @@ from protocols.sdk import (
 )
 from protocols.ssdfl.declarations import SSDFL_SPEC, CycleHyper, H, SSDFLHyper
 from protocols.ssdfl.direction import UnifiedDirection
-from protocols.ssdfl.optimizers import OptimizerSpec, draw_optimizer
+from protocols.ssdfl.optimizers import OptimizerConfig, draw_optimizer
 
 INTRA, INTER = "ssdfl-intra", "ssdfl-inter"
 Row = dict[int, float]
@@ -198,11 +198,11 @@ def steps_per_iteration(value: int | Literal["epoch"], samples: int, batch_size:
     return math.ceil(samples / batch_size) if value == "epoch" else value
 
 
-def node_optimizer(ctx: NodeContext, hyper: CycleHyper) -> OptimizerSpec:
+def node_optimizer(ctx: NodeContext, hyper: CycleHyper) -> OptimizerConfig:
     """This device's optimizer: drawn from its own seeded stream as in Sec. VI-A (`random`),
     plain SGD everywhere (`sgd`, App. G-B) or its topology attribute (`topology`)."""
     if hyper.optimizers == "sgd":
-        return OptimizerSpec()
+        return OptimizerConfig()
     if hyper.optimizers == "topology":
-        return OptimizerSpec.from_attrs(ctx.plan.node(ctx.node_id).attrs)
+        return OptimizerConfig.from_attrs(ctx.plan.node(ctx.node_id).attrs)
     return draw_optimizer(ctx.rng("optimizer"), hyper.prox_mu, hyper.momentum_rho)

@@ -30,7 +30,7 @@ KINDS: tuple[Kind, ...] = get_args(Kind)  # the pre-phase's type codes, in this 
 
 
 
-class OptimizerSpec(Section):
+class OptimizerConfig(Section):
     """One device's optimizer (opt_i, mu_i, rho_i) of eq. 10; the topology attribute
     `optimizer: {type, mu, rho}` (or just the type) is this model."""
 
@@ -42,7 +42,7 @@ class OptimizerSpec(Section):
     """The momentum factor; momentum only."""
 
     @model_validator(mode="after")
-    def _own_constants(self) -> OptimizerSpec:
+    def _own_constants(self) -> OptimizerConfig:
         if (self.type != "prox" and self.mu) or (self.type != "momentum" and self.rho):
             raise ValueError(f"{self.type}: mu is for prox and rho for momentum only")
         return self
@@ -56,14 +56,14 @@ class OptimizerSpec(Section):
         return np.array([self.code, self.mu, self.rho], dtype=np.float64)
 
     @classmethod
-    def from_array(cls, values: np.ndarray) -> OptimizerSpec:
+    def from_array(cls, values: np.ndarray) -> OptimizerConfig:
         code, mu, rho = (float(v) for v in values)
         if code not in range(len(KINDS)):
             raise ValueError(f"optimizer code must be 0..{len(KINDS) - 1}, got {code!r}")
         return cls(type=KINDS[int(code)], mu=mu, rho=rho)
 
     @classmethod
-    def from_attrs(cls, attrs: Mapping[str, Any]) -> OptimizerSpec:
+    def from_attrs(cls, attrs: Mapping[str, Any]) -> OptimizerConfig:
         """A topology node's `optimizer` attribute; plain SGD when absent."""
         node = SSDFLNodeAttributes.model_validate({"optimizer": attrs.get("optimizer")})
         return node.optimizer or cls()
@@ -75,7 +75,7 @@ def _type_alone(value: Any) -> Any:
 
 
 class _TypeOrMapping:
-    """The JSON Schema of the attribute: a type name or an `OptimizerSpec` mapping."""
+    """The JSON Schema of the attribute: a type name or an `OptimizerConfig` mapping."""
 
     @classmethod
     def __get_pydantic_json_schema__(cls, core_schema: CoreSchema,
@@ -86,19 +86,20 @@ class _TypeOrMapping:
 class SSDFLNodeAttributes(Section):
     """The topology node attributes the SSD-FL family reads (with `optimizers: topology`)."""
 
-    optimizer: Annotated[OptimizerSpec, BeforeValidator(_type_alone), _TypeOrMapping] | None = None
+    optimizer: (Annotated[OptimizerConfig, BeforeValidator(_type_alone), _TypeOrMapping]
+                | None) = None
     """The device's optimizer: `sgd`, `{type: prox, mu: 0.3}` or `{type: momentum, rho: 0.9}`;
     plain SGD when absent."""
 
 
 def draw_optimizer(rng: np.random.Generator, mus: Sequence[float],
-                   rhos: Sequence[float]) -> OptimizerSpec:
+                   rhos: Sequence[float]) -> OptimizerConfig:
     """The paper's random assignment (Sec. VI-A): type uniform over the three, then mu or rho
     uniform over `mus` or `rhos`."""
     kind = KINDS[int(rng.integers(len(KINDS)))]
     if kind == "prox":
-        return OptimizerSpec(type=kind, mu=float(mus[int(rng.integers(len(mus)))]))
+        return OptimizerConfig(type=kind, mu=float(mus[int(rng.integers(len(mus)))]))
     if kind == "momentum":
-        return OptimizerSpec(type=kind, rho=float(rhos[int(rng.integers(len(rhos)))]))
-    return OptimizerSpec(type=kind)
+        return OptimizerConfig(type=kind, rho=float(rhos[int(rng.integers(len(rhos)))]))
+    return OptimizerConfig(type=kind)
 

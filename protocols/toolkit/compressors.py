@@ -26,7 +26,7 @@ so a protocol charges what its compressor produced and never recomputes it. Posi
 the wire never exceeds the formula's min(k ceil(log2 P), P) bits rounded up to the byte (see
 `compress_positions` for what it achieves beyond that).
 
-The `compressor:` setting that builds one is a typed spec (protocols/toolkit/compressor_specs.py).
+The `compressor:` setting that builds one is a typed spec (protocols/toolkit/compressor_configs.py).
 """
 
 from __future__ import annotations
