@@ -9,7 +9,7 @@ from topologies import generators as gen
 from topologies import measures, mixing
 from topologies.errors import TopologyError
 from topologies.loader import load_topology, resolve_topology_path
-from topologies.model import EdgeSpec, NodeSpec, Topology
+from topologies.model import Topology, TopologyEdge, TopologyNode
 
 
 def reference_slem(w: np.ndarray) -> float:
@@ -124,8 +124,8 @@ def test_lazy_halves_towards_identity_and_keeps_stochasticity() -> None:
 
 def test_mixing_matrix_by_name() -> None:
     topology = Topology(
-        (NodeSpec(0), NodeSpec(4), NodeSpec(9)),
-        (EdgeSpec(0, 4, {"weight": 2.5}), EdgeSpec(4, 9)),
+        (TopologyNode(0), TopologyNode(4), TopologyNode(9)),
+        (TopologyEdge(0, 4, {"weight": 2.5}), TopologyEdge(4, 9)),
     )
     adj = topology.adjacency()
     np.testing.assert_array_equal(mixing.mixing_matrix(topology), mixing.metropolis(adj))

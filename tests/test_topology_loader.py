@@ -21,7 +21,7 @@ from topologies.loader import (
     resolve_topology_path,
     shipped_topologies,
 )
-from topologies.model import EdgeSpec, NodeSpec, Topology
+from topologies.model import Topology, TopologyEdge, TopologyNode
 from topologies.schema import topology_json_schema
 from topologies.writer import dump_topology, write_topology
 
@@ -49,7 +49,7 @@ def lab(tmp_path: Path) -> Topology:
 def test_hand_made_file_is_parsed_into_canonical_specs(lab: Topology) -> None:
     assert lab.name == "lab"
     assert lab.ids == (3, 5, 7, 10)
-    assert lab.node(10) == NodeSpec(
+    assert lab.node(10) == TopologyNode(
         10, "10.0.0.2", 7001, "cuda:1", (0.0, 1.0), {"optimizer": "sgd"}
     )
     assert lab.node(3).attrs == {"tasks": ["seg", "dep"]}
@@ -57,7 +57,7 @@ def test_hand_made_file_is_parsed_into_canonical_specs(lab: Topology) -> None:
     assert lab.node(7).address == ("127.0.0.1", 7001)
     assert lab.node(5).address is None
     assert [e.pair for e in lab.edges] == [(3, 7), (3, 10), (5, 7)]
-    assert lab.edge(7, 3) == EdgeSpec(
+    assert lab.edge(7, 3) == TopologyEdge(
         3, 7, {"weight": 0.5, "latency_ms": 5.0, "bandwidth_mbps": 100.0, "loss": 0.1}
     )
 
@@ -108,8 +108,10 @@ def test_written_file_has_one_node_and_one_edge_per_line(lab: Topology) -> None:
 
 
 def test_to_dict_is_canonical_whatever_the_input_order() -> None:
-    a = Topology((NodeSpec(2), NodeSpec(0), NodeSpec(1)), (EdgeSpec(2, 1), EdgeSpec(1, 0)))
-    b = Topology((NodeSpec(0), NodeSpec(1), NodeSpec(2)), (EdgeSpec(0, 1), EdgeSpec(1, 2)))
+    a = Topology((TopologyNode(2), TopologyNode(0), TopologyNode(1)),
+                 (TopologyEdge(2, 1), TopologyEdge(1, 0)))
+    b = Topology((TopologyNode(0), TopologyNode(1), TopologyNode(2)),
+                 (TopologyEdge(0, 1), TopologyEdge(1, 2)))
     assert a == b
     assert a.to_dict() == {
         "name": "topology",

@@ -30,7 +30,7 @@ import numpy as np
 from networkx.utils import UnionFind
 
 from topologies.errors import TopologyError
-from topologies.model import EdgeSpec, NodeSpec, Topology
+from topologies.model import Topology, TopologyEdge, TopologyNode
 from topologies.schedules import GraphSchedule, RoundGraphs
 
 REPAIRS = ("bridge", "resample")
@@ -53,8 +53,8 @@ def _topology(graph: nx.Graph, meta: dict[str, Any]) -> Topology:
     nodes = []
     for v in sorted(graph):
         pos = graph.nodes[v].get("pos")
-        nodes.append(NodeSpec(int(v), position=None if pos is None else tuple(map(float, pos))))
-    edges = tuple(EdgeSpec(int(u), int(v)) for u, v in graph.edges)
+        nodes.append(TopologyNode(int(v), position=None if pos is None else tuple(map(float, pos))))
+    edges = tuple(TopologyEdge(int(u), int(v)) for u, v in graph.edges)
     return Topology(tuple(nodes), edges, generator=meta, name=meta["name"])
 
 
@@ -324,8 +324,8 @@ def one_peer_exponential(n: int) -> Topology:
     _require(n >= 2, "one-peer-exponential", f"n must be at least 2, got {n}")
     schedule = GraphSchedule("one-peer-exponential")
     arcs = RoundGraphs.of(range(n), (), directed=True, schedule=schedule).union()
-    return Topology(nodes=tuple(NodeSpec(i) for i in range(n)),
-                    edges=tuple(EdgeSpec(u, v, directed=True) for u, v in arcs),
+    return Topology(nodes=tuple(TopologyNode(i) for i in range(n)),
+                    edges=tuple(TopologyEdge(u, v, directed=True) for u, v in arcs),
                     generator={"name": "one-peer-exponential", "params": {"n": n}},
                     directed=True, schedule=schedule)
 

@@ -25,7 +25,7 @@ from dfl_config.limits import oversized_file
 from dfl_config.problems import dotted, one_line, walk
 from dfl_config.section import Section
 from topologies.errors import TopologyError
-from topologies.model import EdgeSpec, NodeSpec, Topology
+from topologies.model import Topology, TopologyEdge, TopologyNode
 from topologies.schedules import GraphSchedule, RoundGraphs, strongly_connected
 from topologies.schema import (
     LINK_ATTRIBUTES,
@@ -119,7 +119,7 @@ def parse_topology(
 
     Without `node_attributes`, node keys beyond `NodeFields` are kept as free attributes. With
     it, they must be fields of that model (whose own checks apply), anything else is an unknown
-    key, and `NodeSpec.attrs` holds the attributes the file sets, as validated (JSON data)."""
+    key, and `TopologyNode.attrs` holds the attributes the file sets, as validated (JSON data)."""
     if not isinstance(data, dict):
         kind = type(data).__name__
         raise TopologyError(f"{source}: top level must be a mapping, got a {kind}")
@@ -179,8 +179,8 @@ class _Checker:
             graphs.append(tuple(e.pair for e in edges))
         return GraphSchedule(parsed.kind, tuple(graphs), parsed.peers or 0)
 
-    def union_edges(self, edges: tuple[EdgeSpec, ...], schedule: GraphSchedule,
-                    ids: list[int], directed: bool, given: bool) -> tuple[EdgeSpec, ...]:
+    def union_edges(self, edges: tuple[TopologyEdge, ...], schedule: GraphSchedule,
+                    ids: list[int], directed: bool, given: bool) -> tuple[TopologyEdge, ...]:
         """A schedule's `edges`: the union of its arcs, derived where the file leaves them out;
         random-peers draws from them, so it needs them."""
         if schedule.kind == "random-peers":
@@ -202,15 +202,15 @@ class _Checker:
                                          f"left out): {len(written)} written, {len(links)} in "
                                          "the union")
             return edges
-        return tuple(EdgeSpec(u, v, directed=directed) for u, v in links)
+        return tuple(TopologyEdge(u, v, directed=directed) for u, v in links)
 
-    def nodes(self, parsed: Sequence[NodeFields]) -> tuple[NodeSpec, ...]:
-        nodes: list[NodeSpec] = []
+    def nodes(self, parsed: Sequence[NodeFields]) -> tuple[TopologyNode, ...]:
+        nodes: list[TopologyNode] = []
         first_index: dict[int, int] = {}
         addresses: dict[tuple[str, int], str] = {}
         dimension: tuple[int, str] | None = None
         for i, item in enumerate(parsed):
-            node = _node_spec(item)
+            node = _topology_node(item)
             label = f"nodes[{i}] (id {node.id})"
             if node.id in first_index:
                 raise self.fail(
@@ -238,9 +238,9 @@ class _Checker:
         return tuple(nodes)
 
     def edges(self, parsed: Sequence[EdgeFields], ids: set[int], directed: bool = False,
-              where: str = "edges") -> tuple[EdgeSpec, ...]:
+              where: str = "edges") -> tuple[TopologyEdge, ...]:
         seen: dict[tuple[int, int], str] = {}
-        edges: list[EdgeSpec] = []
+        edges: list[TopologyEdge] = []
         for i, item in enumerate(parsed):
             label = f"{where}[{i}] ({show(item.u)}, {show(item.v)})"
             for key, end in (("u", item.u), ("v", item.v)):
@@ -248,7 +248,7 @@ class _Checker:
                     raise self.fail(f"{label}: {key}", f"node {end} is not in nodes")
             if item.u == item.v:
                 raise self.fail(label, "self-loop")
-            edge = EdgeSpec(item.u, item.v, item.model_dump(include=set(LINK_ATTRIBUTES),
+            edge = TopologyEdge(item.u, item.v, item.model_dump(include=set(LINK_ATTRIBUTES),
                                                             exclude_none=True), directed)
             if edge.pair in seen:
                 raise self.fail(label, f"duplicate edge (same as {seen[edge.pair]})")
@@ -256,7 +256,8 @@ class _Checker:
             edges.append(edge)
         return tuple(edges)
 
-    def check_connected(self, nodes: tuple[NodeSpec, ...], edges: tuple[EdgeSpec, ...]) -> None:
+    def check_connected(self, nodes: tuple[TopologyNode, ...],
+                        edges: tuple[TopologyEdge, ...]) -> None:
         sizes = component_sizes([n.id for n in nodes], [e.pair for e in edges])
         if len(sizes) > 1:
             listed = ", ".join(map(str, sizes))
@@ -289,11 +290,11 @@ def component_sizes(ids: list[int], pairs: list[tuple[int, int]]) -> list[int]:
     return sorted(sizes, reverse=True)
 
 
-def _node_spec(node: NodeFields) -> NodeSpec:
+def _topology_node(node: NodeFields) -> TopologyNode:
     """The node's spec; its attributes are the declared ones the file sets (validated, as JSON
     data, so that unset ones fall back to the reader's default) and, for a `FreeNode`, the free
     ones as written."""
     declared = set(type(node).model_fields) - set(NodeFields.model_fields)
     attrs = node.model_dump(mode="json", include=declared, exclude_unset=True) if declared else {}
     attrs.update(node.model_extra or {})
-    return NodeSpec(node.id, node.host, node.port, node.device, node.position, attrs)
+    return TopologyNode(node.id, node.host, node.port, node.device, node.position, attrs)

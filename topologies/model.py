@@ -24,7 +24,7 @@ DEFAULT_HOST = "127.0.0.1"
 
 
 @dataclass(frozen=True)
-class NodeSpec:
+class TopologyNode:
     """One node: where it runs (all optional) and free attributes such as `optimizer` or `tasks`."""
 
     id: int
@@ -54,7 +54,7 @@ class NodeSpec:
 
 
 @dataclass(frozen=True)
-class EdgeSpec:
+class TopologyEdge:
     """One undirected edge, stored with u < v, and its link attributes (weight, latency_ms, ...);
     in a directed topology an arc u -> v ("u sends to v"), stored as written."""
 
@@ -89,8 +89,8 @@ class Topology:
     of every arc a round may use, and the neighbour and matrix views below are of that union,
     read as an undirected graph (the links a run connects)."""
 
-    nodes: tuple[NodeSpec, ...]
-    edges: tuple[EdgeSpec, ...]
+    nodes: tuple[TopologyNode, ...]
+    edges: tuple[TopologyEdge, ...]
     generator: dict[str, Any] | None = None
     name: str = "topology"
     directed: bool = False
@@ -118,7 +118,7 @@ class Topology:
         return {node_id: sorted(nbrs) for node_id, nbrs in out.items()}
 
     @cached_property
-    def _edges_by_pair(self) -> dict[tuple[int, int], EdgeSpec]:
+    def _edges_by_pair(self) -> dict[tuple[int, int], TopologyEdge]:
         return {(min(e.pair), max(e.pair)): e for e in self.edges}
 
     @property
@@ -138,7 +138,7 @@ class Topology:
         except KeyError:
             raise TopologyError(f"{self.name}: node {node_id} is not in the topology") from None
 
-    def node(self, node_id: int) -> NodeSpec:
+    def node(self, node_id: int) -> TopologyNode:
         return self.nodes[self.index(node_id)]
 
     def neighbors(self, node_id: int) -> list[int]:
@@ -146,7 +146,7 @@ class Topology:
         self.index(node_id)
         return list(self._neighbors[node_id])
 
-    def edge(self, u: int, v: int) -> EdgeSpec:
+    def edge(self, u: int, v: int) -> TopologyEdge:
         """The edge between u and v, in either order."""
         try:
             return self._edges_by_pair[(min(u, v), max(u, v))]
