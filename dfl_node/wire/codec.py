@@ -43,7 +43,7 @@ from dfl_node.wire.message import (
     WIRE_DTYPES,
     Frame,
     Message,
-    Spec,
+    TensorLayout,
     WireError,
     WireLimits,
     array_view,
@@ -55,7 +55,7 @@ from dfl_node.wire.message import (
     check_src,
     check_total,
     is_count,
-    spec,
+    tensor_layout,
     wire_array,
 )
 from dfl_node.wire.tags import KINDS, Tag
@@ -179,7 +179,7 @@ def _check_envelope(header: Any, limits: WireLimits) -> tuple[Tag, int]:
     return tag, header["src"]
 
 
-def _check_tensors(header: dict[str, Any], limits: WireLimits) -> list[Spec]:
+def _check_tensors(header: dict[str, Any], limits: WireLimits) -> list[TensorLayout]:
     names, dtypes, shapes, sizes = (header[k] for k in ("names", "dtypes", "shapes", "nbytes"))
     columns = (names, dtypes, shapes, sizes)
     if not all(isinstance(column, list) for column in columns):
@@ -193,5 +193,5 @@ def _check_tensors(header: dict[str, Any], limits: WireLimits) -> list[Spec]:
     if not all(is_count(n) for n in sizes):
         raise WireError("bad_header", "nbytes must be non-negative ints")
     check_total(sum(sizes), limits)
-    return [spec(name, WIRE_DTYPES[dtype], shape, nbytes, limits)
+    return [tensor_layout(name, WIRE_DTYPES[dtype], shape, nbytes, limits)
             for name, dtype, shape, nbytes in zip(*columns, strict=True)]

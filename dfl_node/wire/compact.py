@@ -55,7 +55,7 @@ from dfl_node.wire.message import (
     WIRE_DTYPES,
     Frame,
     Message,
-    Spec,
+    TensorLayout,
     WireError,
     WireLimits,
     array_view,
@@ -65,7 +65,7 @@ from dfl_node.wire.message import (
     check_phase,
     check_src,
     check_total,
-    spec,
+    tensor_layout,
     wire_array,
 )
 from dfl_node.wire.tags import KINDS, Tag
@@ -88,7 +88,7 @@ class Layout:
 
     codec: str
     phase: str
-    specs: tuple[Spec, ...]
+    specs: tuple[TensorLayout, ...]
     nbytes: int
 
 
@@ -210,7 +210,7 @@ def _definition(data: bytes, pos: int, limits: WireLimits) -> tuple[Layout, int]
             dims.append(dim)
         columns.append((name, WIRE_DTYPES[DTYPE_CODES[code]], dims))
     check_names([name for name, _, _ in columns])
-    specs = tuple(spec(name, dtype, dims, None, limits) for name, dtype, dims in columns)
+    specs = tuple(tensor_layout(name, dtype, dims, None, limits) for name, dtype, dims in columns)
     return _layout(codec, phase, specs, limits), pos
 
 
@@ -221,11 +221,11 @@ def _reshaped(stored: Layout, data: bytes, pos: int, limits: WireLimits) -> tupl
         for _ in item.shape:
             dim, pos = _varint(data, pos)
             dims.append(dim)
-        specs.append(spec(item.name, item.dtype, dims, None, limits))
+        specs.append(tensor_layout(item.name, item.dtype, dims, None, limits))
     return _layout(stored.codec, stored.phase, tuple(specs), limits), pos
 
 
-def _layout(codec: str, phase: str, specs: tuple[Spec, ...], limits: WireLimits) -> Layout:
+def _layout(codec: str, phase: str, specs: tuple[TensorLayout, ...], limits: WireLimits) -> Layout:
     nbytes = sum(item.nbytes for item in specs)
     check_total(nbytes, limits)
     return Layout(codec, phase, specs, nbytes)

@@ -73,7 +73,7 @@ class Message:
 
 
 @dataclass(frozen=True)
-class Spec:
+class TensorLayout:
     """One tensor's checked layout: it fits the caps and `nbytes` is its shape's byte count."""
 
     name: str
@@ -146,7 +146,8 @@ def check_total(nbytes: int, limits: WireLimits) -> None:
         raise WireError("too_large", f"{nbytes} > {limits.max_message_bytes}")
 
 
-def spec(name: str, dtype: np.dtype, shape: Any, nbytes: int | None, limits: WireLimits) -> Spec:
+def tensor_layout(name: str, dtype: np.dtype, shape: Any, nbytes: int | None,
+                  limits: WireLimits) -> TensorLayout:
     """One tensor's layout, once its shape fits the caps, numpy's index range and, where the
     message states it, its byte length (`nbytes`; None: the shape's own)."""
     if not (isinstance(shape, list | tuple) and len(shape) <= MAX_NDIM
@@ -158,10 +159,10 @@ def spec(name: str, dtype: np.dtype, shape: Any, nbytes: int | None, limits: Wir
     size = math.prod(shape) * dtype.itemsize
     if nbytes is not None and size != nbytes:
         raise WireError("bad_shape", f"{name}: {shape!r} does not hold {nbytes} bytes")
-    return Spec(name, dtype, tuple(shape), size)
+    return TensorLayout(name, dtype, tuple(shape), size)
 
 
-def array_view(item: Spec, view: memoryview, offset: int = 0) -> np.ndarray:
+def array_view(item: TensorLayout, view: memoryview, offset: int = 0) -> np.ndarray:
     """A read-only array over checked bytes (`view` holds `item.nbytes` from `offset` on)."""
     array = np.ndarray(item.shape, item.dtype, view, offset)
     array.flags.writeable = False
