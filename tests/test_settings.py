@@ -17,7 +17,7 @@ from dfl_config.problems import one_line
 from dfl_config.section import Section
 from dfl_node.learning import torch_settings
 from dfl_node.learning.models import BUILDERS, build_model
-from dfl_node.learning.synthetic import SyntheticSpec
+from dfl_node.learning.synthetic import SyntheticTask
 from dfl_node.netsim.tdma import plan_section
 from dfl_node.netsim.virtual_clock import LinkModel
 from dfl_node.settings.data import SyntheticSettings
@@ -60,7 +60,7 @@ CASES = [
 IDS = [case.model.__name__ for case in CASES]
 
 # The defaults the run config declared before these models (launcher/config/layers.py's BASE
-# for link, tdma, wire and hyper; SyntheticSpec's dataclass for synthetic; each builder's
+# for link, tdma, wire and hyper; SyntheticTask's dataclass for synthetic; each builder's
 # signature for a model's options), as literals: the models must not have changed a run.
 BASE: dict[str, dict[str, Any]] = {
     "link": {"latency_ms": 1.0, "bandwidth_mbps": 100.0, "compute_ms": 10.0,
@@ -97,7 +97,7 @@ def test_defaults_are_the_run_configs(section: str) -> None:
 def test_runtime_and_data_defaults() -> None:
     assert RuntimeHyper().as_dict() == BASE["hyper"]
     assert SyntheticSettings().as_dict() == SYNTHETIC
-    spec = SyntheticSpec()
+    spec = SyntheticTask()
     assert {f.name: getattr(spec, f.name) for f in fields(spec) if f.name != "seed"} == SYNTHETIC
 
 

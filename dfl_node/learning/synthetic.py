@@ -21,7 +21,7 @@ _DEFAULT = SyntheticSettings()
 
 
 @dataclass(frozen=True)
-class SyntheticSpec:
+class SyntheticTask:
     """What the generator needs: the `synthetic:` section's keys, whose defaults and checks are
     SyntheticSettings's (these fields take them over rather than repeat them), and the data
     seed. A plain dataclass so that an unknown key is a TypeError where it is built."""
@@ -34,7 +34,7 @@ class SyntheticSpec:
     seed: int = 0
 
 
-def make_synthetic(spec: SyntheticSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def make_synthetic(spec: SyntheticTask) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(x_train, y_train, x_test, y_test), float32 features and int64 labels."""
     import numpy as np
 
@@ -59,5 +59,5 @@ class SyntheticDataset(GeneratedDataset):
     def generate(self, options: SyntheticSettings, seed: int) -> DatasetArrays:
         from dfl_node.learning.arrays import DatasetArrays
 
-        spec = SyntheticSpec(**options.model_dump(), seed=seed)
+        spec = SyntheticTask(**options.model_dump(), seed=seed)
         return DatasetArrays(*make_synthetic(spec), classes=spec.classes)
