@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from dfl_node.plan import RunPlan
-from launcher.config.backend_catalog import BackendSpec
+from launcher.config.backend_catalog import BackendEntry
 from launcher.config.run_spec import RunSpec
 
 if TYPE_CHECKING:  # ZeroMQ and numpy: what a backend runs with, not what `plan` refuses with
@@ -37,7 +37,7 @@ OnRecord = Callable[[str, dict[str, Any]], None]
 class Backend(ABC):
     """One way of starting a plan's nodes."""
 
-    spec: ClassVar[BackendSpec]
+    spec: ClassVar[BackendEntry]
 
     @property
     def name(self) -> str:

@@ -7,7 +7,7 @@ picks one of the LOCAL backends, the plan records the name), or by someone else 
 which runs plans and so sits above this package; what configuration must know before any of
 them runs (the names a run may give, the default, whether a backend can run a `--secure`
 mesh) is here, so that resolving a plan never reaches up. launcher/backends/registry.py pairs
-each LOCAL spec with its implementation, and checks that none is missing.
+each LOCAL entry with its implementation, and checks that none is missing.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from launcher.errors import LaunchError
 
 
 @dataclass(frozen=True)
-class BackendSpec:
+class BackendEntry:
     """What the launcher may know of a backend without running it."""
 
     name: str  # how a run names it: the `--transport` value of a local backend
@@ -29,28 +29,28 @@ class BackendSpec:
     local: bool  # dfl-launch starts and watches the nodes itself
 
 
-PROCESSES = BackendSpec("zmq", "zmq", "one OS process per node, over ZeroMQ sockets",
-                        secure=True, in_process=False, local=True)
-THREADS = BackendSpec("inproc", "inproc", "every node a thread of the launcher, over in-memory "
-                      "queues (the exactness reference)", secure=False, in_process=True,
-                      local=True)
-COMPOSE = BackendSpec("compose", PROCESSES.transport, "a docker-compose file: one container "
-                      "per node", secure=False, in_process=False, local=False)
-HOSTS = BackendSpec("hosts", PROCESSES.transport, "a plan for one dfl-node per host, "
-                    "started by hand", secure=True, in_process=False, local=False)
+PROCESSES = BackendEntry("zmq", "zmq", "one OS process per node, over ZeroMQ sockets",
+                         secure=True, in_process=False, local=True)
+THREADS = BackendEntry("inproc", "inproc", "every node a thread of the launcher, over in-memory "
+                       "queues (the exactness reference)", secure=False, in_process=True,
+                       local=True)
+COMPOSE = BackendEntry("compose", PROCESSES.transport, "a docker-compose file: one container "
+                       "per node", secure=False, in_process=False, local=False)
+HOSTS = BackendEntry("hosts", PROCESSES.transport, "a plan for one dfl-node per host, "
+                     "started by hand", secure=True, in_process=False, local=False)
 
-SLURM = BackendSpec("slurm", PROCESSES.transport, "a Slurm batch job: one task per node, "
-                    "addresses discovered at start-up", secure=False, in_process=False,
-                    local=False)
+SLURM = BackendEntry("slurm", PROCESSES.transport, "a Slurm batch job: one task per node, "
+                     "addresses discovered at start-up", secure=False, in_process=False,
+                     local=False)
 
-BACKENDS: dict[str, BackendSpec] = {s.name: s for s in (PROCESSES, THREADS, COMPOSE, HOSTS,
-                                                        SLURM)}
+BACKENDS: dict[str, BackendEntry] = {s.name: s for s in (PROCESSES, THREADS, COMPOSE, HOSTS,
+                                                         SLURM)}
 # The backends `--transport` may name, in the order --help lists them.
-LOCAL: dict[str, BackendSpec] = {n: s for n, s in BACKENDS.items() if s.local}
+LOCAL: dict[str, BackendEntry] = {n: s for n, s in BACKENDS.items() if s.local}
 DEFAULT_LOCAL = PROCESSES.name
 
 
-def local_spec(name: object) -> BackendSpec:
+def local_spec(name: object) -> BackendEntry:
     """The local backend a run's `transport` names; a LaunchError listing the choices else."""
     spec = LOCAL.get(name) if isinstance(name, str) else None
     if spec is None:
