@@ -40,7 +40,7 @@ IN_CHANNELS = 3  # RGB images
 
 
 @dataclass(frozen=True)
-class BackboneSpec:
+class BackboneShape:
     """A dilated ResNet of BasicBlocks: `blocks` per stage give K = sum(blocks) routable blocks.
 
     `stem`: "small" (3x3 conv, stride 2) for the CPU-sized model, "imagenet" (7x7/2 conv +
@@ -56,14 +56,14 @@ class BackboneSpec:
     head_dilations: tuple[int, ...] = (1, 2, 3, 4)
 
 
-BACKBONES: dict[Backbone, BackboneSpec] = {
+BACKBONES: dict[Backbone, BackboneShape] = {
     # The mini run's backbone (docs/protocols/dsc.md#mini-run): ResNet-18 layout at widths
     # 8/16/24/32, output stride 4.
-    "mini": BackboneSpec((8, 16, 24, 32), (2, 2, 2, 2)),
-    "resnet18": BackboneSpec((64, 128, 256, 512), (2, 2, 2, 2), stem="imagenet",
-                             head_dilations=(6, 12, 18, 24)),
-    "resnet34": BackboneSpec((64, 128, 256, 512), (3, 4, 6, 3), stem="imagenet",
-                             head_dilations=(6, 12, 18, 24)),
+    "mini": BackboneShape((8, 16, 24, 32), (2, 2, 2, 2)),
+    "resnet18": BackboneShape((64, 128, 256, 512), (2, 2, 2, 2), stem="imagenet",
+                              head_dilations=(6, 12, 18, 24)),
+    "resnet34": BackboneShape((64, 128, 256, 512), (3, 4, 6, 3), stem="imagenet",
+                              head_dilations=(6, 12, 18, 24)),
 }
 
 
@@ -90,7 +90,7 @@ class RoutedBlock(nn.Module):
 
 
 class RoutedBackbone(nn.Module):
-    def __init__(self, spec: BackboneSpec, in_channels: int) -> None:
+    def __init__(self, spec: BackboneShape, in_channels: int) -> None:
         super().__init__()
         width = spec.widths[0]
         if spec.stem == "imagenet":
