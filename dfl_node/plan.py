@@ -102,7 +102,7 @@ class RunPlan:
     # directory's `bind` and `address`, where every node reports its own and learns the others'
     # (dfl_node/runner/discovery.py); None when `nodes` holds every address
     discovery: DiscoverySection | None = None
-    # a metrics row of round 0 too, before any training (launcher/config/run_config.py)
+    # a metrics row of round 0 too, before any training (launcher/config/run_settings.py)
     eval_at_start: bool = False
     # the secret every record to the collector is sealed with (dfl_node/runner/results_seal.py),
     # drawn per run; in no section hash, which neighbours exchange in the clear

@@ -12,7 +12,7 @@ from launcher.config.inputs import Inputs, resolve_inputs
 from launcher.config.options import ViewOptions
 from launcher.config.run_spec import RunSpec
 from launcher.logs import launcher_logger
-from launcher.run import rundir
+from launcher.run import directory
 from launcher.run.claim import check_new, finished
 from launcher.run.lock import RunLock
 from launcher.run.progress import Display, emit
@@ -45,7 +45,8 @@ def launch(req: RunSpec, out_dir: Path | None, view: ViewOptions, overwrite: boo
         return launch_one(req, out_dir, view, overwrite=overwrite)
     from launcher.run.finish import EXIT_OK, stopped
 
-    base = out_dir or rundir.default_run_dir(req.protocol or "run", Path(req.topology or "").stem)
+    base = out_dir or directory.default_run_dir(req.protocol or "run",
+                                                Path(req.topology or "").stem)
     codes = []
     for seed in req.seeds:
         codes.append(launch_one(req.with_seed(seed), base / f"seed-{seed}", view,
@@ -117,7 +118,7 @@ def run_one(req: RunSpec, inputs: Inputs, out_dir: Path | None, view: ViewOption
                 likely.close()
             check_local(plan)
             backend.preflight(plan, str(req.topology))
-            run_dir = out_dir or rundir.default_run_dir(plan.protocol, plan.topology_name)
+            run_dir = out_dir or directory.default_run_dir(plan.protocol, plan.topology_name)
             resuming = resumed is not None
             lock = resumed or held.enter_context(claim_new(run_dir, req, overwrite))
             check_disk_space(plan, run_dir)
@@ -130,7 +131,7 @@ def run_one(req: RunSpec, inputs: Inputs, out_dir: Path | None, view: ViewOption
                               if resuming else 0)
                 if resuming:  # after the checks: a refused resume leaves every file as it was
                     lock.mark()
-                rundir.prepare(run_dir, config)
+                directory.prepare(run_dir, config)
                 plan.dump(plan_path)
             display.start(plan)
             display.stage(f"starting {len(plan.ids)} nodes")
@@ -150,9 +151,9 @@ def execute(backend: LocalBackend, plan: RunPlan, plan_path: Path, run_dir: Path
     """`coordinate`: run the pre-phase's coordinator (a resumed run has its result already)."""
     from launcher.results.cycle_metrics import CycleMetrics
     from launcher.run.claim import writing
+    from launcher.run.directory import remove_temporaries
     from launcher.run.faults import interrupted
     from launcher.run.prephase_coordinator import start_coordinator
-    from launcher.run.rundir import remove_temporaries
 
     with writing(run_dir):
         mesh = backend.open(plan, plan_path, run_dir, CycleMetrics.for_plan(plan, run_dir),

@@ -154,7 +154,7 @@ def host_plan(plan_path: Path | None, run: dict[str, Any], out_dir: Path | None,
     from launcher.config.keys import RESULTS_KEY, read_results_key
     from launcher.config.options import command_line_spec
     from launcher.data.prepare import ensure_host_data
-    from launcher.run import rundir  # the launcher's resolution code, not in the node path
+    from launcher.run import directory  # the launcher's resolution code, not in the node path
 
     given = [FLAGS.get(k, "--" + k.replace("_", "-")) for k, v in run.items()
              if v not in (None, ()) and k not in ("data_root", "keys")]
@@ -171,7 +171,7 @@ def host_plan(plan_path: Path | None, run: dict[str, Any], out_dir: Path | None,
             raise LaunchError("--topology: each host draws its own results key unless --keys "
                               f"DIR holds the run's ({RESULTS_KEY}, made by dfl-launch keys; "
                               "give dfl-launch plan the same --keys), or give --plan PLAN")
-        out = out_dir or rundir.default_run_dir(plan.protocol, plan.topology_name)
+        out = out_dir or directory.default_run_dir(plan.protocol, plan.topology_name)
     if node_id is not None:
         plan.node(node_id)
     elif not plan.prephase:

@@ -19,7 +19,7 @@ from launcher.cli import cli
 from launcher.cli import main as launch_main
 from launcher.config import backend_catalog
 from launcher.config.backend_catalog import BACKENDS, DEFAULT_LOCAL, HOSTS, LOCAL
-from launcher.config.run_config import RunSettings
+from launcher.config.run_settings import RunSettings
 from launcher.config.run_spec import RunSpec
 from launcher.errors import LaunchError
 from launcher.node_cli import main as node_main

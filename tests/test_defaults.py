@@ -25,7 +25,7 @@ from launcher.config.defaults_page import (
     shipped,
 )
 from launcher.config.layers import resolve_config
-from launcher.config.run_config import node_attributes_model, run_config_model
+from launcher.config.run_settings import node_attributes_model, run_config_model
 from launcher.config.run_spec import RunSpec
 from launcher.errors import LaunchError
 from launcher.sweep.spec import SweepSpec

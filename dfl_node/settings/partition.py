@@ -8,7 +8,7 @@ refused at planning and the runtime dispatches on the type. A parsed value write
 string it was read from ("dirichlet:0.10" stays that, not "dirichlet:0.1"): plan.json and its
 section hashes, which a resumed run compares, keep their bytes.
 
-One parser for the user's config (launcher/config/run_config.py) and the plan's data section
+One parser for the user's config (launcher/config/run_settings.py) and the plan's data section
 (dfl_node/settings/data_section.py): `Partition` is the field type of both.
 """
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from dfl_node.settings.model import GIVEN_MODEL, give_factory
 from launcher.config.given import GivenData, GivenObjects
-from launcher.config.run_config import node_attributes_model, run_config_model
+from launcher.config.run_settings import node_attributes_model, run_config_model
 from launcher.errors import LaunchError
 from protocols.given import give, given_class, qualified_name
 from protocols.registry import node_problem

@@ -19,7 +19,7 @@ from launcher.api.settings import keyword_spec
 from launcher.config.options import ViewOptions
 from launcher.errors import LaunchError
 from launcher.launch import launch_one
-from launcher.run import rundir
+from launcher.run import directory
 from launcher.run.finish import EXIT_INTERRUPTED
 from launcher.run.progress import in_notebook
 
@@ -56,7 +56,7 @@ def run(topology: Any, protocol: Any, *, config: str | Path | None = None,
     if req.seeds:
         raise LaunchError("seeds=: one run per call; dfl_mesh.sweep(...) runs a seed range")
     assert req.topology is not None and req.protocol is not None
-    run_dir = Path(out) if out is not None else rundir.default_run_dir(
+    run_dir = Path(out) if out is not None else directory.default_run_dir(
         req.protocol.rpartition(".")[2] if req.objects and req.objects.protocol
         else req.protocol, Path(req.topology).stem)
     return finish(launch_one(req, run_dir, view(progress, plots)), run_dir)

@@ -3,8 +3,8 @@
 
     python -m launcher.config.defaults_page [--write]
 
-A default is said once: in a model's field (the run config's keys, launcher/config/run_config.py; a
-protocol's `hyper`, its Hyper model), or in the protocol's declaration where its runs start
+A default is said once: in a model's field (the run config's keys, launcher/config/run_settings.py;
+a protocol's `hyper`, its Hyper model), or in the protocol's declaration where its runs start
 elsewhere (`ProtocolDeclaration.run_defaults`); a preset under protocols/configs (a paper's setting,
 for `--config`) holds only what differs from those. The page is made, not written, so it cannot fall
 behind them (tests/test_defaults.py checks it).
@@ -26,7 +26,7 @@ from pydantic import BaseModel
 
 from dfl_node.learning.generated import generated_datasets
 from launcher.config.layers import resolve_config, with_model
-from launcher.config.run_config import AUTO, DEFAULT_MODELS, run_config_model
+from launcher.config.run_settings import AUTO, DEFAULT_MODELS, run_config_model
 from launcher.errors import LaunchError
 from protocols.registry import GROUP, PROTOCOLS
 
@@ -147,13 +147,13 @@ def render() -> str:
         "     protocols' declarations and the presets; tests/test_defaults.py checks it. -->",
         "",
         "Every default is said once. A run key's default is its field's in the run config model",
-        "(`launcher/config/run_config.py`, its sections in `dfl_node/settings/`), a `hyper` key's",
-        "the field's in the protocol's Hyper model (`dfl-launch schema --protocol NAME`). Where a",
-        "protocol's runs start elsewhere (a dataset, a partition, more rounds), its declaration",
-        "says so (`ProtocolDeclaration.run_defaults`; a baseline inherits its lead's), and that is",
-        "the first layer of every run's config ([Configuration](configuration.md#layers)). The",
-        "presets under `protocols/configs/` are the papers' settings for `--config`: they hold",
-        "only what differs from these defaults.",
+        "(`launcher/config/run_settings.py`, its sections in `dfl_node/settings/`), a `hyper`",
+        "key's the field's in the protocol's Hyper model (`dfl-launch schema --protocol NAME`).",
+        "Where a protocol's runs start elsewhere (a dataset, a partition, more rounds), its",
+        "declaration says so (`ProtocolDeclaration.run_defaults`; a baseline inherits its lead's),",
+        "and that is the first layer of every run's config",
+        "([Configuration](configuration.md#layers)). The presets under `protocols/configs/` are",
+        "the papers' settings for `--config`: they hold only what differs from these defaults.",
         "",
         f"The `{'`, `'.join((*SHARED, *generated_datasets()))}` sections are the same for every",
         "protocol (their fields:",

@@ -13,7 +13,7 @@ from launcher.config.capacity import check_capacity, check_node_ids, check_round
 from launcher.config.checks import check_failure_policy
 from launcher.config.layers import resolve_config
 from launcher.config.ports import PortClaims
-from launcher.config.run_config import node_attributes_model
+from launcher.config.run_settings import node_attributes_model
 from launcher.config.run_spec import RunSpec
 from launcher.errors import LaunchError
 from protocols.registry import protocol_spec

@@ -2,7 +2,7 @@
 
 Every layer is plain data (a file's YAML, a RunSpec's options and overrides), merged recursively
 over the ones before it; after each layer the merged config is validated against the run's
-typed model (launcher/config/run_config.py), so a mistake is reported with the layer it came from:
+typed model (launcher/config/run_settings.py), so a mistake is reported with the layer it came from:
 `SOURCE: dotted.path: reason (did you mean X?)`. Defaults live in the models, not here; a protocol's
 run defaults (`ProtocolDeclaration.run_defaults`) are its declaration's overrides of them, and the
 YAML files under protocols/configs are presets for `--config` (the papers' settings) that hold only
@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from dfl_config.limits import oversized_file
 from dfl_config.problems import one_line
-from launcher.config.run_config import AUTO, DEFAULT_MODELS, RunSettings, run_config_model
+from launcher.config.run_settings import AUTO, DEFAULT_MODELS, RunSettings, run_config_model
 from launcher.config.run_spec import Override
 from launcher.errors import LaunchError
 from protocols.registry import PROTOCOLS

@@ -26,7 +26,7 @@ from launcher.config.endpoints import (
     fixed_endpoint,
 )
 from launcher.config.ports import PortClaims
-from launcher.config.run_config import dataset_sections
+from launcher.config.run_settings import dataset_sections
 from launcher.data.prepare import plan_section, prepare_data
 from launcher.errors import LaunchError
 from launcher.results.cycle_metrics import cycle_section

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from launcher.config.run_config import node_attributes_model, run_config_model
+from launcher.config.run_settings import node_attributes_model, run_config_model
 from launcher.errors import LaunchError
 from protocols.registry import PROTOCOLS, unknown_protocol
 from topologies.schema import topology_json_schema

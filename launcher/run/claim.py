@@ -4,7 +4,7 @@ The directory `--out` names may hold anything of the user's. A new run takes it 
 absent or empty, or when it is a run directory of the very inputs asked for now (the same
 `inputs.json`: a rerun, whose files are its own to replace). Anything else is refused before
 any file is written (exit 2), unless `--overwrite` says the run may replace the run files
-there; even then only the run files go (launcher/run/rundir.py), and every other file stays
+there; even then only the run files go (launcher/run/directory.py), and every other file stays
 where it was. A path that is not a directory, or a directory this process cannot write, is
 refused likewise.
 
@@ -24,7 +24,7 @@ from typing import Any
 
 from launcher.config.run_spec import RunSpec
 from launcher.errors import LaunchError
-from launcher.run import rundir
+from launcher.run import directory
 from launcher.run.lock import RunLock
 from launcher.run.resume import record_inputs, recorded_inputs
 
@@ -52,7 +52,7 @@ def check_new(run_dir: Path, req: RunSpec, overwrite: bool) -> None:
     """Refuse (LaunchError) a `run_dir` a new run of `req` may not take; touches nothing."""
     if run_dir.exists() and not run_dir.is_dir():
         raise LaunchError(f"--out {run_dir}: not a directory")
-    held = rundir.entries(run_dir) if run_dir.is_dir() else []
+    held = directory.entries(run_dir) if run_dir.is_dir() else []
     if not held or overwrite:
         return
     recorded = recorded_inputs(run_dir)
@@ -91,7 +91,7 @@ def writing(run_dir: Path) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        rundir.remove_temporaries(run_dir)
+        directory.remove_temporaries(run_dir)
         raise LaunchError(f"{run_dir}: cannot write the run directory: "
                           f"{exc.strerror or exc}") from None
 
@@ -101,7 +101,7 @@ def start_fresh(run_dir: Path, lock: RunLock, req: RunSpec) -> None:
     old checkpoint is resumed from and no old row or summary mixes in, and the inputs recorded
     for a later `--resume` (an OSError is the caller's: `writing`)."""
     lock.mark()
-    rundir.remove_run_files(run_dir)
+    directory.remove_run_files(run_dir)
     record_inputs(run_dir, req)
 
 

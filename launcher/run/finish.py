@@ -15,7 +15,7 @@ from dfl_node.plan import RunPlan
 from launcher import stop_signals
 from launcher.config.options import ViewOptions
 from launcher.logs import launcher_logger
-from launcher.run import rundir
+from launcher.run import directory
 from launcher.run.faults import (
     STORAGE_KINDS,
     errno_name,
@@ -64,7 +64,7 @@ def save(plan: RunPlan, config: dict[str, Any], collector: Collector, outcome: O
             outcome = storage_failure(launcher_storage_cause(exc, written, run_dir))
     summary = summarize(plan, config, collector, outcome, seconds)
     try:
-        rundir.write_json(run_dir / "summary.json", summary)
+        directory.write_json(run_dir / "summary.json", summary)
     except OSError as exc:
         if outcome.ok:
             outcome = storage_failure(launcher_storage_cause(exc, run_dir / "summary.json",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from dfl_node.plan import RunPlan, section_json
 from dfl_node.runner.records import DoneRecord
-from launcher.run.rundir import write_json
+from launcher.run.directory import write_json
 
 
 def link_rows(done: Mapping[int, DoneRecord]) -> dict[str, dict[str, float]]:

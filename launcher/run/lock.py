@@ -19,7 +19,7 @@ from pathlib import Path
 from types import TracebackType
 
 from launcher.errors import LaunchError
-from launcher.run.rundir import LOCK
+from launcher.run.directory import LOCK
 
 
 def holder(path: Path) -> str:

@@ -42,7 +42,7 @@ from dfl_node.transports.base import FORGED_PEER
 from dfl_node.transports.encryption import COORDINATOR, Curve, load_curve
 from dfl_node.transports.zeromq import authenticated_peer, peer_of, routing_id
 from dfl_node.wire.codec import Frame, WireError, WireLimits, decode, encode
-from launcher.run.rundir import write_json
+from launcher.run.directory import write_json
 from protocols.registry import protocol_spec
 
 

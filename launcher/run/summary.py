@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from dfl_node.plan import RunPlan
 from dfl_node.runner.records import DoneRecord
+from launcher.run.directory import write_json
 from launcher.run.fairness import fairness
 from launcher.run.linkreport import radio_totals
 from launcher.run.on_failure import failure_keys
 from launcher.run.outcome import Outcome
-from launcher.run.rundir import write_json
 from protocols.registry import protocol_spec
 
 if TYPE_CHECKING:  # the collector brings ZeroMQ, which only a running launch needs

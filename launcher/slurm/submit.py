@@ -23,7 +23,7 @@ from launcher.collect_remote import open_collector
 from launcher.config.options import ViewOptions
 from launcher.config.run_spec import RunSpec
 from launcher.errors import LaunchError
-from launcher.run import rundir
+from launcher.run import directory
 from launcher.run.address_book import AddressBook
 from launcher.run.collector import Collector
 from launcher.run.faults import interrupted
@@ -176,7 +176,7 @@ def submit(req: RunSpec, backend: SlurmBackend, queued: Queued, view: ViewOption
         if not resuming:
             start_fresh(run_dir, req)
             record_slurm(run_dir, backend)
-        rundir.prepare(run_dir, config)
+        directory.prepare(run_dir, config)
     except BaseException:
         backend.close()
         commands.cancel(queued.job)

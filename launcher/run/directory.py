@@ -29,7 +29,7 @@ NESTED_FILES = ("final/node-*.safetensors", "logs/node-*.log", "plots/*.png",
                 "profile/node-*.prof", "keys/*.key", "keys/*.key_secret",
                 "records/node-*.jsonl", "steps/node-*.exit", "steps/plan.ready",
                 "checkpoints/resume.json", "checkpoints/node-*/round-*.safetensors")
-# What a write cut short leaves: the atomic writers' temporary names (rundir.write_json and
+# What a write cut short leaves: the atomic writers' temporary names (directory.write_json and
 # resume.py's `<stem>.tmp`, a checkpoint's `.round-<k>.safetensors.<pid>.tmp`).
 TEMPORARY = (*(f"{Path(name).stem}.tmp" for name in TOP_FILES if "*" not in name),
              "checkpoints/node-*/.round-*.safetensors.*.tmp")
