@@ -548,7 +548,7 @@ def test_build_compressor(spec: dict, expected: Compressor) -> None:
         ([1, 2], "compressor: input should be a valid dictionary"),
     ],
 )
-def test_compressor_specs_reject_bad_spellings_in_one_line(spec: object, match: str) -> None:
+def test_compressor_configs_reject_bad_spellings_in_one_line(spec: object, match: str) -> None:
     with pytest.raises(ValueError, match=match) as info:
         compressor_config(spec)
     assert "\n" not in str(info.value)
