@@ -119,6 +119,7 @@ def one_line(error: ValidationError, model: type[BaseModel] | Mapping[str, Any],
     if first["type"] in BOUNDS:
         return f"{where}: {broken_bound(first['type'], first.get('ctx', {}), given)}"
     reason = str(first["msg"]).removeprefix("Value error, ")
-    if isinstance(given, str | int | float | bool) and "got" not in reason:
+    if isinstance(given, str | int | float | bool) and "got" not in reason \
+            and repr(given) not in reason:
         reason += f", got {given!r}"
     return f"{where}: {reason[:1].lower()}{reason[1:]}"

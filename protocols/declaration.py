@@ -78,6 +78,9 @@ class ProtocolDeclaration(Generic[H]):
     report_table: ReportTable | None = None
     # What the metrics records' `accuracy` holds (DSC: a task score).
     score: Score = ACCURACY
+    # The metrics key that holds a node's cumulative bits as the paper counts them (DMFL-SQ's
+    # eq. 20 `formula_bits`): the live table's bits/client column. None: the column says n/a.
+    bits_metric: str | None = None
     # Several tasks per node: task plots and the gain over a baseline run, not accuracy curves.
     multitask: MultiTask | None = None
     # The metrics key whose value groups nodes (SSD-FL's clusters) in per-cycle metrics:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
+from dfl_config.problems import one_line
 from dfl_node.learning.partition import PartitionError, partition, split_like
 from dfl_node.learning.seeds import numpy_stream
 from dfl_node.settings.partition import (
@@ -15,6 +17,7 @@ from dfl_node.settings.partition import (
     ShardsPartition,
     parse_partition,
 )
+from launcher.config.run_config import run_config_model
 
 SPECS = ["iid", "shards:1", "shards:2", "shards:3", "dirichlet:0.1", "dirichlet:0.5:10"]
 
@@ -155,3 +158,27 @@ def test_a_dirichlet_spec_without_a_minimum_takes_the_default_one() -> None:
     spec = parse_partition("dirichlet:0.5")
     assert isinstance(spec, DirichletPartition) and spec.min_size is None and spec.minimum == 64
     assert str(DirichletPartition(alpha=0.5, min_size=10)) == "dirichlet:0.5:10"
+
+
+@pytest.mark.parametrize(("key", "value", "words"), [
+    ("partition", "dirichlet:0.x", "partition: partition 'dirichlet:0.x': alpha '0.x' must be "
+                                   "a positive number"),
+    ("partition", 7, "partition: must be a partition string"),
+    ("eval_split", "glbal", "eval_split: input should be 'global', 'local' or 'both', got 'glbal'"),
+])
+def test_the_run_config_refuses_a_bad_partition_or_split_in_one_line(
+        key: str, value: object, words: str) -> None:
+    """`partition` and `eval_split` are the plan's own types in the user's config too, so a
+    misspelt one is refused where every other key is, not first at planning."""
+    model = run_config_model("d-psgd")
+    with pytest.raises(ValidationError) as caught:
+        model.model_validate({key: value})
+    line = one_line(caught.value, model)
+    assert line.startswith(words) and line.count("dirichlet:0.x") <= 1
+
+
+def test_the_run_config_keeps_a_partitions_spelling() -> None:
+    config = run_config_model("d-psgd").model_validate({"partition": "dirichlet:0.10"})
+    assert isinstance(config.partition, DirichletPartition) and config.partition.alpha == 0.1
+    assert config.model_dump()["partition"] == "dirichlet:0.10"
+    assert run_config_model("d-psgd").model_validate({}).model_dump()["partition"] == "iid"

@@ -25,6 +25,7 @@ from launcher.run.progress import (
     human_bytes,
     open_display,
 )
+from protocols.registry import protocol_spec
 from tests.harness import ENV_ROOT, ROOT, launch
 
 RUN = ("--dataset", "synthetic", "--partition", "iid", "--rounds", "3", "--eval-every", "1",
@@ -103,15 +104,25 @@ def record(node: int, r: int, acc: float, **extra: float) -> dict:
 
 
 def test_round_table_aggregates_what_arrived() -> None:
-    table = RoundTable(clients=3, started=0.0)
+    table = RoundTable(clients=3, started=0.0, bits_metric="paper_bits")
     for node, acc in enumerate((0.5, 0.7, 0.9)):
-        table.add(record(node, 1, acc, formula_bits=100.0 * (node + 1)), alive=3)
+        table.add(record(node, 1, acc, paper_bits=100.0 * (node + 1)), alive=3)
     table.add(record(0, 2, 0.6), alive=2)
     assert table.complete() == 1
     first, second = table.latest()
     assert first[:7] == ["1", "0.7000", "0.5000", "0.3000", "200", "4.5 KB", "0.70"]
     assert first[-2:] == ["3/3", "3"]
     assert second[4] == "n/a" and second[-2:] == ["1/3", "2"]
+
+
+def test_bits_column_shows_the_declared_key_only() -> None:
+    """The launcher knows no protocol's metric keys: the bits column reads the key the
+    protocol's declaration names (`bits_metric`), and nothing when it names none."""
+    undeclared = RoundTable(clients=1, started=0.0)
+    undeclared.add(record(0, 1, 0.5, formula_bits=64.0), alive=1)
+    assert undeclared.latest()[0][4] == "n/a"
+    assert protocol_spec("dmfl-sq").bits_metric == "formula_bits"
+    assert protocol_spec("d-psgd").bits_metric is None
 
 
 def test_human_bytes() -> None:

@@ -113,8 +113,9 @@ def emit(line: str) -> None:
 class RoundTable:
     """Per-round aggregates of the evaluations that have arrived, for the live table."""
 
-    def __init__(self, clients: int, started: float) -> None:
+    def __init__(self, clients: int, started: float, bits_metric: str | None = None) -> None:
         self.clients = clients
+        self.bits_metric = bits_metric
         self.started = started
         self.records: dict[int, list[MetricsRecord]] = defaultdict(list)
         self.wall: dict[int, float] = {}
@@ -136,7 +137,8 @@ class RoundTable:
         recs = self.records[r]
         acc = [x.accuracy for x in recs if x.accuracy is not None]
         loss = [x.loss for x in recs if x.loss is not None]
-        bits = [float(b) for x in recs if (b := x.extra("formula_bits")) is not None]
+        bits = [] if self.bits_metric is None else [
+            float(b) for x in recs if (b := x.extra(self.bits_metric)) is not None]
         return [str(r), fmt(mean(acc), ".4f"), fmt(min(acc, default=None), ".4f"),
                 fmt(mean(loss), ".4f"), fmt(mean(bits), ".3g"),
                 human_bytes(sum(x.wire_bytes for x in recs)),
@@ -204,8 +206,9 @@ class Live(Display):
         self.bar.update(self.task, description=text)
 
     def start(self, plan: RunPlan) -> None:
-        self.table = RoundTable(len(plan.clients), self.started)
-        self.metric = protocol_spec(plan.protocol).score.short
+        declared = protocol_spec(plan.protocol)
+        self.table = RoundTable(len(plan.clients), self.started, declared.bits_metric)
+        self.metric = declared.score.short
         self.nodes = len(plan.ids)
         self.prephase = bool(plan.prephase)
         self.bar.update(self.task, total=plan.rounds, completed=0)

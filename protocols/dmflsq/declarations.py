@@ -89,9 +89,12 @@ class ChocoHyper(TrainingHyper):
     """Eq. (18) with chi = 1; b_q and b_scale follow the quantiser."""
 
 
+FORMULA_BITS = "formula_bits"
+"""The metrics key of a client's cumulative eq. 20 bits, B_tot / n so far."""
+
 DMFLSQ_SPEC = ProtocolDeclaration(DMFLSQHyper, capabilities=(SurvivesFailures(),),
                                   report_family="dmfl-sq", report_table=report_table.TABLE,
-                                  run_defaults=DMFLSQ_PAPER)
+                                  bits_metric=FORMULA_BITS, run_defaults=DMFLSQ_PAPER)
 CHOCO_SPEC = ProtocolDeclaration(ChocoHyper,
                                  report_family="dmfl-sq",  # in the DMFL-SQ paper's table
                                  run_defaults=DMFLSQ_PAPER)

@@ -65,7 +65,7 @@ from torch.nn import functional as F
 from torch.nn.utils import parameters_to_vector
 
 from protocols.dmflsq.bits import ceil_log2, psi_pair_bits
-from protocols.dmflsq.declarations import DMFLSQ_SPEC, DMFLSQHyper
+from protocols.dmflsq.declarations import DMFLSQ_SPEC, FORMULA_BITS, DMFLSQHyper
 from protocols.sdk import (
     BatchSampler,
     ComputeStep,
@@ -253,7 +253,7 @@ class DMFLSQ(ProtocolNode[DMFLSQHyper]):
             "theta": float(theta),
             "psi_bits": float(psi_bits),
             "model_bits": float(model_bits),
-            "formula_bits": float(self.bits_sent),
+            FORMULA_BITS: float(self.bits_sent),
             "comm_residual": sum(self.a.values()) * residual,
         }
 
