@@ -17,7 +17,7 @@ from dfl_node.settings.partition import (
     ShardsPartition,
     parse_partition,
 )
-from launcher.config.run_config import run_config_model
+from launcher.config.run_settings import run_config_model
 
 SPECS = ["iid", "shards:1", "shards:2", "shards:3", "dirichlet:0.1", "dirichlet:0.5:10"]
 
