@@ -13,7 +13,7 @@ from dfl_node.settings.partition import (
     DirichletPartition,
     GivenPartition,
     IidPartition,
-    PartitionSpec,
+    ParsedPartition,
     ShardsPartition,
     parse_partition,
 )
@@ -147,7 +147,7 @@ def test_shards_1_local_split_holds_only_the_node_label(labels: np.ndarray,
     ("dirichlet:1e-1", DirichletPartition(alpha=0.1)), ("given", GivenPartition()),
 ])
 def test_a_spec_parses_to_its_type_and_writes_back_its_own_spelling(
-        spec: str, parsed: PartitionSpec) -> None:
+        spec: str, parsed: ParsedPartition) -> None:
     """A plan keeps the user's spelling, so its bytes and section hashes do not change."""
     value = parse_partition(spec)
     assert type(value) is type(parsed) and value.model_dump() == parsed.model_dump()

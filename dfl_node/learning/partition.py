@@ -24,8 +24,8 @@ from dfl_node.settings.partition import (
     DirichletPartition,
     GivenPartition,
     IidPartition,
+    ParsedPartition,
     PartitionError,
-    PartitionSpec,
     ShardsPartition,
 )
 
@@ -91,7 +91,7 @@ def dirichlet(labels: np.ndarray, parts: int, alpha: float, min_size: int,
                          f"(dirichlet:{alpha}:MIN) or raise alpha")
 
 
-def partition(spec: PartitionSpec, labels: np.ndarray, parts: int,
+def partition(spec: ParsedPartition, labels: np.ndarray, parts: int,
               seed: int) -> list[np.ndarray]:
     """The parts of a parsed `--partition` (dfl_node/settings/partition.py)."""
     if not 1 <= parts <= len(labels):

@@ -98,7 +98,7 @@ class GivenPartition(PartitionKind):
         return GIVEN_PARTITION
 
 
-PartitionSpec = IidPartition | ShardsPartition | DirichletPartition | GivenPartition
+ParsedPartition = IidPartition | ShardsPartition | DirichletPartition | GivenPartition
 
 
 def parse_count(spec: str, text: str) -> int:
@@ -117,10 +117,10 @@ def parse_alpha(spec: str, text: str) -> float:
     return alpha
 
 
-def parse_partition(spec: str) -> PartitionSpec:
+def parse_partition(spec: str) -> ParsedPartition:
     """The typed value of a `--partition` string; PartitionError (one line) on a bad one."""
     kind, *args = spec.split(":")
-    parsed: PartitionSpec
+    parsed: ParsedPartition
     if kind == "iid" and not args:
         parsed = IidPartition()
     elif kind == "shards" and len(args) == 1:
@@ -146,7 +146,7 @@ def _parsed(value: Any) -> Any:
 
 
 Partition = Annotated[
-    PartitionSpec,
+    ParsedPartition,
     BeforeValidator(_parsed),
     PlainSerializer(str, return_type=str),
     WithJsonSchema({"type": "string", "description": f"One of {KNOWN}.",

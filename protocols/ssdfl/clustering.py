@@ -51,7 +51,7 @@ from topologies.measures import exact_conductance, fiedler_order, sweep_conducta
 from topologies.mixing import induced, lazy, metropolis
 
 Cluster = tuple[int, ...]
-Partition = tuple[Cluster, ...]
+Clustering = tuple[Cluster, ...]
 
 
 class ClusteringSettings(HeterogeneityConfig):
@@ -120,7 +120,7 @@ class NodeInputs:
 @dataclass(frozen=True)
 class Candidate:
     S: int
-    partition: Partition
+    partition: Clustering
     min_conductance: float
     phi_min: float
     H: float
@@ -130,7 +130,7 @@ class Candidate:
 @dataclass(frozen=True)
 class ClusteringResult:
     candidates: tuple[Candidate, ...]
-    partition: Partition
+    partition: Clustering
     s_star: int
     source: str  # "score", "fallback", "override_S" or "override_partition"
 
@@ -179,12 +179,12 @@ class Conductances:
         return sweep_conductance(w)
 
 
-def canonical(clusters: Sequence[Sequence[int]]) -> Partition:
+def canonical(clusters: Sequence[Sequence[int]]) -> Clustering:
     """Members sorted, clusters ordered by their smallest member: cluster id = position."""
     return tuple(sorted((tuple(sorted(c)) for c in clusters), key=lambda c: c[0]))
 
 
-def best_split(members: Cluster, phi: Conductances) -> tuple[float, Partition]:
+def best_split(members: Cluster, phi: Conductances) -> tuple[float, Clustering]:
     """Algorithm 2, lines 4-13: the Fiedler-order split maximising min(Phi(a), Phi(b))."""
     order = [members[k] for k in fiedler_order(phi.weights(members))]
     best, split = -math.inf, canonical([order[:1], order[1:]])
@@ -196,11 +196,11 @@ def best_split(members: Cluster, phi: Conductances) -> tuple[float, Partition]:
     return best, split
 
 
-def split_once(partition: Partition, threshold: float, phi: Conductances) -> Partition:
+def split_once(partition: Clustering, threshold: float, phi: Conductances) -> Clustering:
     """Algorithm 2: split the first cluster (ascending conductance) whose best split passes
     `threshold`; if none does, split the lowest-conductance splittable cluster anyway."""
     queue = sorted(partition, key=lambda c: (phi(c), -len(c), c[0]))
-    saved: tuple[Cluster, Partition] | None = None
+    saved: tuple[Cluster, Clustering] | None = None
     for members in queue:
         if len(members) < 2:
             continue
@@ -214,7 +214,7 @@ def split_once(partition: Partition, threshold: float, phi: Conductances) -> Par
 
 
 def candidate_partitions(adj: np.ndarray, cfg: ClusteringConfig,
-                         phi: Conductances | None = None) -> list[Partition]:
+                         phi: Conductances | None = None) -> list[Clustering]:
     """Algorithm 1, lines 3-11: one nested partition per S = 1..N."""
     n = len(adj)
     phi = phi or Conductances(adj, cfg)
@@ -244,14 +244,14 @@ def heterogeneity_of(members: Cluster, inputs: NodeInputs,
     return cluster_heterogeneity(members, inputs.optimizers, inputs.edge_terms, cfg)
 
 
-def score(adj: np.ndarray, partition: Partition, inputs: NodeInputs,
+def score(adj: np.ndarray, partition: Clustering, inputs: NodeInputs,
           cfg: ClusteringConfig) -> float:
     """H(P): the mean of H_s over the partition's clusters (Algorithm 1, line 7)."""
     return sum(cluster_score(adj, c, inputs.losses, heterogeneity_of(c, inputs, cfg), cfg)
                for c in partition) / len(partition)
 
 
-def evaluate(adj: np.ndarray, partitions: Sequence[Partition], inputs: NodeInputs,
+def evaluate(adj: np.ndarray, partitions: Sequence[Clustering], inputs: NodeInputs,
              cfg: ClusteringConfig, phi: Conductances) -> tuple[Candidate, ...]:
     n = len(adj)
     out = []

@@ -21,11 +21,11 @@ import numpy as np
 
 from protocols.sdk import Coordination, RunPlan
 from protocols.ssdfl.clustering import (
+    Clustering,
     ClusteringConfig,
     ClusteringResult,
     ClusteringSettings,
     NodeInputs,
-    Partition,
     check_overrides,
     cluster_matrix_of,
     config_record,
@@ -91,7 +91,7 @@ def global_matrix(plan: RunPlan) -> np.ndarray:
     return w
 
 
-def block_matrix(adj: np.ndarray, partition: Partition, lazy_mixing: bool) -> np.ndarray:
+def block_matrix(adj: np.ndarray, partition: Clustering, lazy_mixing: bool) -> np.ndarray:
     """A~: each cluster's own Metropolis-Hastings matrix, block-diagonal (eq. 1)."""
     w = np.zeros_like(adj)
     for members in partition:
@@ -141,7 +141,7 @@ def node_inputs(adj: np.ndarray, checked: list[dict[str, Any]]) -> NodeInputs:
                       {(int(i), int(j)): t for (i, j), t in edges.items()})
 
 
-def answer(k: int, partition: Partition, intra: np.ndarray, inter: np.ndarray,
+def answer(k: int, partition: Clustering, intra: np.ndarray, inter: np.ndarray,
            ids: list[int]) -> dict[str, np.ndarray]:
     """Node k's cluster and rows, ascending by id whatever the order of the topology file's
     nodes (a node checks it: `ssdfl.weight_row`)."""
