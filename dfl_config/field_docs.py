@@ -69,8 +69,10 @@ def _top_level_bodies(module_name: str) -> tuple[dict[str, list[list[ast.stmt]]]
     (from `class` to the next line that starts at the margin, not a comment), by name: only
     names no indented class statement binds too, and no lines that parse as anything but one
     class statement (a cut in a string or in brackets), so that each is what the whole tree
-    holds; `_class_bodies` finds the others. And every name a class statement binds: a class
-    of none (made by `create_model`) has no body to look for."""
+    holds; `_class_bodies` finds the others. (A line at the margin inside a string literal that
+    reads as a statement of a class of the module would be taken for one; none here does.) And
+    every name a class statement binds: a class of none (made by `create_model`) has no body
+    to look for."""
     filename, lines = _source(module_name)
     starts: dict[str, list[int]] = {}
     indented: set[str] = set()
