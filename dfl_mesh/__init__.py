@@ -11,16 +11,44 @@ package parse the same settings and run the same code. Docs: docs/python-api.md.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from launcher.api.result import RunResult, Summary, load
-from launcher.api.running import RunInterrupted, resume, run
-from launcher.errors import LaunchError as InputError
-from launcher.sweep.runner import SweepResult, run_sweep
-from launcher.sweep.spec import from_mapping, load_spec
+if TYPE_CHECKING:
+    from launcher.api.result import RunResult, Summary, load
+    from launcher.api.running import RunInterrupted, resume, run
+    from launcher.errors import LaunchError as InputError
+    from launcher.sweep.runner import SweepResult
 
 __all__ = ["InputError", "RunInterrupted", "RunResult", "Summary", "SweepResult", "load",
            "resume", "run", "sweep"]
+
+
+def __getattr__(name: str) -> Any:
+    """The names of `__all__`, imported on first use: the launcher behind them imports pydantic
+    and the config models, which a script pays for when it runs something, not on `import
+    dfl_mesh` (issue 45). By plain imports, as protocols.sdk loads its names."""
+    if name == "InputError":
+        from launcher.errors import LaunchError
+
+        names: dict[str, Any] = {"InputError": LaunchError}
+    elif name == "SweepResult":
+        from launcher.sweep.runner import SweepResult
+
+        names = {"SweepResult": SweepResult}
+    elif name in __all__:
+        from launcher.api.result import RunResult, Summary, load
+        from launcher.api.running import RunInterrupted, resume, run
+
+        names = {"RunResult": RunResult, "Summary": Summary, "load": load,
+                 "RunInterrupted": RunInterrupted, "resume": resume, "run": run}
+    else:
+        raise AttributeError(f"module 'dfl_mesh' has no attribute {name!r}")
+    globals().update(names)
+    return names[name]
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 def sweep(file: str | Path | None = None, *, progress: bool = True, plots: bool = True,
@@ -28,6 +56,10 @@ def sweep(file: str | Path | None = None, *, progress: bool = True, plots: bool 
     """A sweep from a SWEEP.yaml file, or given here with the file's keys (`protocols=`,
     `topologies=`, `seeds=`, `grid=`, `settings=`, `out=`, ...); finished runs are skipped
     and interrupted ones resumed, so calling it again after an interrupt finishes the rest."""
+    from launcher.errors import LaunchError as InputError
+    from launcher.sweep.runner import run_sweep
+    from launcher.sweep.spec import from_mapping, load_spec
+
     if (file is None) == (not spec):
         raise InputError("sweep: give a sweep file or the sweep's keys, not both")
     parsed = load_spec(Path(file)) if file is not None else from_mapping(spec)

@@ -86,11 +86,13 @@ def cli(ctx: click.Context, **kwargs: Any) -> None:
         if kwargs["overwrite"]:
             raise LaunchError("--resume continues a run in its directory; drop --overwrite")
         from launcher.launch import resume
-        from launcher.slurm import submit as slurm_submit
+        from launcher.run.resume import slurm_inputs
 
         # the one run option a resume may change: it decides only what --resume does itself
         on_corrupt = kwargs["on_corrupt"]
-        if slurm_submit.slurm_inputs(kwargs["resume_dir"]) is not None:
+        if slurm_inputs(kwargs["resume_dir"]) is not None:
+            from launcher.slurm import submit as slurm_submit  # its collector, ZeroMQ and all
+
             sys.exit(slurm_submit.resume(kwargs["resume_dir"], view, on_corrupt))
         sys.exit(resume(kwargs["resume_dir"], view, on_corrupt))
     from launcher.launch import launch

@@ -15,14 +15,13 @@ from launcher.logs import launcher_logger
 from launcher.run import directory
 from launcher.run.claim import check_new, finished
 from launcher.run.lock import RunLock
-from launcher.run.progress import Display, emit
-from launcher.run.resume import resume_request
 
 if TYPE_CHECKING:
     from dfl_node.plan import RunPlan
     from launcher.backends.base import LocalBackend
     from launcher.run.collector import Collector
     from launcher.run.outcome import Outcome
+    from launcher.run.progress import Display
 
 # What a launch runs with (the node runtime, ZeroMQ, numpy: a third of a second) is imported
 # once its request has passed the checks (`resolve_inputs`), so that bad input is refused at
@@ -60,6 +59,8 @@ def resume(run_dir: Path, view: ViewOptions, on_corrupt: str | None = None) -> i
     """`--resume RUN_DIR`: the run's own inputs again, into the same directory, from the last
     round all its nodes hold intact (launcher/run/resume.py); `on_corrupt` replaces the run's
     policy for a refused checkpoint."""
+    from launcher.run.resume import resume_request
+
     return launch_one(resume_request(run_dir, on_corrupt), run_dir, view, resuming=True)
 
 
@@ -75,6 +76,8 @@ def launch_one(req: RunSpec, out_dir: Path | None, view: ViewOptions,
         lock = held.enter_context(RunLock(out_dir)) if resuming and out_dir else None
         if lock is not None and out_dir is not None and finished(out_dir):
             # before the zygote: a finished run is looked at, never run again or rewritten
+            from launcher.run.progress import emit
+
             emit(f"run_dir: {out_dir}  finished already (summary.json: status ok); "
                  "nothing to resume")
             return 0  # launcher.run.finish.EXIT_OK

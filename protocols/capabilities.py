@@ -25,7 +25,7 @@ from dfl_node.plan import RunPlan
 if TYPE_CHECKING:  # the node's side (numpy, zmq): not imported by the launcher's checks
     import numpy as np
 
-    from dfl_node.runner.prephase_client import Coordination
+    from dfl_node.runner.coordination import Coordination
 
 
 class Capability:

@@ -2,6 +2,9 @@
 topology, config keys and values, protocol name) need none of torch's seconds, so neither
 `dfl-launch` (a run, `plan`, `sweep`, `schema`) nor `dfl_mesh.run` imports it before saying
 what is wrong, and `import dfl_mesh` does not import it at all: torch loads when a run starts.
+Nor the node runtime's numpy and ZeroMQ, where the request names one protocol: its checks load
+that protocol's declaration alone (an unknown name loads every declaration, to list them, and
+SSD-FL's and DSC's bring numpy); `import dfl_mesh` imports no launcher and no pydantic.
 
 Each case runs in a fresh interpreter, since the suite's own process has torch imported by
 other tests. The commands are run whole with PYTHONPROFILEIMPORTTIME, which lists every module
@@ -22,6 +25,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = "torch"
+RUNTIME = {"numpy", "zmq"}  # the node runtime's, which no check of a request needs
 TYPO = ["--topology", "ring20", "--protocol", "d-psgd", "--set", "hyper.lrr=0.1"]
 MEANT = "hyper.lrr: unknown key (did you mean lr?)"
 
@@ -72,6 +76,8 @@ def test_dfl_launch_refuses_bad_input_without_importing_torch(command: str,
     lines = said(proc)
     assert len(lines) == 1 and says in lines[0], lines
     assert HEAVY not in modules
+    if command != "schema":  # an unknown protocol name loads every declaration, to list them
+        assert not modules & RUNTIME, modules & RUNTIME
     assert not (tmp_path / "run").exists()
 
 
@@ -92,13 +98,14 @@ def test_dfl_mesh_run_refuses_bad_input_without_importing_torch(tmp_path: Path) 
     assert said(proc) == ["--set lrr=0.1: lrr: unknown key (did you mean hyper.lr?)"]
     assert proc.stdout == "False\n"
     assert HEAVY not in modules
+    assert not modules & RUNTIME, modules & RUNTIME
     assert not (tmp_path / "run").exists()
 
 
 def test_import_dfl_mesh_does_not_import_torch() -> None:
     proc, modules = run([sys.executable, "-c", "import dfl_mesh"])
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert HEAVY not in modules
+    assert not modules & {HEAVY, *RUNTIME, "pydantic", "launcher"}, modules
 
 
 # Every case of tests/test_config_typos.py, each through dfl-launch's main as that file runs

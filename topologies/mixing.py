@@ -25,11 +25,12 @@ model (weight 1 on itself); `cluster_matrix` stacks the clusters' matrices block
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Literal, get_args
+from typing import get_args
 
 import numpy as np
 
 from topologies.errors import TopologyError
+from topologies.mixing_schemes import MixingScheme
 from topologies.model import Topology
 
 
@@ -85,10 +86,6 @@ WEIGHTS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "unit": unit,
 }
 STOCHASTIC = ("metropolis", "max-degree")
-MixingScheme = Literal["metropolis", "max-degree", "unit", "weighted", "lazy-metropolis",
-                       "lazy-max-degree"]
-"""Every scheme of the table above by name: a run config's `mixing` (WEIGHTS, `weighted` and
-the lazy forms of the STOCHASTIC ones)."""
 
 
 def mixing_matrix(topology: Topology, scheme: str = "metropolis") -> np.ndarray:

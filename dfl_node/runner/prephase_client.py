@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import queue
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import zmq
@@ -42,16 +42,6 @@ Arrays = dict[str, np.ndarray]
 
 class PrephaseError(RuntimeError, DflMeshError):
     """The pre-phase failed: no answer in time, a malformed answer, or the coordinator's error."""
-
-
-@dataclass(frozen=True)
-class Coordination:
-    """What a protocol's coordinator computes: an answer per node, the JSON record that goes to
-    prephase.json, and further JSON files for the run directory (name -> content)."""
-
-    answers: dict[int, Arrays]
-    record: dict[str, Any]
-    files: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

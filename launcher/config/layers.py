@@ -25,7 +25,7 @@ from dfl_config.problems import one_line
 from launcher.config.run_settings import AUTO, DEFAULT_MODELS, RunSettings, run_config_model
 from launcher.config.run_spec import Override
 from launcher.errors import LaunchError
-from protocols.registry import PROTOCOLS
+from protocols.registry import protocol_spec
 
 # CLI options that set a key of another name (the rest are `--` + the key, dashed).
 OPTION_FLAGS = {("wire", "deadline_s"): "--deadline", ("wire", "on_failure"): "--on-failure"}
@@ -50,7 +50,7 @@ def preset_file(name: str) -> Path:
 def run_default(protocol: str, key: str) -> Any:
     """A top-level run key's default for `protocol` (`rounds`, `eval_every`, ...): its
     declaration's where it says one, else the run config model's."""
-    declared = PROTOCOLS[protocol].run_defaults
+    declared = protocol_spec(protocol).run_defaults
     return declared[key] if key in declared else RunSettings.model_fields[key].default
 
 
@@ -127,7 +127,7 @@ def resolve_config(protocol: str, config_file: Path | None, options: dict[str, A
                    sets: Sequence[Override]) -> dict[str, Any]:
     model = run_config_model(protocol)
     hyper_keys = set(model.model_fields["hyper"].annotation.model_fields)  # type: ignore[union-attr]
-    layers = [(f"{protocol}'s run defaults", dict(PROTOCOLS[protocol].run_defaults))]
+    layers = [(f"{protocol}'s run defaults", dict(protocol_spec(protocol).run_defaults))]
     if config_file is not None:
         layers.append((str(config_file), read_yaml_mapping(config_file, "config")))
     layers += option_layers(options)

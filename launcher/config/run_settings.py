@@ -29,7 +29,7 @@ from dfl_node.state.checkpoint_check import OnCorrupt
 from launcher.config.backend_catalog import DEFAULT_LOCAL
 from protocols.hyper import ProtocolHyper
 from protocols.registry import PROTOCOLS, protocol_spec
-from topologies.mixing import MixingScheme
+from topologies.mixing_schemes import MixingScheme
 
 # `model: {name: auto}` picks the dataset's default model (resolved before validation).
 DEFAULT_MODELS = {"synthetic": "mlp", "fmnist": "cnn", "cifar10": "cnn"}

@@ -28,11 +28,11 @@ import numpy as np
 import zmq
 
 from dfl_node.plan import RunPlan
+from dfl_node.runner.coordination import Coordination
 from dfl_node.runner.prephase_client import (
     ANSWER_TAG,
     COORDINATOR_SRC,
     REPORT_TAG,
-    Coordination,
     InprocPrephaseHub,
     error_frames,
     frame_bytes,

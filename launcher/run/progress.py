@@ -11,6 +11,7 @@ directory, then the average and worst accuracy, or the failure and its node.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import queue
@@ -256,6 +257,8 @@ class Live(Display):
 
 def in_notebook() -> bool:
     """A Jupyter kernel: its stdout is no terminal, yet a person watches (rich draws a widget)."""
+    if not hasattr(builtins, "get_ipython"):  # no IPython, no kernel: rich's answer, unimported
+        return False
     from rich.console import Console
 
     return Console().is_jupyter

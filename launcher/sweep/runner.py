@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from multiprocessing import get_context
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -220,6 +218,10 @@ def report_sweep(result: SweepResult, on_report: Callable[[str], None]) -> None:
 
 def run_parallel(todo: list[Point], at_once: int, plots: bool, bar: SweepBar,
                  result: SweepResult) -> None:
+    # The worker pool's modules, for a grid that holds: not before its checks (issue 45).
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
     with ProcessPoolExecutor(at_once, mp_context=get_context("spawn")) as pool:
         futures = [pool.submit(run_in_worker, p, plots) for p in todo]
         for future in futures:

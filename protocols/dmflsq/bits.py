@@ -24,7 +24,7 @@ from collections.abc import Mapping
 
 from dfl_config.section import NonNegativeInt
 from protocols.toolkit.accounting import MessageAccounting, message_bits
-from protocols.toolkit.positions import ceil_log2
+from protocols.toolkit.index_bits import ceil_log2
 
 # The paper's constants (Sec. VI): b_q = 8, b_scale = 32, b_loss = 32, b_hdr = 32, b_trig = 0.
 PAPER_ACCOUNTING = {"b_q": 8, "b_scale": 32, "b_loss": 32, "b_hdr": 32, "b_trig": 0}

@@ -42,8 +42,8 @@ if TYPE_CHECKING:
     from dfl_node.netsim.virtual_clock import LinkModel, LinkStats
     from dfl_node.plan import RunPlan
     from dfl_node.runner.context import NodeContext
+    from dfl_node.runner.coordination import Coordination
     from dfl_node.runner.membership import SurvivingGraph
-    from dfl_node.runner.prephase_client import Coordination
     from dfl_node.settings.model import ModelConfig
     from protocols.capabilities import (
         DynamicGraphs,
@@ -68,7 +68,7 @@ def _spec_side() -> dict[str, Any]:
     from dfl_node import plan
     from dfl_node.learning import seeds
     from dfl_node.netsim import tdma, virtual_clock
-    from dfl_node.runner import prephase_client
+    from dfl_node.runner import coordination
     from dfl_node.settings import model
     from protocols import capabilities, declaration, hyper
 
@@ -76,7 +76,7 @@ def _spec_side() -> dict[str, Any]:
         "numpy_stream": seeds.numpy_stream, "torch_stream": seeds.torch_stream,
         "Link": tdma.Link, "LinkModel": virtual_clock.LinkModel,
         "LinkStats": virtual_clock.LinkStats, "RunPlan": plan.RunPlan,
-        "Coordination": prephase_client.Coordination, "ModelConfig": model.ModelConfig,
+        "Coordination": coordination.Coordination, "ModelConfig": model.ModelConfig,
         "DynamicGraphs": capabilities.DynamicGraphs, "PrePhase": capabilities.PrePhase,
         "RunReport": capabilities.RunReport, "ServerBased": capabilities.ServerBased,
         "SurvivesFailures": capabilities.SurvivesFailures,

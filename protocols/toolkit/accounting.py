@@ -7,7 +7,7 @@ constants, and the launcher reads the settings without torch (protocols/declarat
 from __future__ import annotations
 
 from dfl_config.section import Flag, NonNegativeInt, Section
-from protocols.toolkit.positions import ceil_log2
+from protocols.toolkit.index_bits import ceil_log2
 
 MAX_BITS = 16  # the most bits per value a quantiser packs
 

@@ -34,6 +34,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from dfl_config.errors import DflMeshError
+from protocols.toolkit.index_bits import ceil_log2
 
 
 class CompressionError(ValueError, DflMeshError):
@@ -45,13 +46,6 @@ POSITION_NAMES: dict[str, tuple[str, ...]] = {
     "index": ("index",),
     "delta": ("delta_q", "delta_r"),
 }
-
-
-def ceil_log2(size: int) -> int:
-    """ceil(log2 size) for size >= 1, exactly (no floating point): the bits of one index."""
-    if size < 1:
-        raise ValueError(f"ceil_log2 needs size >= 1, got {size}")
-    return (int(size) - 1).bit_length()
 
 
 def rice_parameter(k: int, size: int) -> int:
