@@ -59,6 +59,7 @@ def test_failed_groups_become_rows_and_the_others_still_run(
     assert (figures["good"]["outcome"], figures["good"]["value"]) == ("measured", 2.5)
     assert figures["worse"]["note"] == "ValueError: no samples"
     assert set(written["machine"]["group_seconds"]) == {"bad", "good", "worse"}
+    assert written["state"] == "finished"
 
 
 def test_ctrl_c_writes_what_was_measured_and_exits_130(
@@ -68,9 +69,11 @@ def test_ctrl_c_writes_what_was_measured_and_exits_130(
                                           "never": broken})
     code, lines, written = run(["--json", str(tmp_path / "b.json")], capsys)
     assert code == 130
-    assert "stop       FAILED: interrupted (Ctrl-C)" in lines
+    assert ("stop       INTERRUPTED: interrupted (SIGINT) 0 s into the group; its figures are "
+            "lost") in lines
+    assert written["state"] == "interrupted (SIGINT)"
     assert [(f["group"], f["outcome"]) for f in written["figures"]] == [
-        ("good", "measured"), ("stop", "failed")]
+        ("good", "measured"), ("stop", "interrupted")]
 
 
 def test_a_dataset_group_without_its_data_says_what_it_needs_before_any_run(
