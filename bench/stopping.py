@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from launcher import process_table
 from launcher.stop_signals import Stopped
@@ -114,14 +115,30 @@ class SuiteStop:
         raise Stopped(signum)
 
 
+_before: dict[int, Any] = {}  # the handlers that `installed` replaced, while it runs
+
+
+def _restore_in_child() -> None:
+    """A process forked by a group (multiprocessing's fork context: round_cost's and overhead's
+    raw peers) gets the handlers from before: its stop is not the suite's."""
+    for signum, handler in _before.items():
+        with contextlib.suppress(ValueError):  # forked from a thread other than the main one
+            signal.signal(signum, handler)
+    _before.clear()
+
+
+os.register_at_fork(after_in_child=_restore_in_child)
+
+
 @contextlib.contextmanager
 def installed() -> Iterator[SuiteStop]:
     """Until the block ends, Ctrl-C, SIGTERM and SIGHUP stop the suite's processes and raise
     `Stopped` (a KeyboardInterrupt) where the suite is, once; later ones are not raised."""
     stop = SuiteStop()
-    before = {signum: signal.signal(signum, stop.handle) for signum in HANDLED}
+    _before.update({signum: signal.signal(signum, stop.handle) for signum in HANDLED})
     try:
         yield stop
     finally:
-        for signum, handler in before.items():
+        for signum, handler in _before.items():
             signal.signal(signum, handler)
+        _before.clear()

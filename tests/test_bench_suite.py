@@ -76,6 +76,24 @@ def test_ctrl_c_writes_what_was_measured_and_exits_130(
         ("good", "measured"), ("stop", "interrupted")]
 
 
+def test_the_quick_suite_runs_a_long_groups_short_part_and_naming_it_runs_it_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    def whole(quick: bool) -> list[Figure]:
+        return [Figure("long", f"whole, {'quick' if quick else 'full'}", 1.0, "s")]
+
+    def short(quick: bool) -> list[Figure]:
+        return [Figure("long", "short part", 1.0, "s")]
+
+    monkeypatch.setattr(suite, "GROUPS", {"long": whole, "good": measured})
+    monkeypatch.setattr(suite, "SHORT", {"long": short})
+    for argv, names in ((["--quick"], ["short part", "a measured figure"]),
+                        (["--only", "long"], ["whole, quick"]),
+                        (["--full"], ["whole, full", "a measured figure"])):
+        _, _, written = run([*argv, "--json", str(tmp_path / "b.json")], capsys)
+        assert [f["name"] for f in written["figures"]] == names, argv
+
+
 def test_a_dataset_group_without_its_data_says_what_it_needs_before_any_run(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
