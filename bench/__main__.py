@@ -142,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     info: dict[str, object] = {
         **machine(), "mode": "quick" if quick else "full", "seconds": 0.0,
         "group_seconds": seconds, "data_root": str(args.data_root) if args.data_root else None}
+    print(f"bench: figures to {out}, written as each group ends", file=sys.stderr, flush=True)
     started = time.monotonic()
     figures: list[Figure] = []
     with installed() as stop:
