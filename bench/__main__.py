@@ -34,6 +34,7 @@ import contextlib
 import json
 import os
 import platform
+import resource
 import sys
 import time
 import traceback
@@ -139,9 +140,11 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [g for g in GROUPS if args.only is None or g in args.only.split(",")]
     out = args.json or Path("runs") / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
     seconds: dict[str, float] = {}
+    cpu: dict[str, float] = {}
     info: dict[str, object] = {
         **machine(), "mode": "quick" if quick else "full", "seconds": 0.0,
-        "group_seconds": seconds, "data_root": str(args.data_root) if args.data_root else None}
+        "group_seconds": seconds, "group_cpu_seconds": cpu,
+        "data_root": str(args.data_root) if args.data_root else None}
     print(f"bench: figures to {out}, written as each group ends", file=sys.stderr, flush=True)
     started = time.monotonic()
     figures: list[Figure] = []
@@ -150,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             for group in chosen:
                 runner = SHORT[group] if quick and args.only is None and group in SHORT \
                     else GROUPS[group]
-                figures += run_group(group, runner, quick, args.data_root, stop, seconds)
+                figures += run_group(group, runner, quick, args.data_root, stop, seconds, cpu)
                 info["seconds"] = round(time.monotonic() - started, 1)
                 if stop.signum is not None:
                     break
@@ -167,11 +170,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_group(name: str, group: Group, quick: bool, data_root: Path | None, stop: SuiteStop,
-              seconds: dict[str, float]) -> list[Figure]:
+              seconds: dict[str, float], cpu: dict[str, float]) -> list[Figure]:
     """The group's figures (measure), or its INTERRUPTED row when a stop signal came while it
-    ran, also if the group's clean-up then raised something else; its time goes to
-    `seconds`."""
-    begun = time.monotonic()
+    ran, also if the group's clean-up then raised something else; its wall time goes to
+    `seconds`, its CPU time to `cpu`."""
+    begun, cpu_before = time.monotonic(), cpu_seconds()
     print(f"bench: {name} ...", file=sys.stderr, flush=True)
     try:
         found = measure(name, group, quick, data_root)
@@ -179,10 +182,20 @@ def run_group(name: str, group: Group, quick: bool, data_root: Path | None, stop
         stop.signum = stop.signum or signal_of(exc)
         found = []
     seconds[name] = round(time.monotonic() - begun, 1)
+    cpu[name] = round(cpu_seconds() - cpu_before, 1)
     if stop.signum is not None:
         return [not_measured(name, "interrupted", f"{describe(stop.signum)} {seconds[name]:.0f} "
                                                   "s into the group; its figures are lost")]
     return found
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of the suite and of the processes it started and waited for (a launcher's
+    include its nodes'). On a shared machine a group's wall time says more of the others' work
+    than of the group; its CPU time over the cores is a floor of its time on a quiet one."""
+    own, done = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + done.ru_utime + done.ru_stime
 
 
 def write_json(out: Path, state: str, figures: list[Figure], info: dict[str, object]) -> None:

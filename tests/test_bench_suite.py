@@ -59,6 +59,7 @@ def test_failed_groups_become_rows_and_the_others_still_run(
     assert (figures["good"]["outcome"], figures["good"]["value"]) == ("measured", 2.5)
     assert figures["worse"]["note"] == "ValueError: no samples"
     assert set(written["machine"]["group_seconds"]) == {"bad", "good", "worse"}
+    assert set(written["machine"]["group_cpu_seconds"]) == {"bad", "good", "worse"}
     assert written["state"] == "finished"
 
 
