@@ -26,7 +26,7 @@ first progress <= 30 s, the estimate <= 10 minutes. Quick mode watches two evalu
 from a watch that ended before the second evaluation is a lower bound and fails its goal.
 Data caches are whatever the machine has (the suite's other groups warm Fashion-MNIST's).
 `python -m bench --quick` watches the README's first run alone (SHORT), and its row says so:
-the 15 take about 16 minutes.
+15 protocols took about 16 minutes.
 `--config FILE` watches the jobs with FILE layered over the defaults, e.g. a paper's settings
 (protocols/configs/ssd-fl-paper.yaml: the ssd-fl family's defaults before the quick first run).
 """
