@@ -5,8 +5,9 @@ protocol's defaults (real Fashion-MNIST, the default CNN; evaluation only after 
 which always evaluates), one process per node over ZeroMQ, and measures:
 - the largest ring that finishes (goal: 200 nodes);
 - whether a ring of MLP_RING nodes with the small MLP (784-64-10) runs MLP_ROUNDS rounds on this
-  machine (goal: 500 nodes on 2 cores and 24 GiB), with its memory, in every mode (IID data:
-  the default Dirichlet split cannot give 500 nodes its minimum of 64 samples each);
+  machine (goal: 500 nodes on 2 cores and 24 GiB), with its memory, in both modes when the
+  group runs whole (IID data: the default Dirichlet split cannot give 500 nodes its minimum of
+  64 samples each);
 - from `dfl-launch` starting to every node ready (data, model, sockets), and to every node
   having finished round 1 (the start barrier and one round on top), from the run's own
   records (`summary.json` `started_at`, `startup_seconds`, `first_round_seconds`) and the
