@@ -7,8 +7,9 @@ alternating A, B, A, B, ... for `reps` rounds, and the figure is the median over
 of each side, with their ratio.
 
 A group that could not measure still has its row: a figure whose outcome is "skipped" (what it
-needs is missing, e.g. its dataset) or "failed" (it raised), with the reason in one line, so a
-suite run always ends with the whole table.
+needs is missing, e.g. its dataset, or it runs with --full only), "failed" (it raised) or
+"interrupted" (a stop signal came while it ran), with the reason in one line, so a suite run
+always ends with the whole table.
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-Outcome = Literal["measured", "skipped", "failed"]
+Outcome = Literal["measured", "skipped", "failed", "interrupted"]
 
 
 @dataclass(frozen=True)
 class Figure:
     """A measured value, the reference it is compared with in the same run, and the goal; or,
-    with outcome "skipped" or "failed", a group that measured nothing and why (`note`)."""
+    with another outcome, a group (or a part of it) that measured nothing and why (`note`)."""
 
     group: str  # "transport", "overhead", "scale", "compute", "wire", "gpu"
     name: str  # what was measured, e.g. "dense 10M float32, Comm+codec (zmq)"

@@ -25,6 +25,8 @@ first progress <= 30 s, the estimate <= 10 minutes. Quick mode watches two evalu
 2 rounds apart (fewer when the job has fewer), at most 150 s per protocol (`Watch`); an estimate
 from a watch that ended before the second evaluation is a lower bound and fails its goal.
 Data caches are whatever the machine has (the suite's other groups warm Fashion-MNIST's).
+`python -m bench --quick` watches the README's first run alone (SHORT), and its row says so:
+15 protocols took about 16 minutes.
 `--config FILE` watches the jobs with FILE layered over the defaults, e.g. a paper's settings
 (protocols/configs/ssd-fl-paper.yaml: the ssd-fl family's defaults before the quick first run).
 """
@@ -45,11 +47,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.figures import Figure, table
+from bench.figures import Figure, not_measured, table
 from bench.launch import ROOT, last_words
 
 GROUP = "first_run"
 TOPOLOGY = "ring20"  # the README's first run
+SHORT = "d-psgd"  # the README's first run's protocol: the one a quick suite watches
 # Families whose docs run them elsewhere first: SSD-FL's paper works with 30 devices; DSC's mini
 # run (docs/protocols/dsc.md#mini-run) is rgg10, and its 800 training scenes do not split
 # Dirichlet(1) with 30 per node over 20 nodes.
@@ -262,8 +265,15 @@ def topology_of(protocol: str) -> str:
     return TOPOLOGIES.get(protocol, TOPOLOGY)
 
 
-def figures(quick: bool) -> list[Figure]:
-    return measure(protocols(), None, quick)
+def figures(quick: bool, whole: bool = True) -> list[Figure]:
+    """Every protocol's rows; without `whole` (the quick suite's short part) the README's first
+    run's (SHORT) and a row for the others."""
+    if whole:
+        return measure(protocols(), None, quick)
+    others = len(protocols()) - 1
+    return [*measure([SHORT], None, quick), not_measured(
+        GROUP, "skipped", f"--full only (or --only first_run): the first run of the {others} "
+                          "other protocols (about a minute each)")]
 
 
 def main() -> None:

@@ -5,8 +5,9 @@ protocol's defaults (real Fashion-MNIST, the default CNN; evaluation only after 
 which always evaluates), one process per node over ZeroMQ, and measures:
 - the largest ring that finishes (goal: 200 nodes);
 - whether a ring of MLP_RING nodes with the small MLP (784-64-10) runs MLP_ROUNDS rounds on this
-  machine (goal: 500 nodes on 2 cores and 24 GiB), with its memory, in every mode (IID data:
-  the default Dirichlet split cannot give 500 nodes its minimum of 64 samples each);
+  machine (goal: 500 nodes on 2 cores and 24 GiB), with its memory, in both modes when the
+  group runs whole (IID data: the default Dirichlet split cannot give 500 nodes its minimum of
+  64 samples each);
 - from `dfl-launch` starting to every node ready (data, model, sockets), and to every node
   having finished round 1 (the start barrier and one round on top), from the run's own
   records (`summary.json` `started_at`, `startup_seconds`, `first_round_seconds`) and the
@@ -20,8 +21,10 @@ which always evaluates), one process per node over ZeroMQ, and measures:
   until all are up and their PSS each. Absolute numbers depend on the machine and its load;
   the ratios are the figures.
 
-Quick: each ring once, QUICK.rounds rounds (about 4 minutes on 2 cores). Full: the rings in
-turn FULL.reps times (bench/figures.py: interleaved repetitions), 10 rounds each.
+Quick: each ring once, QUICK.rounds rounds. Full: the rings in turn FULL.reps times
+(bench/figures.py: interleaved repetitions), 10 rounds each. `python -m bench --quick` runs only
+the rings of SHORT_SIZES, without the MLP ring, the largest-ring figure and the 200-node ring
+(`whole=False`; its row says so): those take most of the group's minutes.
 """
 
 from __future__ import annotations
@@ -36,12 +39,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.figures import Figure, Mode, compare, median, module_main
+from bench.figures import Figure, Mode, compare, median, module_main, not_measured
 from bench.launch import ROOT, later_rounds, launch_command, require_data
 from topologies.generators import ring
 from topologies.writer import write_topology
 
 SIZES = (20, 100, 200)
+SHORT_SIZES = (20, 100)  # the quick suite's: the 200-node ring alone takes minutes
 GOAL_NODES = 200
 READY_GOAL = (100, 15.0)  # (nodes, seconds): 100 nodes ready within 15 s
 FRESH = 20  # fresh torch interpreters started at once (100 of them take minutes here)
@@ -213,24 +217,33 @@ def fresh_torch(count: int) -> Fresh:
 
 # --- figures ------------------------------------------------------------------------------------
 
-def figures(quick: bool) -> list[Figure]:
+def figures(quick: bool, whole: bool = True) -> list[Figure]:
+    """The group's figures; without `whole` (the quick suite's short part) only the rings of
+    SHORT_SIZES, and a row for what is left out."""
     require_data("fmnist", None)  # a SKIPPED row, not minutes of runs, without it
     mode = QUICK if quick else FULL
-    runs: dict[int, list[Launch]] = {n: [] for n in SIZES}
+    sizes = SIZES if whole else SHORT_SIZES
+    runs: dict[int, list[Launch]] = {n: [] for n in sizes}
     fresh: list[Fresh] = []
     with tempfile.TemporaryDirectory(prefix="dfl-bench-scale-") as tmp:
         for rep in range(mode.reps):
             fresh.append(fresh_torch(FRESH))
-            for n in SIZES:
+            for n in sizes:
                 runs[n].append(launch(n, mode.rounds, Path(tmp), str(rep)))
         mlp = launch(MLP_RING, MLP_ROUNDS, Path(tmp), "mlp",
-                     ("--set", f"model={MLP}", "--partition", "iid"))
+                     ("--set", f"model={MLP}", "--partition", "iid")) if whole else None
     ok = {n: [r for r in rs if not r.error] for n, rs in runs.items()}
     ref = Fresh(FRESH, median([f.all_up_s for f in fresh]), median([f.pss_mb for f in fresh]))
-    figs = [largest_figure(runs, mode), mlp_ring_figure(mlp)]
-    for n in SIZES:
+    figs = [largest_figure(runs, mode)] if whole else []
+    figs += [mlp_ring_figure(mlp)] if mlp is not None else []
+    for n in sizes:
         if ok[n]:
             figs += mesh_figures(n, ok[n], ref, mode)
+    if not whole:
+        left_out = ", ".join(str(n) for n in SIZES if n not in SHORT_SIZES)
+        figs.append(not_measured(
+            "scale", "skipped", f"--full only (or --only scale): the largest ring, the CNN "
+            f"ring of {left_out} nodes and the MLP ring of {MLP_RING} (minutes each)"))
     return figs
 
 

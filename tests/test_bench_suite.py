@@ -59,6 +59,8 @@ def test_failed_groups_become_rows_and_the_others_still_run(
     assert (figures["good"]["outcome"], figures["good"]["value"]) == ("measured", 2.5)
     assert figures["worse"]["note"] == "ValueError: no samples"
     assert set(written["machine"]["group_seconds"]) == {"bad", "good", "worse"}
+    assert set(written["machine"]["group_cpu_seconds"]) == {"bad", "good", "worse"}
+    assert written["state"] == "finished"
 
 
 def test_ctrl_c_writes_what_was_measured_and_exits_130(
@@ -68,9 +70,29 @@ def test_ctrl_c_writes_what_was_measured_and_exits_130(
                                           "never": broken})
     code, lines, written = run(["--json", str(tmp_path / "b.json")], capsys)
     assert code == 130
-    assert "stop       FAILED: interrupted (Ctrl-C)" in lines
+    assert ("stop       INTERRUPTED: interrupted (SIGINT) 0 s into the group; its figures are "
+            "lost") in lines
+    assert written["state"] == "interrupted (SIGINT)"
     assert [(f["group"], f["outcome"]) for f in written["figures"]] == [
-        ("good", "measured"), ("stop", "failed")]
+        ("good", "measured"), ("stop", "interrupted")]
+
+
+def test_the_quick_suite_runs_a_long_groups_short_part_and_naming_it_runs_it_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    def whole(quick: bool) -> list[Figure]:
+        return [Figure("long", f"whole, {'quick' if quick else 'full'}", 1.0, "s")]
+
+    def short(quick: bool) -> list[Figure]:
+        return [Figure("long", "short part", 1.0, "s")]
+
+    monkeypatch.setattr(suite, "GROUPS", {"long": whole, "good": measured})
+    monkeypatch.setattr(suite, "SHORT", {"long": short})
+    for argv, names in ((["--quick"], ["short part", "a measured figure"]),
+                        (["--only", "long"], ["whole, quick"]),
+                        (["--full"], ["whole, full", "a measured figure"])):
+        _, _, written = run([*argv, "--json", str(tmp_path / "b.json")], capsys)
+        assert [f["name"] for f in written["figures"]] == names, argv
 
 
 def test_a_dataset_group_without_its_data_says_what_it_needs_before_any_run(
