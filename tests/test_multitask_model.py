@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from protocols.dsc.dataset_options import SceneOptions
 from protocols.dsc.delta import DIRECTIONS
 from protocols.dsc.hyper import DSCHyper, MultiTaskTrainingHyper
 from protocols.dsc.multitask_training import (
@@ -31,7 +32,7 @@ from protocols.dsc.routing_policy import (
     sharing_loss,
     sparsity_loss,
 )
-from protocols.dsc.scenes import CLASSES, SceneOptions, node_scenes
+from protocols.dsc.scenes import CLASSES, node_scenes
 from protocols.dsc.semantic_channel import SemanticChannel
 from protocols.dsc.taskdata import TaskSet
 from protocols.dsc.trivial import trivial_metrics

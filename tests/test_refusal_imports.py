@@ -2,9 +2,10 @@
 topology, config keys and values, protocol name) need none of torch's seconds, so neither
 `dfl-launch` (a run, `plan`, `sweep`, `schema`) nor `dfl_mesh.run` imports it before saying
 what is wrong, and `import dfl_mesh` does not import it at all: torch loads when a run starts.
-Nor the node runtime's numpy and ZeroMQ, where the request names one protocol: its checks load
-that protocol's declaration alone (an unknown name loads every declaration, to list them, and
-SSD-FL's and DSC's bring numpy); `import dfl_mesh` imports no launcher and no pydantic.
+Nor the node runtime's numpy and ZeroMQ: a request that names one protocol loads that
+protocol's declaration alone, and an unknown name loads every declaration, to list them, none of
+which imports numpy (their settings live apart from the algorithms); `import dfl_mesh` imports
+no launcher and no pydantic.
 
 Each case runs in a fresh interpreter, since the suite's own process has torch imported by
 other tests. The commands are run whole with PYTHONPROFILEIMPORTTIME, which lists every module
@@ -76,8 +77,7 @@ def test_dfl_launch_refuses_bad_input_without_importing_torch(command: str,
     lines = said(proc)
     assert len(lines) == 1 and says in lines[0], lines
     assert HEAVY not in modules
-    if command != "schema":  # an unknown protocol name loads every declaration, to list them
-        assert not modules & RUNTIME, modules & RUNTIME
+    assert not modules & RUNTIME, modules & RUNTIME
     assert not (tmp_path / "run").exists()
 
 

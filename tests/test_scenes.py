@@ -11,8 +11,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from protocols.dsc.dataset_options import SceneOptions
 from protocols.dsc.portfolios import draw_portfolios, node_portfolios
-from protocols.dsc.scenes import SceneOptions, eval_pool, node_scenes, normals_from_depth
+from protocols.dsc.scenes import eval_pool, node_scenes, normals_from_depth
 from protocols.dsc.taskdata import TASKS, TaskSet, dirichlet_sizes, node_share
 from protocols.dsc.workload import scene_options
 

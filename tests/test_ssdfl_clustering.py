@@ -10,8 +10,6 @@ import numpy as np
 import pytest
 
 from protocols.ssdfl.clustering import (
-    ClusteringConfig,
-    ClusteringSettings,
     Conductances,
     NodeInputs,
     candidate_partitions,
@@ -22,8 +20,12 @@ from protocols.ssdfl.clustering import (
     phi_min,
     sweep_conductance,
 )
-from protocols.ssdfl.heterogeneity import (
+from protocols.ssdfl.clustering_settings import (
+    ClusteringConfig,
+    ClusteringSettings,
     HeterogeneityConfig,
+)
+from protocols.ssdfl.heterogeneity import (
     cluster_heterogeneity,
     energy_distance,
     jsd,

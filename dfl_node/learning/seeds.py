@@ -11,9 +11,8 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
 
@@ -24,6 +23,11 @@ def stream_seed(seed: int, node: int, name: str) -> int:
 
 
 def numpy_stream(seed: int, node: int, name: str) -> np.random.Generator:
+    """numpy imported here, not above: a protocol's declaration names this stream (through
+    protocols.sdk), and the launcher's refusal of bad input, which reads every declaration,
+    needs no numpy."""
+    import numpy as np
+
     return np.random.default_rng(stream_seed(seed, node, name))
 
 

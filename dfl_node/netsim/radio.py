@@ -23,10 +23,12 @@ section).
 from __future__ import annotations
 
 import math
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from dfl_node.settings.link import LinkSettings
+
+if TYPE_CHECKING:
+    import numpy as np
 
 P_MAX = 0.999
 

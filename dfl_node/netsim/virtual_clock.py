@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-import numpy as np
 from pydantic import ValidationError
 
 from dfl_config.problems import one_line
@@ -109,6 +108,8 @@ class LinkModel:
         loss = self.links[link].loss
         if self.cfg.retransmissions == "expected":
             return radio.expected_transmissions(n_packets, loss)
+        import numpy as np  # here: a declaration names the link model, and reading one needs none
+
         rng = np.random.default_rng((self.seed, frame, *link))
         return float(radio.sampled_transmissions(n_packets, loss, rng))
 

@@ -9,22 +9,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from launcher.config.run_settings import node_attributes_model, run_config_model
 from launcher.errors import LaunchError
 from protocols.registry import PROTOCOLS, unknown_protocol
-from topologies.schema import topology_json_schema
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
 def config_schema(protocol: str | None = None, topology: bool = False) -> dict[str, Any]:
+    """The schema asked for; the models are imported once the request is known to be good: an
+    unknown protocol is one line, and costs none of them (issue 45)."""
     if topology:
         if protocol is not None:
             raise LaunchError("--topology: topology files do not depend on --protocol; drop it")
+        from launcher.config.run_settings import node_attributes_model
+        from topologies.schema import topology_json_schema
+
         schema = topology_json_schema(node_attributes_model())
     else:
         if protocol is not None and protocol not in PROTOCOLS:
             raise LaunchError(f"--protocol: {unknown_protocol(protocol)}")
+        from launcher.config.run_settings import run_config_model
+
         schema = any_of(run_config_model(protocol).model_json_schema())
     return {"$schema": DIALECT, **schema}
 

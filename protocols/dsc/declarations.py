@@ -12,14 +12,11 @@ from typing import Any
 from protocols.capabilities import RunReport
 from protocols.declaration import ProtocolDeclaration
 from protocols.dsc import report_table
+from protocols.dsc.dataset_options import NyuOptions, SceneOptions
 from protocols.dsc.hyper import DSCFedAMPHyper, DSCFedAvgHyper, DSCHyper
 from protocols.dsc.jstar import jstar_cmd
-from protocols.dsc.nyu import NyuOptions
 from protocols.dsc.portfolios import DSCNodeAttributes
 from protocols.dsc.routed_config import RoutedModelConfig
-from protocols.dsc.run_summary import run_summary
-from protocols.dsc.scenes import SceneOptions
-from protocols.dsc.workload import check_scene_plan, prepare_nyu, prepare_scenes
 from protocols.sdk import RunPlan
 
 
@@ -31,6 +28,8 @@ class TaskReport(RunReport):
     reference: bool = False  # the no-aggregation run Delta is measured against
 
     def run_keys(self, plan: RunPlan, reports: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+        from protocols.dsc.run_summary import run_summary
+
         return run_summary(plan, reports, self.reference, delta_baseline(plan))
 
 
@@ -50,11 +49,27 @@ def check_plan(plan: RunPlan) -> None:
     """The scenes, model and portfolios fit the plan (`check_scene_plan`), and
     `delta_baseline` is a finished run here, where the launcher reads it (nodes on other
     hosts never do)."""
+    from protocols.dsc.workload import check_scene_plan
+
     check_scene_plan(plan)
     baseline = delta_baseline(plan)
     if baseline is not None and not (Path(baseline) / "summary.json").is_file():
         raise ValueError(f"hyper.delta_baseline: must be a run directory with a "
                          f"summary.json, got {baseline!r}")
+
+
+def prepare_scenes(config: Mapping[str, Any]) -> dict[str, Any]:
+    """protocols/dsc/workload.py's, imported when a run prepares its data."""
+    from protocols.dsc import workload
+
+    return workload.prepare_scenes(config)
+
+
+def prepare_nyu(config: Mapping[str, Any]) -> dict[str, Any]:
+    """protocols/dsc/workload.py's, imported when a run prepares its data."""
+    from protocols.dsc import workload
+
+    return workload.prepare_nyu(config)
 
 
 DSC_SPEC = ProtocolDeclaration(

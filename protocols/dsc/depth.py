@@ -25,8 +25,10 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def check_rho(rho: float) -> None:
@@ -83,6 +85,8 @@ def fit_constants(depths: Sequence[int], errors: Sequence[float], rho: float) ->
     check_rho(rho)
     if len(depths) != len(errors) or len(depths) < 3:
         raise ValueError("the fit needs at least three (J, error) points")
+    import numpy as np  # here: the jstar command is declared with DSC, and reading it needs none
+
     y = np.asarray(errors, dtype=np.float64)
     x = np.array([[1.0, 1.0 / contraction(rho, j), contraction(rho, j)] for j in depths])
     best: tuple[float, np.ndarray] | None = None

@@ -14,12 +14,12 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field
 
 from dfl_config.section import Count, Flag, NonNegative, NonNegativeInt, Number, Positive
-from protocols.dsc.mixing_weights import FedAvgVariant
 from protocols.dsc.taskdata import Task
 from protocols.hyper import TrainingHyper
 
 Mixing = Literal["column_softmax", "push_sum", "row_softmax"]
 PolicyScope = Literal["client", "task"]
+FedAvgVariant = Literal["column_uniform", "row_uniform", "metropolis"]
 
 
 def _open_unit(value: float) -> float:

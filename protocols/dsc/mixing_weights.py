@@ -27,11 +27,12 @@ from typing import Literal, get_args
 
 import numpy as np
 
+from protocols.dsc.hyper import FedAvgVariant
+
 Policies = Mapping[str, np.ndarray]  # task -> binary policy u_{i,t} (K floats)
 Weights = dict[int, float]  # node id -> weight, ascending ids
 
 Affinity = Literal["similarity", "max"]
-FedAvgVariant = Literal["column_uniform", "row_uniform", "metropolis"]
 AFFINITIES: tuple[str, ...] = get_args(Affinity)
 FEDAVG_VARIANTS: tuple[str, ...] = get_args(FedAvgVariant)
 

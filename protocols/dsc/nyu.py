@@ -11,7 +11,8 @@ Files are read with `allow_pickle=False` (plain arrays only, never objects). Not
 downloaded; when a file is absent the loader raises `NyuError` with one line naming it.
 
 The DSC family reads it as `--dataset nyuv2 --data-root ROOT` (protocols/dsc/workload.py): each
-node loads the pool and keeps its Dirichlet share (`NyuOptions`, the `nyuv2:` section).
+node loads the pool and keeps its Dirichlet share (`NyuOptions`, the `nyuv2:` section, in
+dataset_options.py).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from pathlib import Path
 import numpy as np
 
 from dfl_config.errors import DflMeshError
-from dfl_config.section import Count, Positive, Section
 from protocols.dsc.taskdata import IGNORE, TaskSet
 
 SPLITS = {"train": "train", "test": "val"}
@@ -32,16 +32,6 @@ LAYOUT = "ROOT/{train,val}/{image,label,depth,normal}/<k>.npy"
 
 class NyuError(ValueError, DflMeshError):
     pass
-
-
-class NyuOptions(Section):
-    """The `nyuv2:` section: how the 795 training images are shared out (docs/protocols/dsc.md#a8).
-    The files themselves are found under the run's `data_root`."""
-
-    alpha: Positive = 1.0
-    """Dirichlet concentration of the per-node training sizes (quantity skew)."""
-    min_size: Count = 30
-    """Training images every node gets at least."""
 
 
 def count_images(root: str | Path, split: str) -> int:

@@ -22,7 +22,11 @@ from protocols.describe import (
     summary_key,
 )
 from protocols.dsc.delta import delta_report
-from protocols.dsc.workload import HEADLINE
+
+# One headline number per task for the task score: (metric, scale); a negative scale marks a
+# lower-is-better metric, scored 1 + scale * value.
+HEADLINE = {"seg": ("pacc", 0.01), "sn": ("a30", 0.01), "dep": ("d1", 0.01),
+            "kp": ("l1", -1.0), "edge": ("l1", -1.0)}
 
 
 def columns(summaries: Sequence[Summary]) -> list[Column]:

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal, get_args
-
-import numpy as np
+from typing import TYPE_CHECKING, Literal, get_args
 
 from protocols.sdk import numpy_stream
+
+if TYPE_CHECKING:  # numpy where data is drawn: DSC's settings name the tasks, and need none
+    import numpy as np
 
 Task = Literal["seg", "sn", "dep", "kp", "edge"]
 TASKS: tuple[str, ...] = get_args(Task)
@@ -69,6 +70,8 @@ def dirichlet_sizes(total: int, parts: int, alpha: float, min_size: int, seed: i
     redrawn until every part holds `min_size`; the same on every node for a seed."""
     if parts * min_size > total:
         raise ValueError(f"{parts} nodes x {min_size} samples exceed the pool of {total}")
+    import numpy as np
+
     rng = numpy_stream(seed, -1, "taskdata/sizes")
     for _ in range(SIZE_ATTEMPTS):
         cuts = (np.cumsum(rng.dirichlet(np.full(parts, alpha)))[:-1] * total).astype(np.int64)
@@ -83,6 +86,8 @@ def node_share(pool: TaskSet, node_ids: list[int], node: int, tasks: Iterable[st
                alpha: float = 1.0, min_size: int = 30, seed: int = 0) -> TaskSet:
     """Node `node`'s disjoint Dirichlet-sized share of a fixed pool (NYU-v2's 795 training
     images, docs/protocols/dsc.md#a8), with only the labels of its tasks."""
+    import numpy as np
+
     sizes = dirichlet_sizes(len(pool), len(node_ids), alpha, min_size, seed)
     order = numpy_stream(seed, -1, "taskdata/order").permutation(len(pool))
     pos = node_ids.index(node)

@@ -29,20 +29,16 @@ from typing import Any
 from pydantic import ValidationError
 
 from dfl_config.problems import one_line
-from protocols.dsc.nyu import FOLDERS, NYU_CLASSES, NyuOptions, count_images, load_nyu, read
+from protocols.dsc.dataset_options import NyuOptions, SceneOptions
+from protocols.dsc.nyu import FOLDERS, NYU_CLASSES, count_images, load_nyu, read
 from protocols.dsc.portfolios import Portfolio, node_portfolios
+from protocols.dsc.report_table import HEADLINE
 from protocols.dsc.routed_config import RoutedModelConfig
-from protocols.dsc.scenes import CLASSES, SceneOptions, node_scenes, train_sizes
+from protocols.dsc.scenes import CLASSES, node_scenes, train_sizes
 from protocols.dsc.taskdata import TaskSet, dirichlet_sizes, node_share
 from protocols.sdk import RunPlan
 
 DATASETS = ("scenes", "nyuv2")
-
-# One headline number per task for the task score: (metric, scale); a negative scale marks a
-# lower-is-better metric, scored 1 + scale * value.
-HEADLINE = {"seg": ("pacc", 0.01), "sn": ("a30", 0.01), "dep": ("d1", 0.01),
-            "kp": ("l1", -1.0), "edge": ("l1", -1.0)}
-
 
 @dataclass(frozen=True)
 class SceneData:

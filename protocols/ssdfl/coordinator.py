@@ -22,9 +22,7 @@ import numpy as np
 from protocols.sdk import Coordination, RunPlan
 from protocols.ssdfl.clustering import (
     Clustering,
-    ClusteringConfig,
     ClusteringResult,
-    ClusteringSettings,
     NodeInputs,
     check_overrides,
     cluster_matrix_of,
@@ -32,6 +30,7 @@ from protocols.ssdfl.clustering import (
     form_clusters,
     heterogeneity_of,
 )
+from protocols.ssdfl.clustering_settings import ClusteringConfig, ClusteringSettings
 from protocols.ssdfl.heterogeneity import edge_divergence
 from protocols.ssdfl.optimizers import OptimizerConfig
 

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
-import numpy as np
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 
 from dfl_config.section import Count, Fraction, NonNegative, NonNegativeInt, Positive
@@ -19,9 +18,11 @@ from protocols.declaration import ProtocolDeclaration, model_fits_data
 from protocols.hyper import TrainingHyper
 from protocols.sdk import Coordination, RunPlan
 from protocols.ssdfl import report_table
-from protocols.ssdfl.clustering import ClusteringConfig, ClusteringSettings
-from protocols.ssdfl.coordinator import clustering_config, coordinate_clusters
+from protocols.ssdfl.clustering_settings import ClusteringConfig, ClusteringSettings
 from protocols.ssdfl.optimizers import SSDFLNodeAttributes
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def _epoch_or_count(value: Any) -> Any:
@@ -122,6 +123,8 @@ class Clustering(PrePhase):
 
     def coordinate(self, plan: RunPlan,
                    reports: Mapping[int, Mapping[str, np.ndarray]]) -> Coordination:
+        from protocols.ssdfl.coordinator import coordinate_clusters
+
         return coordinate_clusters(plan, reports, run_clustering(plan))
 
 
@@ -132,7 +135,11 @@ def check_clustering(plan: RunPlan) -> None:
 
 
 def run_clustering(plan: RunPlan) -> ClusteringConfig:
-    """Algorithm 1's inputs for the plan (its hyper-parameters, mixing and node ids)."""
+    """Algorithm 1's inputs for the plan (its hyper-parameters, mixing and node ids). The
+    algorithm's module (numpy) is imported here, where a plan is checked, not with the
+    declaration, which a refusal of bad input reads."""
+    from protocols.ssdfl.coordinator import clustering_config
+
     hyper = SSDFLHyper.model_validate(plan.hyper)
     return clustering_config(plan, hyper.clustering, hyper.lr, hyper.tau_a)
 

@@ -18,20 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dfl_config.section import Number, Section
+from protocols.ssdfl.clustering_settings import HeterogeneityConfig
 from protocols.ssdfl.optimizers import OptimizerConfig
-
-
-class HeterogeneityConfig(Section):
-    """The constants of eqs. 38-41, the paper's (Sec. VI) by default; `clustering:` in the
-    hyper-parameters holds them beside Algorithm 1's settings."""
-
-    zeta: tuple[Number, Number, Number] = (1.0, 1.0, 1.0)
-    """zeta_1..3 of eqs. 38-39: the weights of type, mu and rho differences."""
-    alpha_o: tuple[Number, Number] = (0.0, 0.2)
-    """(alpha^{o,min}, alpha^{o,max}) of eq. 39."""
-    alpha_d: tuple[Number, Number] = (0.0, 0.2)
-    """(alpha^{d,min}, alpha^{d,max}) of eq. 41."""
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,8 @@ is direction.py's.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
-import numpy as np
 from pydantic import (
     BeforeValidator,
     GetJsonSchemaHandler,
@@ -23,6 +22,9 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
 from dfl_config.section import Fraction, Section
+
+if TYPE_CHECKING:  # numpy where a descriptor is made: the launcher reads this model without it
+    import numpy as np
 
 Kind = Literal["sgd", "prox", "momentum"]
 KINDS: tuple[Kind, ...] = get_args(Kind)  # the pre-phase's type codes, in this order
@@ -53,6 +55,8 @@ class OptimizerConfig(Section):
 
     def to_array(self) -> np.ndarray:
         """The pre-phase descriptor: (type code, mu, rho) as float64."""
+        import numpy as np
+
         return np.array([self.code, self.mu, self.rho], dtype=np.float64)
 
     @classmethod

@@ -255,9 +255,9 @@ def budget_why(b: Budget, kind: str) -> dict[str, str]:
 
 @lru_cache(maxsize=1)
 def first_run_pool() -> dict[str, Any]:
-    """The protocol's own `scenes:` defaults (protocols/dsc/scenes.py), what medium runs with
-    one scene prior."""
-    from protocols.dsc.scenes import SceneOptions
+    """The protocol's own `scenes:` defaults (protocols/dsc/dataset_options.py), what medium
+    runs with one scene prior."""
+    from protocols.dsc.dataset_options import SceneOptions
 
     return SceneOptions().model_dump()
 
