@@ -169,6 +169,9 @@ def watch(protocol: str, topology: str, run_dir: Path, mode: Watch,
                     break
                 evaluated = parse(line)
                 if evaluated is not None:
+                    if not seen.arrivals:  # the mesh runs: a stop from now on must reach it
+                        print(f"bench: first_run: {protocol} on {topology}: round {evaluated} "
+                              f"evaluated after {now:.1f} s", file=sys.stderr, flush=True)
                     seen.arrivals.setdefault(evaluated, now)
             now = time.monotonic() - started
         finally:

@@ -35,6 +35,7 @@ from launcher.stop_signals import Stopped
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 STOP_GRACE_S = 30.0  # a launcher's orderly stop of 20 nodes takes seconds, loaded minutes more
 POLL_S = 0.1
+KILLED_S = 10.0  # for SIGKILLed processes to end: the kernel needs far less, even loaded
 
 
 @dataclass(frozen=True)
@@ -94,8 +95,14 @@ def stop_tree(signum: int, hurry: Callable[[], bool] = lambda: False) -> None:
     deadline = time.monotonic() + STOP_GRACE_S
     while any(running(p) for p in tree) and time.monotonic() < deadline and not hurry():
         time.sleep(POLL_S)
-    for proc in [*tree, *descendants(me)]:  # and any started meanwhile
+    left = [*tree, *descendants(me)]  # and any started meanwhile
+    for proc in left:
         _signal(proc, signal.SIGKILL)
+    # the kernel ends a killed process at once, but not within the kill call: the suite exits
+    # only when none of them runs, so that nothing it started outlives it
+    deadline = time.monotonic() + KILLED_S
+    while any(running(p) for p in left) and time.monotonic() < deadline:
+        time.sleep(POLL_S)
 
 
 class SuiteStop:

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,19 +16,16 @@ from bench.launch import ROOT
 from bench.stopping import Process, descendants, running
 
 DEADLINE_S = 240.0  # for the suite's steps, on a loaded 2-core machine
-GONE_S = 5.0  # for a SIGKILLed process to go: far less than an orphaned mesh would run on
-POLL_S = 0.1
 
 
-def poll(what: str, check: Any, deadline_s: float = DEADLINE_S) -> Any:
-    """check()'s first true value, polled until `deadline_s`."""
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(POLL_S)
-    raise AssertionError(f"no {what} within {deadline_s:.0f} s")
+def stderr_line(suite: subprocess.Popen[str], starts: str) -> str:
+    """The suite's first stderr line that starts with `starts` (it says each step as it takes
+    it); read as the suite writes, so nothing is polled. The suite's end first fails."""
+    assert suite.stderr is not None
+    for line in suite.stderr:
+        if line.startswith(starts):
+            return line
+    raise AssertionError(f"the suite ended (exit {suite.wait()}) before saying {starts!r}")
 
 
 def written(path: Path) -> dict[str, Any] | None:
@@ -57,13 +53,13 @@ def test_sigterm_mid_suite_keeps_the_finished_groups_and_stops_every_process(
          "--json", str(out)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, start_new_session=True)
     try:
-        first = poll("JSON of the first group", lambda: written(out))
-        assert first["state"] == "running"
+        stderr_line(suite, "bench: first_run ...")  # compute's row is on disk before it starts
+        first = written(out)
+        assert first is not None and first["state"] == "running"
         assert [(f["group"], f["outcome"]) for f in first["figures"]] == [("compute", "skipped")]
-        # the launcher, its zygote and nodes: a mesh that runs
-        tree = poll("first_run's mesh", lambda: (lambda t: t if len(t) >= 5 else None)(
-            descendants(suite.pid)))
-        assert any("launcher.cli" in command_line(p) for p in tree)
+        stderr_line(suite, "bench: first_run: d-psgd on ring20: round ")  # its mesh evaluates
+        tree = descendants(suite.pid)  # the launcher, its zygote and nodes
+        assert len(tree) >= 5 and any("launcher.cli" in command_line(p) for p in tree)
         suite.send_signal(signal.SIGTERM)
         stdout, stderr = suite.communicate(timeout=DEADLINE_S)
     finally:
@@ -81,5 +77,5 @@ def test_sigterm_mid_suite_keeps_the_finished_groups_and_stops_every_process(
         ("compute", "skipped"), ("first_run", "interrupted")]
     assert set(final["machine"]["group_seconds"]) == {"compute", "first_run"}
     assert not list(tmp_path.glob(".bench.json.*.tmp"))
-    # the suite waited for them to end, or SIGKILLed them, before it exited
-    poll("end of every process the suite started", lambda: not any(map(running, tree)), GONE_S)
+    # the suite waited for them to end, or SIGKILLed them and saw them end, before it exited
+    assert not [p for p in tree if running(p)]
