@@ -57,7 +57,7 @@ def sweep(file: str | Path | None = None, *, progress: bool = True, plots: bool 
     `topologies=`, `seeds=`, `grid=`, `settings=`, `out=`, ...); finished runs are skipped
     and interrupted ones resumed, so calling it again after an interrupt finishes the rest."""
     from launcher.errors import LaunchError as InputError
-    from launcher.sweep.runner import run_sweep
+    from launcher.sweep.grid import checked
     from launcher.sweep.spec import from_mapping, load_spec
 
     if (file is None) == (not spec):
@@ -65,4 +65,7 @@ def sweep(file: str | Path | None = None, *, progress: bool = True, plots: bool 
     parsed = load_spec(Path(file)) if file is not None else from_mapping(spec)
     if parsed.out is None:
         raise InputError("sweep: give `out`, the folder its runs go to")
-    return run_sweep(parsed, progress=progress, plots=plots)
+    sweep = checked(parsed)  # bad input is refused before the runner's imports
+    from launcher.sweep.runner import run_sweep
+
+    return run_sweep(sweep, progress=progress, plots=plots)

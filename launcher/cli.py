@@ -208,10 +208,13 @@ def slurm_cmd(output: Path, submit: bool, collector_host: str | None, quiet: boo
 def sweep_cmd(sweep_file: Path, quiet: bool, no_plots: bool) -> None:
     """Run a grid of meshes (protocols x topologies x config values x seeds) from one file,
     skipping finished runs and resuming interrupted ones; end with the report of them all."""
-    from launcher.sweep.runner import run_sweep
+    from launcher.sweep.grid import checked
     from launcher.sweep.spec import load_spec
 
-    result = run_sweep(load_spec(sweep_file), progress=not quiet, plots=not no_plots)
+    sweep = checked(load_spec(sweep_file))  # bad input is refused before the runner's imports
+    from launcher.sweep.runner import run_sweep
+
+    result = run_sweep(sweep, progress=not quiet, plots=not no_plots)
     sys.exit(result.exit_code)
 
 

@@ -155,3 +155,30 @@ def test_every_misspelt_key_is_refused_without_importing_torch() -> None:
         *(p.id for p in cases()), *topology_cases(), *(given for given, _ in BARE_KEYS)]
     assert [case for case, code, _ in replayed if code != 2] == []
     assert [case for case, _, torch in replayed if torch] == []
+
+
+# A sweep is checked before its runner is imported: the runner's progress, finishing and result
+# modules serve a sweep that runs, not one refused.
+SWEEP_REFUSED = """\
+import sys
+import dfl_mesh
+from launcher.cli import main
+sys.argv = ["dfl-launch", "sweep", {file!r}]
+try:
+    main()
+except SystemExit as exc:
+    print(exc.code, "launcher.sweep.runner" in sys.modules)
+try:
+    dfl_mesh.sweep({file!r})
+except dfl_mesh.InputError as exc:
+    print(str(exc).endswith("(did you mean hyper.lr?)"), "launcher.sweep.runner" in sys.modules)
+"""
+
+
+def test_a_refused_sweep_does_not_import_its_runner(tmp_path: Path) -> None:
+    code = SWEEP_REFUSED.format(file=sweep_file(tmp_path))
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout == "2 False\nTrue False\n", proc.stderr[-2000:]
+    assert not (tmp_path / "sweep").exists()

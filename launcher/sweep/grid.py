@@ -74,3 +74,19 @@ def check(points_: list[Point]) -> int:
             raise LaunchError(f"{point.label}: {exc}") from None
         largest = max(largest, len(topology.nodes))
     return largest
+
+
+@dataclass(frozen=True)
+class CheckedSweep:
+    """A sweep whose every run's inputs resolved (`check`): the CLI and `dfl_mesh.sweep` check
+    before they import the runner, whose progress, finishing and result modules a refused
+    sweep never needs (issue 45); `run_sweep` takes it as it is, checked once."""
+
+    spec: SweepSpec
+    points: list[Point]
+    largest: int  # the largest mesh's node count
+
+
+def checked(spec: SweepSpec) -> CheckedSweep:
+    grid = points(spec)
+    return CheckedSweep(spec, grid, check(grid))

@@ -26,7 +26,7 @@ from launcher.run.claim import finished, same_inputs
 from launcher.run.finish import EXIT_INTERRUPTED, EXIT_OK, stopped
 from launcher.run.progress import Display, RoundTable, emit
 from launcher.run.resume import recorded_inputs, slurm_inputs
-from launcher.sweep.grid import Point, check, points
+from launcher.sweep.grid import CheckedSweep, Point, checked
 from launcher.sweep.spec import SweepSpec
 
 if TYPE_CHECKING:
@@ -172,18 +172,18 @@ def run_in_worker(point: Point, plots: bool) -> int:
     return run_point(point, None, plots)
 
 
-def run_sweep(spec: SweepSpec, progress: bool = True, plots: bool = True,
+def run_sweep(sweep: SweepSpec | CheckedSweep, progress: bool = True, plots: bool = True,
               on_report: Callable[[str], None] = emit) -> SweepResult:
+    sweep = sweep if isinstance(sweep, CheckedSweep) else checked(sweep)
+    spec, grid = sweep.spec, sweep.points
     assert spec.out is not None
-    grid = points(spec)
-    largest = check(grid)
     for point in grid:
         check_owned(point)
     todo = [p for p in grid if not finished(p.run_dir)]
     for point in todo:
         check_resumable_here(point)
     result = SweepResult(spec.out, grid, skipped=len(grid) - len(todo))
-    at_once = meshes_at_once(spec, largest)
+    at_once = meshes_at_once(spec, sweep.largest)
     bar = SweepBar(len(grid), result.skipped, progress and interactive())
     try:
         if at_once <= 1:
