@@ -157,28 +157,45 @@ def test_every_misspelt_key_is_refused_without_importing_torch() -> None:
     assert [case for case, _, torch in replayed if torch] == []
 
 
-# A sweep is checked before its runner is imported: the runner's progress, finishing and result
-# modules serve a sweep that runs, not one refused.
-SWEEP_REFUSED = """\
+
+# What shows a run and ends it (its progress display, its finishing, a sweep's runner) serves a
+# run that starts, not one refused: none is imported before the checks.
+RUN_END = ("launcher.run.progress", "launcher.run.finish", "launcher.sweep.runner")
+REFUSED_EVERYWHERE = """\
 import sys
 import dfl_mesh
 from launcher.cli import main
-sys.argv = ["dfl-launch", "sweep", {file!r}]
+
+RUN_END = {run_end!r}
+
+
+def loaded():
+    return [name for name in RUN_END if name in sys.modules]
+
+
 try:
-    main()
-except SystemExit as exc:
-    print(exc.code, "launcher.sweep.runner" in sys.modules)
+    dfl_mesh.run("ring20", "d-psgd", out={out!r}, lrr=0.1)
+except dfl_mesh.InputError as exc:
+    print("run", str(exc).endswith("(did you mean hyper.lr?)"), loaded())
 try:
     dfl_mesh.sweep({file!r})
 except dfl_mesh.InputError as exc:
-    print(str(exc).endswith("(did you mean hyper.lr?)"), "launcher.sweep.runner" in sys.modules)
+    print("sweep", str(exc).endswith("(did you mean hyper.lr?)"), loaded())
+for argv in ({typo!r}, ["sweep", {file!r}]):
+    sys.argv = ["dfl-launch", *argv]
+    try:
+        main()
+    except SystemExit as exc:
+        print(argv[0], exc.code, loaded())
 """
 
 
-def test_a_refused_sweep_does_not_import_its_runner(tmp_path: Path) -> None:
-    code = SWEEP_REFUSED.format(file=sweep_file(tmp_path))
+def test_a_refusal_imports_nothing_that_shows_or_ends_a_run(tmp_path: Path) -> None:
+    code = REFUSED_EVERYWHERE.format(run_end=RUN_END, out=str(tmp_path / "run"),
+                                     file=sweep_file(tmp_path), typo=TYPO)
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout == "2 False\nTrue False\n", proc.stderr[-2000:]
-    assert not (tmp_path / "sweep").exists()
+    assert proc.stdout.splitlines() == ["run True []", "sweep True []", "--topology 2 []",
+                                        "sweep 2 []"], proc.stderr[-2000:]
+    assert not (tmp_path / "run").exists() and not (tmp_path / "sweep").exists()

@@ -9,7 +9,6 @@ once every node of the mesh is gone.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,7 @@ from launcher.config.options import ViewOptions
 from launcher.errors import LaunchError
 from launcher.launch import launch_one
 from launcher.run import directory
-from launcher.run.finish import EXIT_INTERRUPTED
-from launcher.run.progress import in_notebook
+from launcher.run.watched import interactive
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -30,11 +28,6 @@ class RunInterrupted(KeyboardInterrupt):
     def __init__(self, run_dir: Path) -> None:
         super().__init__(f"interrupted; completed evaluations kept in {run_dir}")
         self.run_dir = run_dir
-
-
-def interactive() -> bool:
-    """Whether a person watches: a terminal, or a Jupyter kernel (whose stdout is no tty)."""
-    return sys.stdout.isatty() or in_notebook()
 
 
 def run(topology: Any, protocol: Any, *, config: str | Path | None = None,
@@ -78,6 +71,8 @@ def view(progress: bool, plots: bool) -> ViewOptions:
 
 
 def finish(code: int, run_dir: Path) -> RunResult:
+    from launcher.run.finish import EXIT_INTERRUPTED  # a run's end: not before its checks
+
     if code == EXIT_INTERRUPTED:
         raise RunInterrupted(run_dir)
     return RunResult(run_dir)

@@ -11,7 +11,6 @@ directory, then the average and worst accuracy, or the failure and its node.
 
 from __future__ import annotations
 
-import builtins
 import json
 import os
 import queue
@@ -26,6 +25,7 @@ from typing import Any, TextIO
 from dfl_node.plan import RunPlan
 from dfl_node.runner.records import MetricsRecord
 from launcher.run.outcome import Outcome
+from launcher.run.watched import in_notebook
 from protocols.registry import protocol_spec
 
 TABLE_ROWS = 8
@@ -253,15 +253,6 @@ class Live(Display):
         self.live.stop()
         if self.table.records:
             self.console.print(self._render_table())
-
-
-def in_notebook() -> bool:
-    """A Jupyter kernel: its stdout is no terminal, yet a person watches (rich draws a widget)."""
-    if not hasattr(builtins, "get_ipython"):  # no IPython, no kernel: rich's answer, unimported
-        return False
-    from rich.console import Console
-
-    return Console().is_jupyter
 
 
 def open_display(quiet: bool, stream: TextIO | None = None) -> Display:

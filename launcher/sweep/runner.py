@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from dfl_node.plan import RunPlan
 from launcher.api.result import RunResult, frame
-from launcher.api.running import interactive
 from launcher.config.options import ViewOptions
 from launcher.errors import LaunchError
 from launcher.launch import launch_one
@@ -26,6 +25,7 @@ from launcher.run.claim import finished, same_inputs
 from launcher.run.finish import EXIT_INTERRUPTED, EXIT_OK, stopped
 from launcher.run.progress import Display, RoundTable, emit
 from launcher.run.resume import recorded_inputs, slurm_inputs
+from launcher.run.watched import interactive
 from launcher.sweep.grid import CheckedSweep, Point, checked
 from launcher.sweep.spec import SweepSpec
 
