@@ -199,3 +199,30 @@ def test_a_refusal_imports_nothing_that_shows_or_ends_a_run(tmp_path: Path) -> N
     assert proc.stdout.splitlines() == ["run True []", "sweep True []", "--topology 2 []",
                                         "sweep 2 []"], proc.stderr[-2000:]
     assert not (tmp_path / "run").exists() and not (tmp_path / "sweep").exists()
+
+
+ENTRY_SETTING = """
+import os
+import launcher.cli
+launcher.cli.main = lambda: print(os.environ.get("PYDANTIC_DISABLE_PLUGINS"))
+from launcher.entry import main
+main()
+"""
+
+
+@pytest.mark.parametrize(("users", "seen"), [(None, "__all__"), ("logfire", "logfire")])
+def test_dfl_launch_skips_pydantics_plugin_scan_unless_the_user_says(users: str | None,
+                                                                     seen: str) -> None:
+    """The command's entry sets pydantic's plugin switch before the command line loads (its
+    scan of every installed distribution is CPU paid before a refusal); a user's own setting
+    stands, and a program importing the launcher is not touched."""
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    if users is not None:
+        env["PYDANTIC_DISABLE_PLUGINS"] = users
+    proc = subprocess.run([sys.executable, "-c", ENTRY_SETTING], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == seen, proc.stderr[-2000:]
+    imported = subprocess.run([sys.executable, "-c", "import os, launcher.cli; "
+                               "print(os.environ.get('PYDANTIC_DISABLE_PLUGINS'))"],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert imported.stdout.strip() == str(users)
