@@ -70,7 +70,7 @@ class Case:
 
 
 def cases(work: Path) -> list[Case]:
-    launch = [sys.executable, "-m", "launcher.cli"]
+    launch = [sys.executable, "-m", "launcher.entry"]  # what the `dfl-launch` script runs
     sweep = work / "SWEEP.yaml"
     sweep.write_text(f"protocols: [d-psgd]\ntopologies: [ring20]\nsettings: {{lrr: 0.1}}\n"
                      f"out: {work / 'sweep'}\n")

@@ -17,3 +17,7 @@ def main() -> None:
     from launcher.cli import main as command_line
 
     command_line()
+
+
+if __name__ == "__main__":
+    main()

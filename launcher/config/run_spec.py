@@ -101,7 +101,7 @@ class RunOptions(BaseModel):
     same name (launcher/config/layers.py: option_layers); None: not given, the config decides.
     Declared in the order the record has always listed them."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     rounds: int | None = None
     seed: int | None = None
@@ -139,7 +139,8 @@ class RunSpec(BaseModel):
     as Python objects (None: none).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True,
+                              defer_build=True)
 
     topology: PathText | None = None
     protocol: str | None = None
