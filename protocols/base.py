@@ -4,15 +4,15 @@ a DeprecationWarning on every import."""
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
+from dfl_config.renamed import renamed_names
 
-def __getattr__(name: str) -> Any:
-    if name != "Protocol":
-        raise AttributeError(f"module 'protocols.base' has no attribute {name!r}")
-    warnings.warn("protocols.base.Protocol is deprecated: use protocols.sdk.ProtocolNode",
-                  DeprecationWarning, stacklevel=2)
+
+def _protocol_node() -> Any:
     from protocols.node_base import ProtocolNode
 
     return ProtocolNode
+
+
+__getattr__ = renamed_names(__name__, {"Protocol": ("protocols.sdk.ProtocolNode", _protocol_node)})

@@ -15,7 +15,6 @@ its omega = 8.37e-3).
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -24,6 +23,7 @@ from pydantic import ValidationError
 from dfl_config.errors import DflMeshError
 from dfl_config.plugins import Plugins, discover
 from dfl_config.problems import one_line, suggestion
+from dfl_config.renamed import renamed_names
 from dfl_config.section import Count, NonNegativeInt, Section
 
 if TYPE_CHECKING:
@@ -243,12 +243,6 @@ def check_fits(spec: dict[str, Any], input_shape: Sequence[int], classes: int) -
 
 
 if not TYPE_CHECKING:  # hidden from mypy, which would otherwise take any name of the module
-
-    def __getattr__(name: str) -> Any:
-        """`ModelSpec`, the old name of `ModelConfig` that model plugins import: still
-        resolved, with a DeprecationWarning on every import."""
-        if name != "ModelSpec":
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        warnings.warn(f"{__name__}.ModelSpec is deprecated: use ModelConfig",
-                      DeprecationWarning, stacklevel=2)
-        return ModelConfig
+    # `ModelSpec`, the old name of `ModelConfig` that model plugins import
+    __getattr__ = renamed_names(__name__, {"ModelSpec": (f"{__name__}.ModelConfig",
+                                                         lambda: ModelConfig)})

@@ -29,8 +29,10 @@ docs/extending/protocol.md walks through a protocol written with them.
 
 from __future__ import annotations
 
-import warnings
+from functools import partial
 from typing import TYPE_CHECKING, Any
+
+from dfl_config.renamed import renamed_names
 
 if TYPE_CHECKING:
     from dfl_node.comm.channel import Layout, Received
@@ -158,11 +160,7 @@ DEPRECATED = {"Protocol": "ProtocolNode", "ProtocolSpec": "ProtocolDeclaration",
               "ModelSpec": "ModelConfig"}
 
 
-def __getattr__(name: str) -> Any:
-    if name in DEPRECATED:
-        warnings.warn(f"protocols.sdk.{name} is deprecated: use protocols.sdk.{DEPRECATED[name]}",
-                      DeprecationWarning, stacklevel=2)
-        return __getattr__(DEPRECATED[name])
+def _current(name: str) -> Any:
     if name not in __all__:
         raise AttributeError(f"module 'protocols.sdk' has no attribute {name!r}")
     names = _spec_side()
@@ -170,6 +168,11 @@ def __getattr__(name: str) -> Any:
         names |= _node_side()
     globals().update(names)
     return names[name]
+
+
+__getattr__ = renamed_names(__name__, {old: (f"{__name__}.{new}", partial(_current, new))
+                                       for old, new in DEPRECATED.items()},
+                            otherwise=_current)
 
 
 def __dir__() -> list[str]:

@@ -4,22 +4,16 @@ old names still resolve, with a DeprecationWarning on every import."""
 
 from __future__ import annotations
 
-import warnings
-from typing import Any
+from functools import partial
+
+from dfl_config.renamed import renamed_names
+from protocols.toolkit import compressor_configs
 
 RENAMED = {"SparsifierSpec": "SparsifierConfig", "QuantizerSpec": "QuantizerConfig",
            "TopKSpec": "TopKConfig", "RandKSpec": "RandKConfig", "UniformSpec": "UniformConfig",
            "IdentitySpec": "IdentityConfig", "CompositeSpec": "CompositeConfig",
            "CompressorSpec": "CompressorConfig"}
 
-
-def __getattr__(name: str) -> Any:
-    if name not in RENAMED:
-        raise AttributeError(f"module 'protocols.toolkit.compressor_specs' has no attribute "
-                             f"{name!r}")
-    new = RENAMED[name]
-    warnings.warn(f"protocols.toolkit.compressor_specs.{name} is deprecated: use "
-                  f"protocols.toolkit.compressor_configs.{new}", DeprecationWarning, stacklevel=2)
-    from protocols.toolkit import compressor_configs
-
-    return getattr(compressor_configs, new)
+__getattr__ = renamed_names(__name__, {
+    old: (f"protocols.toolkit.compressor_configs.{new}", partial(getattr, compressor_configs, new))
+    for old, new in RENAMED.items()})
