@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import zmq
 
 from dfl_node.comm.rendezvous import RendezvousTimeout
 from dfl_node.learning.torch_settings import apply_runtime
@@ -58,6 +59,19 @@ def start_zmq_node(plan: RunPlan, node_id: int, out_dir: Path, curve: Curve | No
     the plan with them filled in."""
     apply_runtime(plan.hyper)
     share_one_arena()
+    # One ZeroMQ context for every socket of the node (mesh, records, pre-phase, discovery):
+    # one I/O thread and one reaper instead of one pair per socket owner. Destroyed last, so
+    # that it waits (each socket's linger) until what was queued is out before the node ends.
+    context = zmq.Context()
+    try:
+        run_sockets(plan, node_id, out_dir, curve, keep_records, context)
+    finally:
+        context.destroy()
+
+
+def run_sockets(plan: RunPlan, node_id: int, out_dir: Path, curve: Curve | None,
+                keep_records: bool, context: zmq.Context) -> None:
+    """`start_zmq_node`'s run, every socket in `context`."""
     given = plan  # the plan as loaded: the collector holds it without discovered addresses
     entry = plan.node(node_id)
     node_logger(node_id).info("node %d pid %d binds %s device %s", node_id, os.getpid(),
@@ -66,7 +80,8 @@ def start_zmq_node(plan: RunPlan, node_id: int, out_dir: Path, curve: Curve | No
 
     def learn_peers(bound: str) -> dict[int, str]:
         """A discover plan's node addresses, once this node listens (the plan with them on)."""
-        found.append(discover(plan, node_id, bound, plan.wire.rendezvous_seconds))
+        found.append(discover(plan, node_id, bound, plan.wire.rendezvous_seconds,
+                              context))
         return {j: found[0].node(j).address for j in plan.neighbors(node_id)}
 
     peers = {} if plan.discovery else {j: plan.node(j).address for j in plan.neighbors(node_id)}
@@ -75,13 +90,14 @@ def start_zmq_node(plan: RunPlan, node_id: int, out_dir: Path, curve: Curve | No
                              hwm=plan.wire.hwm, peer_messages=PEER_MESSAGES,
                              max_message_bytes=limits.max_frame_bytes, curve=curve,
                              heartbeat=Heartbeat.of(plan.wire, host_crowd(plan, entry.host)),
-                             discover=learn_peers if plan.discovery else None)
+                             discover=learn_peers if plan.discovery else None,
+                             context=context)
     plan = found[0] if found else plan
-    sink: RecordSink = ZmqRecordSink(given, node_id, curve=curve)
+    sink: RecordSink = ZmqRecordSink(given, node_id, curve=curve, context=context)
     if keep_records:
         sink = FileRecordSink(out_dir / "records" / f"node-{node_id}.jsonl", sink)
     prephase = (ZmqPrephaseChannel(node_id, plan.prephase.address, plan.prephase.max_bytes,
-                                   curve)
+                                   curve, context)
                 if plan.prephase else None)
     failed = True
     try:

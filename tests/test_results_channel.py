@@ -152,3 +152,21 @@ def test_collect_with_another_plan_refuses_in_one_line(tmp_path: Path, ports: li
     assert node.stderr.strip().splitlines()[-1] == (
         "dfl-node: node 0: the collector's plan differs in ['protocol']; refusing to send it "
         "results")
+
+
+def test_a_sink_in_the_nodes_context_leaves_that_context_to_its_owner(tmp_path: Path,
+                                                                      ports: list[int]) -> None:
+    """A node runs every socket in one ZeroMQ context (launcher/node_cli.py) and destroys it
+    last: a sink given that context closes its socket and leaves the context open, so the
+    node's other sockets go on and what they queued still goes out."""
+    plan = plan_of(tmp_path, ports, 1)
+    context = zmq.Context()
+    try:
+        sink = ZmqRecordSink(plan, 0, linger_ms=100, context=context)
+        with pytest.raises(NoCollector):
+            sink.close()
+        assert not context.closed
+        other = context.socket(zmq.DEALER)  # the context still makes sockets
+        other.close(linger=0)
+    finally:
+        context.destroy()

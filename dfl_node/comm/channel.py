@@ -531,7 +531,7 @@ def _wire_view(value: torch.Tensor | np.ndarray) -> np.ndarray:
     usual case), a copy otherwise (another device, a strided view)."""
     if isinstance(value, torch.Tensor):
         if value.device.type == "cpu" and value.is_contiguous():
-            return value.detach().numpy()
+            return (value.detach() if value.requires_grad else value).numpy()
         return value.detach().to("cpu", memory_format=torch.contiguous_format).numpy()
     if isinstance(value, np.ndarray):
         return np.ascontiguousarray(value)

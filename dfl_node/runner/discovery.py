@@ -81,15 +81,17 @@ def report(node_id: int, address: str) -> dict[str, Any]:
     return {"node": node_id, "address": address, "host": socket.gethostname()}
 
 
-def discover(plan: RunPlan, node_id: int, bound: str, timeout_s: float) -> RunPlan:
+def discover(plan: RunPlan, node_id: int, bound: str, timeout_s: float,
+             context: zmq.Context | None = None) -> RunPlan:
     """The plan with every node's address, once the directory has them all: this node, bound
     at `bound`, reports itself and waits up to `timeout_s` (the rendezvous deadline: nodes of
-    one job may start minutes apart)."""
+    one job may start minutes apart). `context`: the node's one ZeroMQ context, else its own."""
     if plan.discovery is None:
         raise DiscoveryError(f"node {node_id}: the plan has no discovery section (its nodes "
                              "have addresses)")
     directory = plan.discovery.address
-    context = zmq.Context()
+    own = context is None
+    context = zmq.Context() if context is None else context
     sock = context.socket(zmq.DEALER)
     try:
         sock.setsockopt(zmq.ROUTING_ID, routing_id(node_id))
@@ -106,5 +108,6 @@ def discover(plan: RunPlan, node_id: int, bound: str, timeout_s: float) -> RunPl
         raise DiscoveryError(f"node {node_id}: {exc}") from None
     finally:
         sock.close()
-        context.term()
+        if own:
+            context.term()
     return plan.with_addresses(table)

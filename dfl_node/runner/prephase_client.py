@@ -111,8 +111,10 @@ class ZmqPrephaseChannel:
     with `curve`, by our key: it is a CURVE client of the coordinator's key)."""
 
     def __init__(self, node_id: int, address: str, max_bytes: int,
-                 curve: Curve | None = None) -> None:
-        self._ctx = zmq.Context()
+                 curve: Curve | None = None, context: zmq.Context | None = None) -> None:
+        """`context`: the node's one ZeroMQ context (terminated by its owner), else its own."""
+        self._own_ctx = context is None
+        self._ctx = zmq.Context() if context is None else context
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.ROUTING_ID, routing_id(node_id))
         if curve is not None:
@@ -131,7 +133,8 @@ class ZmqPrephaseChannel:
 
     def close(self) -> None:
         self._sock.close()
-        self._ctx.term()
+        if self._own_ctx:
+            self._ctx.term()
 
 
 class InprocPrephaseHub:

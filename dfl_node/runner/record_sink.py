@@ -58,13 +58,15 @@ class ZmqRecordSink:
     a verdict still due, and raises NoCollector if none came: the records never left this
     node (a kept copy is in records/node-<id>.jsonl, FileRecordSink).
 
-    It owns its context so that `close()` can wait (up to the linger) until every queued record
-    is out: a launcher-forked node ends with os._exit, which would drop them otherwise. With
+    `close()` must see every queued record out (up to the linger) before the node ends: a
+    launcher-forked node ends with os._exit, which would drop them otherwise. Its own context
+    waits for that in `close()`; a node's shared `context` (one ZeroMQ context, hence one I/O
+    thread, per node) waits for it where its owner terminates it, after this close. With
     `curve` (--secure) it is a CURVE client of the collector's key.
     """
 
     def __init__(self, plan: RunPlan, node_id: int, linger_ms: int = 10_000,
-                 curve: Curve | None = None) -> None:
+                 curve: Curve | None = None, context: zmq.Context | None = None) -> None:
         self._key = results_key(plan)
         self._node = node_id
         self._address = plan.collector
@@ -74,7 +76,8 @@ class ZmqRecordSink:
         self._held: list[bytes] = []
         self._agreed = False
         self._refused = ""  # the one line of a differing verdict, once read
-        self._ctx = zmq.Context()
+        self._own_ctx = context is None
+        self._ctx = zmq.Context() if context is None else context
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, linger_ms)
         self._sock.setsockopt(zmq.MAXMSGSIZE, MAX_VERDICT_BYTES)
@@ -107,7 +110,8 @@ class ZmqRecordSink:
                         "record(s) were not sent")
         finally:
             self._sock.close()
-            self._ctx.term()
+            if self._own_ctx:
+                self._ctx.term()
 
     def _sealed(self, kind: int, record: dict[str, Any]) -> bytes:
         """The record sealed; a ValueError for one the collector's socket would drop unread."""

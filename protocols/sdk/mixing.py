@@ -19,13 +19,16 @@ def mix(weights: Mapping[int, float], me: int, mine: Mapping[str, torch.Tensor],
 
     A neighbour whose message is missing (it died this round) counts with this node's own
     tensor, so the row still sums to one."""
+    # The row's order and each term's source are the same for every tensor: found once per
+    # call, not once per tensor (this runs every round of every gossip protocol).
+    row = [(weights[j], theirs[j] if j != me and j in theirs else None) for j in sorted(weights)]
     out: dict[str, torch.Tensor] = {}
     with torch.no_grad():
         for name, own in mine.items():
             acc = torch.zeros_like(own)
-            for j in sorted(weights):
-                x = theirs[j][name].to(own.device) if j != me and j in theirs else own
-                acc.add_(x, alpha=weights[j])
+            for w, source in row:
+                x = own if source is None else source[name]
+                acc.add_(x if x.device == own.device else x.to(own.device), alpha=w)
             out[name] = acc
     return out
 
