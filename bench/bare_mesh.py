@@ -14,11 +14,11 @@ framework costs.
 What a node does, and nothing more: it is forked from this process after `import torch, zmq`
 (as dfl-mesh's nodes are forked from its zygote), sets torch to one thread, and each round takes
 one bare SGD step (index a batch of 8 of 1024 random samples, forward, cross-entropy, backward,
-w -= lr g) on parameters that are views of one flat float32 vector; sends that vector, copied
-once, as one frame with an 8-byte header (round, sender) to each neighbour over a pyzmq PUSH
-socket on loopback; receives each neighbour's vector on its PULL socket straight into a
-two-round inbox (a neighbour is at most one round ahead: it needs this node's message to end
-its round); and mixes sum_j W_ij w_j over its row of the plan's Metropolis weights, j
+w -= lr g) on parameters that are views of one flat float32 vector; sends that vector in
+place (zero-copy) as one frame with an 8-byte header (round, sender) to each neighbour over a
+pyzmq PUSH socket on loopback; keeps each neighbour's frame from its PULL socket, in place, in
+an inbox keyed by round (a neighbour is at most one round ahead: it needs this node's message
+to end its round); and mixes sum_j W_ij w_j over its row of the plan's Metropolis weights, j
 ascending from zeros, as protocols/sdk/mixing.py does, into the vector in one copy. The
 weights are the ones dfl-mesh's D-PSGD mixes with on the same graph
 (topologies/mixing.py, what the launcher's planner writes). It has no real data, evaluation,
@@ -138,36 +138,39 @@ def _node(node: int, row: dict[int, float], spec: dict[str, Any], rounds: int,
 def rounds_of(node: int, row: dict[int, float], spec: dict[str, Any], rounds: int,
               pull: zmq.Socket[bytes], pushes: list[zmq.Socket[bytes]],
               ) -> tuple[list[float], list[float]]:
-    """The node's rounds: wall and CPU seconds (every thread of the process) of each."""
+    """The node's rounds: wall and CPU seconds (every thread of the process) of each. The
+    vector is sent in place (ZeroMQ reads it; the mix waits until it has, before writing it)
+    and a received frame is mixed in place, so no byte is copied in Python: a reference that
+    copied would lose to dfl-mesh's zero-copy exchange on the CNN."""
     model = build_model(spec, INPUT, CLASSES, seed=0)
     flat = flat_parameters(model)
     step = sgd_step(model, node)
     peers = [j for j in sorted(row) if j != node]
-    inbox = [{j: torch.empty_like(flat) for j in peers} for _ in range(2)]
-    arrived: set[tuple[int, int]] = set()
+    inbox: dict[tuple[int, int], torch.Tensor] = {}  # (round, sender) -> its vector
     size = flat.numel() * flat.element_size()
     seconds, cpu = [], []
     for r in range(rounds):
         began, cpu_began = time.perf_counter(), time.process_time()
         step()
-        payload = flat.numpy().tobytes()
-        for push in pushes:
-            push.send_multipart([HEADER.pack(r, node), payload], copy=False)
-        while any((r, j) not in arrived for j in peers):
-            sent_round, sender = HEADER.unpack(pull.recv())
+        sent = [push.send_multipart([HEADER.pack(r, node), flat.numpy()], copy=False,
+                                    track=True) for push in pushes]
+        while any((r, j) not in inbox for j in peers):
+            header, body = pull.recv_multipart(copy=False)
+            sent_round, sender = HEADER.unpack(header.bytes)
             if sender not in row or sender == node or sent_round not in (r, r + 1) \
-                    or (sent_round, sender) in arrived or not pull.getsockopt(zmq.RCVMORE):
+                    or (sent_round, sender) in inbox:
                 raise RuntimeError(f"node {node} in round {r}: unexpected message of round "
                                    f"{sent_round} from {sender}")
-            if pull.recv_into(inbox[sent_round % 2][sender].numpy()) != size:
+            if len(body) != size:
                 raise RuntimeError(f"node {node}: a message from {sender} is not {size} bytes")
-            arrived.add((sent_round, sender))
+            inbox[(sent_round, sender)] = torch.frombuffer(body, dtype=flat.dtype)
         with torch.no_grad():
             acc = torch.zeros_like(flat)
             for j in sorted(row):
-                acc.add_(flat if j == node else inbox[r % 2][j], alpha=row[j])
+                acc.add_(flat if j == node else inbox.pop((r, j)), alpha=row[j])
+            for tracker in sent:
+                tracker.wait()
             flat.copy_(acc)
-        arrived.difference_update((r, j) for j in peers)
         seconds.append(time.perf_counter() - began)
         cpu.append(time.process_time() - cpu_began)
     return seconds, cpu
