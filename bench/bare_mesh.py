@@ -152,7 +152,7 @@ def rounds_of(node: int, row: dict[int, float], spec: dict[str, Any], rounds: in
     for r in range(rounds):
         began, cpu_began = time.perf_counter(), time.process_time()
         step()
-        sent = [push.send_multipart([HEADER.pack(r, node), flat.numpy()], copy=False,
+        sent = [push.send_multipart([HEADER.pack(r, node), flat.numpy().data], copy=False,
                                     track=True) for push in pushes]
         while any((r, j) not in inbox for j in peers):
             header, body = pull.recv_multipart(copy=False)
@@ -169,6 +169,7 @@ def rounds_of(node: int, row: dict[int, float], spec: dict[str, Any], rounds: in
             for j in sorted(row):
                 acc.add_(flat if j == node else inbox.pop((r, j)), alpha=row[j])
             for tracker in sent:
+                assert tracker is not None  # track=True gives one
                 tracker.wait()
             flat.copy_(acc)
         seconds.append(time.perf_counter() - began)

@@ -92,7 +92,7 @@ class Sizes:
 
 QUICK = Mode(reps=2, rounds=0, note="quick: 2 interleaved repetitions")
 FULL = Mode(reps=4, rounds=0, note="full: 4 interleaved repetitions")
-QUICK_SIZES = Sizes({"MLP": 60, "CNN": 10}, {"MLP": 400, "CNN": 40}, ("MLP",))
+QUICK_SIZES = Sizes({"MLP": 60, "CNN": 6}, {"MLP": 400, "CNN": 40}, ("MLP",))
 FULL_SIZES = Sizes({"MLP": 150, "CNN": 25}, {"MLP": 1000, "CNN": 100}, ("MLP", "CNN"))
 
 
