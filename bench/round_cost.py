@@ -1,38 +1,43 @@
-"""Round cost: a real round of learning beside the floor the machine sets for the same work.
+"""Round cost: a real round of learning beside the bare mesh doing the same work, in the same run.
 
 `python -m bench.round_cost [--full]` runs D-PSGD (adapt-then-combine, one SGD step of batch 8
 per round, IID Fashion-MNIST, one torch thread per node, no checkpoints, evaluation only at the
 end) with the MLP (784-64-10, 50,890 parameters) and the DMFL-SQ CNN (1,630,090), one process
-per node over ZeroMQ, on ring20 and on ER(50, 0.1), and measures in the same run:
+per node over ZeroMQ, on ring20 and on ER(50, 0.1), and beside each of these four the bare mesh
+(bench/bare_mesh.py): one process per node of the same graph, forked after `import torch, zmq`,
+each round one bare SGD step on a flat parameter vector, that vector to every neighbour over
+pyzmq PUSH/PULL and the neighbours' mixed in with the same Metropolis weights, and nothing
+else. The two run in turn (bench/figures.py: interleaved repetitions), so each pair sees the
+same minute of a shared machine. For both, alike:
 
-- the real round: the nodes' steady wall seconds per round (`summary.json` `round_seconds`,
-  rounds after the first) and their CPU seconds per round (`round_cpu_seconds`: every thread
-  of the node's process, so ZeroMQ's I/O thread and the kernel's share count too);
-- the floor: each node's round work timed in this one process with nothing around it: the
-  local step (bare torch: index the batch, forward, cross-entropy, backward, w -= lr g), the
-  mixing arithmetic (sum_j W_ij w_j over the node's degree, into the parameters), and the bytes
-  the mesh moves per round at raw pyzmq speed (DEALER->ROUTER between two fresh processes at
-  the model's message size, measured in turn with the mesh runs). Compute scales to nodes over
-  cores: floor = nodes * (step + mix) / min(cores, nodes) + mesh bytes / raw throughput, since
-  raw pyzmq already uses the machine's cores on both ends;
-- the framework's CPU per node-round: the node's CPU per round minus its floor work (step, mix,
-  and its sent bytes at raw pyzmq's CPU per byte, both ends counted), i.e. what encoding,
-  decoding, validation, ledgers, the clock, records and Python dispatch cost;
-- where that goes: one more run profiles node 0's rounds under cProfile on the thread's CPU
-  clock (`DFL_MESH_PROFILE_CLOCK=cpu`) and splits them into buckets. cProfile slows Python
-  code far more than torch kernels, so the shares overstate the Python parts; the framework
-  CPU above is the unprofiled figure.
+- steady seconds per round: the median over rounds after the first (which also waits for the
+  slowest node's start) of the mean over nodes of each round's wall seconds (dfl-mesh:
+  `summary.json` `round_seconds`; the bare mesh prints the same), and rounds/s its inverse;
+- CPU per node-round, summarised the same way (`round_cpu_seconds`: every thread of the node's
+  process from the round's start to its end, so ZeroMQ's I/O thread and the kernel's share on
+  the process's behalf count);
+- PSS per node, the largest node read over the run: /proc/PID/smaps_rollup of one node every
+  half second, in turn, while every node is alive (bench/startup.py's Memory). One read costs
+  a torch process about 15 ms of CPU (it walks every mapping), so the timed runs read few.
 
-The floor leaves out what it costs the OS to share few cores among many processes: context
-switches, wake-ups on every message, caches refilled after each. No framework can avoid that,
-so on ring20 a bare mesh runs in turn with the others: one process per node, each round one bare
-SGD step (the floor's), the flat parameters to both neighbours over pyzmq PUSH/PULL, theirs
-received and mixed as the floor mixes, timed like the nodes' rounds. Its round over the floor
-is what this machine allows any mesh; the framework's round over the bare one, and its CPU per
-node-round minus the bare one's, are what the framework itself costs.
+The figures are dfl-mesh's over the bare mesh's: its round over the bare round, and the
+framework's CPU per node-round, dfl-mesh's minus the bare mesh's. The goals (ROUND_GOALS,
+FRAMEWORK_CPU_GOALS_MS) hold on ring20; ER(50, 0.1) is measured against its own bare mesh with
+no goal.
 
-Goals (ring20): round / floor <= 1.3 (MLP) and <= 1.15 (CNN); framework CPU <= 1 ms per
-node-round (MLP).
+Beside them, as context: the floor, each node's round work timed in this one process with
+nothing around it (the bare step, the mixing sum over the node's degree, and the mesh's bytes at
+raw pyzmq DEALER->ROUTER speed between two fresh processes, measured in turn with the meshes):
+floor = nodes * (step + mix) / min(cores, nodes) + mesh bytes / raw throughput. It leaves out
+what the operating system charges many processes sharing few cores, which the bare mesh pays:
+the bare round over the floor is that charge, and a node's CPU minus its floor work (step, mix,
+its bytes at raw pyzmq's CPU per byte; this group's framework figure before the bare mesh
+became the reference) is the framework's share plus that charge.
+
+Where the framework's share goes: one more run profiles node 0's rounds under cProfile on the
+thread's CPU clock (`DFL_MESH_PROFILE_CLOCK=cpu`) and splits them into buckets, for the MLP on
+ring20 (with --full for the CNN too). cProfile slows Python code far more than torch kernels,
+so the shares overstate the Python parts; the CPU figures above are unprofiled.
 """
 
 from __future__ import annotations
@@ -42,52 +47,53 @@ import multiprocessing
 import os
 import pstats
 import statistics
-import struct
+import sys
 import tempfile
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 import torch
 import zmq
-from torch.nn import functional as F
 
+from bench import bare_mesh
+from bench.bare_mesh import CLASSES, INPUT, sgd_step
 from bench.figures import Figure, Mode, compare, interleaved, median, module_main
 from bench.launch import ROOT, launch, require_data
 from bench.overhead import er50
+from bench.startup import Memory, Tree, machine, run, watch
 from dfl_node.learning.models import build_model
 
-INPUT = (1, 28, 28)  # one Fashion-MNIST sample
-CLASSES = 10
-BATCH = 8
-LR = 0.1
 MODELS: dict[str, dict[str, Any]] = {"MLP": {"name": "mlp", "hidden": [64]},
                                      "CNN": {"name": "dmflsq-cnn"}}
-GOALS = {"MLP": 1.3, "CNN": 1.15}
-FRAMEWORK_GOAL_MS = 1.0  # MLP, per node-round
+GOAL_TOPOLOGY = "ring20"  # the graph the goals hold on
+ROUND_GOALS = {"MLP": 1.15, "CNN": 1.05}  # dfl-mesh round / bare-mesh round
+FRAMEWORK_CPU_GOALS_MS = {"MLP": 0.3}  # dfl-mesh minus bare-mesh CPU per node-round
+# PSS read in the timed runs: a read of /proc/PID/smaps_rollup costs a torch process's mesh
+# about 15 ms of CPU (it walks every mapping), so one node per half second, in turn
+PSS_NODES_PER_SAMPLE = 1
+PSS_EVERY_S = 0.5
 RAW_BYTES = 64 << 20  # bytes per raw throughput sample
 PROFILE_NODE = 0
-RING = "ring20"  # the topology the bare mesh is measured on
-RING_NODES = 20
-BARE_TIMEOUT_S = 600.0  # a whole bare run, start to stop
 
 
 @dataclass(frozen=True)
 class Sizes:
-    """How long each run is, per model: rounds of the mesh and steps of the floor."""
+    """How long each run is, per model: rounds of the meshes and steps of the floor; and
+    which models' ring20 runs are profiled."""
 
     rounds: dict[str, int]
     floor_steps: dict[str, int]
+    profiled: tuple[str, ...]
 
 
 QUICK = Mode(reps=2, rounds=0, note="quick: 2 interleaved repetitions")
 FULL = Mode(reps=4, rounds=0, note="full: 4 interleaved repetitions")
-QUICK_SIZES = Sizes({"MLP": 60, "CNN": 10}, {"MLP": 400, "CNN": 40})
-FULL_SIZES = Sizes({"MLP": 150, "CNN": 25}, {"MLP": 1000, "CNN": 100})
+QUICK_SIZES = Sizes({"MLP": 60, "CNN": 6}, {"MLP": 400, "CNN": 40}, ("MLP",))
+FULL_SIZES = Sizes({"MLP": 150, "CNN": 25}, {"MLP": 1000, "CNN": 100}, ("MLP", "CNN"))
 
 
 # --- the floor, in this one process ---------------------------------------------------------
@@ -103,27 +109,8 @@ def single_thread(fn: Callable[[], float]) -> float:
 
 
 def step_seconds(spec: dict[str, Any], steps: int) -> float:
-    """Median seconds of one bare SGD step on a random batch of BATCH samples."""
+    """Median seconds of one bare SGD step on a random batch (the bare mesh's step)."""
     return timed(sgd_step(build_model(spec, INPUT, CLASSES, seed=0), 0), steps)
-
-
-def sgd_step(model: torch.nn.Module, seed: int) -> Callable[[], None]:
-    """One bare SGD step (index the batch, forward, cross-entropy, backward, w -= lr g) on
-    random data: the floor's step and the bare mesh's."""
-    data = torch.rand(1024, *INPUT)
-    labels = torch.randint(0, CLASSES, (1024,))
-    params = list(model.parameters())
-    gen = torch.Generator().manual_seed(seed)
-
-    def step() -> None:
-        idx = torch.randint(0, 1024, (BATCH,), generator=gen)
-        model.zero_grad(set_to_none=False)
-        F.cross_entropy(model(data[idx]), labels[idx]).backward()
-        with torch.no_grad():
-            for p in params:
-                p.sub_(p.grad, alpha=LR)  # type: ignore[arg-type]
-
-    return step
 
 
 def mix_seconds(spec: dict[str, Any], degree: int, steps: int) -> float:
@@ -210,209 +197,107 @@ def raw_zmq(message_bytes: int) -> Raw:
     return Raw(count * message_bytes / seconds, cpu / (count * message_bytes))
 
 
-# --- the bare mesh: the same rounds with no framework -----------------------------------------
-
-HEADER = struct.Struct("<II")  # round, sender
-
-
-def flat_parameters(model: torch.nn.Module) -> torch.Tensor:
-    """The model's parameters copied into one flat tensor and made views of it, so a step
-    updates the vector that is sent and the mix writes the parameters in one copy."""
-    params = list(model.parameters())
-    flat = torch.cat([p.detach().reshape(-1) for p in params])
-    offset = 0
-    for p in params:
-        p.data = flat[offset:offset + p.numel()].view_as(p)
-        offset += p.numel()
-    return flat
-
-
-def _bare_node(node: int, nodes: int, spec: dict[str, Any], rounds: int,
-               link: Connection) -> None:
-    """One node of the bare mesh: bind, trade endpoints with the parent, run the rounds, send
-    the per-round seconds and CPU, and wait for the parent's stop before closing, so that no
-    neighbour still waits for a message in flight. Each message to the parent is ("ok",
-    value) or ("failed", traceback)."""
-    torch.set_num_threads(1)
-    ctx = zmq.Context()
-    try:
-        pull = ctx.socket(zmq.PULL)
-        pull.bind("tcp://127.0.0.1:*")
-        link.send(("ok", pull.getsockopt_string(zmq.LAST_ENDPOINT)))
-        endpoints: list[str] = link.recv()
-        neighbours = [(node - 1) % nodes, (node + 1) % nodes]
-        pushes = []
-        for peer in neighbours:
-            push = ctx.socket(zmq.PUSH)
-            push.connect(endpoints[peer])
-            pushes.append(push)
-        link.send(("ok", bare_rounds(node, neighbours, spec, rounds, pull, pushes)))
-        link.recv()
-    except Exception:
-        link.send(("failed", traceback.format_exc()))
-    finally:
-        ctx.destroy(linger=0)
-
-
-def bare_rounds(node: int, neighbours: list[int], spec: dict[str, Any], rounds: int,
-                pull: zmq.Socket[bytes], pushes: list[zmq.Socket[bytes]],
-                ) -> tuple[list[float], list[float]]:
-    """The node's rounds: wall and CPU seconds of each. A neighbour is at most one round
-    ahead (it needs this node's message to finish a round), so a message of the next round
-    waits in the other half of a two-round inbox; mixing takes self, then the neighbours in
-    a fixed order, as the floor's mix does."""
-    model = build_model(spec, INPUT, CLASSES, seed=0)
-    flat = flat_parameters(model)
-    step = sgd_step(model, node)
-    slots = {peer: slot for slot, peer in enumerate(neighbours)}
-    inbox = [[torch.empty_like(flat) for _ in neighbours] for _ in range(2)]
-    arrived: set[tuple[int, int]] = set()
-    size = flat.numel() * flat.element_size()
-    weight = 1.0 / (len(neighbours) + 1)
-    seconds, cpu = [], []
-    for r in range(rounds):
-        began, cpu_began = time.perf_counter(), time.process_time()
-        step()
-        payload = flat.numpy().tobytes()
-        for push in pushes:
-            push.send_multipart([HEADER.pack(r, node), payload], copy=False)
-        while any((r, slot) not in arrived for slot in slots.values()):
-            sent_round, sender = HEADER.unpack(pull.recv())
-            slot = slots[sender]
-            if sent_round not in (r, r + 1) or (sent_round, slot) in arrived \
-                    or not pull.getsockopt(zmq.RCVMORE):
-                raise RuntimeError(f"node {node} in round {r}: unexpected message of round "
-                                   f"{sent_round} from {sender}")
-            if pull.recv_into(inbox[sent_round % 2][slot].numpy()) != size:
-                raise RuntimeError(f"node {node}: a message from {sender} is not {size} bytes")
-            arrived.add((sent_round, slot))
-        with torch.no_grad():
-            acc = torch.zeros_like(flat)
-            acc.add_(flat, alpha=weight)
-            for slot in range(len(neighbours)):
-                acc.add_(inbox[r % 2][slot], alpha=weight)
-                arrived.remove((r, slot))
-            flat.copy_(acc)
-        seconds.append(time.perf_counter() - began)
-        cpu.append(time.process_time() - cpu_began)
-    return seconds, cpu
-
-
-def _from_node(node: int, link: Connection, proc: multiprocessing.process.BaseProcess,
-               deadline: float) -> Any:
-    """The node's next message; an error if it sent one, died or the run's time ran out."""
-    wait([link, proc.sentinel], max(deadline - time.monotonic(), 0.0))
-    if link.poll():
-        outcome, value = link.recv()
-        if outcome != "ok":
-            raise RuntimeError(f"bare mesh node {node} failed:\n{value}")
-        return value
-    if not proc.is_alive():
-        raise RuntimeError(f"bare mesh node {node} died (exit code {proc.exitcode})")
-    raise TimeoutError(f"bare mesh node {node}: no answer within {BARE_TIMEOUT_S:g} s")
-
-
-def bare_mesh(model: str, nodes: int, rounds: int) -> tuple[float, float]:
-    """A ring of `nodes` bare processes for `rounds` rounds: (seconds per round, CPU seconds
-    per node-round), each the mean over nodes per round, then the median over rounds after
-    the first, as the nodes' `round_seconds` and `round_cpu_seconds` are summarised."""
-    if nodes < 3:
-        raise ValueError(f"a bare ring needs 3 nodes or more, not {nodes}")
-    fork = multiprocessing.get_context("fork")
-    deadline = time.monotonic() + BARE_TIMEOUT_S
-    links: list[Connection] = []
-    procs: list[multiprocessing.process.BaseProcess] = []
-    stopped = False
-    try:
-        for node in range(nodes):
-            here, there = fork.Pipe()
-            links.append(here)
-            procs.append(fork.Process(target=_bare_node, daemon=True,
-                                      args=(node, nodes, MODELS[model], rounds, there)))
-            procs[-1].start()
-            there.close()
-        endpoints = [_from_node(i, links[i], procs[i], deadline) for i in range(nodes)]
-        for link in links:
-            link.send(endpoints)
-        results = [_from_node(i, links[i], procs[i], deadline) for i in range(nodes)]
-        for link in links:
-            link.send("stop")
-        stopped = True
-    finally:
-        for proc in procs:
-            if stopped:
-                proc.join(10)
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(5)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-        for link in links:
-            link.close()
-    per_round = [statistics.mean(run[0][r] for run in results) for r in range(1, rounds)]
-    cpu = [statistics.mean(run[1][r] for run in results) for r in range(1, rounds)]
-    return statistics.median(per_round), statistics.median(cpu)
-
+# --- the two systems on one graph --------------------------------------------------------------
 
 @dataclass
-class Bare:
-    """The bare mesh's samples: seconds per round and CPU seconds per node-round, per run."""
+class Side:
+    """One system's runs on one graph: per run, steady seconds per round, CPU seconds per
+    node-round, and the largest PSS of a node (MB) with how many nodes were read."""
 
     seconds: list[float] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
+    pss_mb: list[float] = field(default_factory=list)
+    nodes_read: list[int] = field(default_factory=list)
+
+    def add(self, summary: dict[str, Any], memory: Memory) -> float:
+        self.seconds.append(steady(summary["round_seconds"]))
+        self.cpu.append(steady(summary["round_cpu_seconds"]))
+        self.pss_mb.append(memory.node_mb)
+        self.nodes_read.append(len(memory.node_peak_mb))
+        return self.seconds[-1]
 
 
-# --- the mesh, from its own records ------------------------------------------------------------
+def steady(per_round: dict[str, float]) -> float:
+    """Median over rounds after the first (which also waits for the slowest node's start)."""
+    return statistics.median(v for r, v in per_round.items() if r != "0")
+
 
 @dataclass
-class Mesh:
-    """One model on one topology; `__call__` is one run, returning its seconds per round."""
+class Pair:
+    """dfl-mesh and the bare mesh on one graph with one model; `mesh()` and `bare()` are one
+    run each, returning its seconds per round."""
 
     model: str
     topology: Path
     rounds: int
     workdir: Path
-    cpu: list[float] = field(default_factory=list)  # per run: CPU seconds per node-round
-    runs: int = 0
+    rows: dict[str, dict[str, float]]  # the bare mesh's plan: node -> its Metropolis row
+    dfl: Side = field(default_factory=Side)
+    bare_side: Side = field(default_factory=Side)
+
+    @classmethod
+    def of(cls, model: str, topology: Path, rounds: int, workdir: Path) -> Pair:
+        plan = bare_mesh.write_plan(workdir / f"{model}-{topology.stem}-bare.json",
+                                    MODELS[model], topology, rounds)
+        return cls(model, topology, rounds, workdir, json.loads(plan.read_text())["rows"])
 
     @property
     def name(self) -> str:
         return f"{self.model} {self.topology.stem}"
 
-    def degrees(self) -> list[int]:
-        plan = json.loads((self.workdir / f"{self.key}-1" / "plan.json").read_text())
-        edges = plan["topology"]["edges"]
-        return [sum(1 for e in edges if node["id"] in e) for node in plan["nodes"]]
-
     @property
     def key(self) -> str:
         return f"{self.model}-{self.topology.stem}"
 
-    def __call__(self, extra_env: dict[str, str] | None = None, tag: str = "") -> float:
-        self.runs += 1
-        run_dir = self.workdir / f"{self.key}{tag}-{self.runs}"
-        summary = launch(options(self.model, self.topology, self.rounds), run_dir,
-                         f"bench.round_cost: {self.name}", extra_env)
-        self.cpu.append(steady(summary["round_cpu_seconds"]))
-        return steady(summary["round_seconds"])
+    @property
+    def nodes(self) -> int:
+        return len(self.rows)
+
+    @property
+    def degrees(self) -> list[int]:
+        return [len(row) - 1 for row in self.rows.values()]
+
+    @property
+    def has_goals(self) -> bool:
+        return self.topology.stem == GOAL_TOPOLOGY
+
+    def memory(self, tree_of: Callable[[int], Tree]) -> Memory:
+        """The nodes' PSS, read in a timed run without the launcher's side."""
+        return Memory(self.nodes, tree_of, PSS_NODES_PER_SAMPLE, side=False, every_s=PSS_EVERY_S)
+
+    def mesh(self) -> float:
+        run_dir = self.workdir / f"{self.key}-{len(self.dfl.seconds)}"
+        memory = self.memory(Tree.of)
+        done = run(options(self.model, self.topology, self.rounds), run_dir, memory)
+        if done.error:
+            raise SystemExit(f"bench.round_cost: {self.name} failed: {done.error}")
+        return self.dfl.add(done.summary, memory)
+
+    def bare(self) -> float:
+        stem = self.workdir / f"{self.key}-bare-{len(self.bare_side.seconds)}"
+        out = stem.with_suffix(".json")
+        memory = self.memory(Tree.flat)
+        with out.open("wb") as sink:
+            code = watch([sys.executable, "-m", "bench.bare_mesh",
+                          str(self.workdir / f"{self.key}-bare.json")],
+                         stem.with_suffix(".stderr"), sink, memory)
+        if code != 0:
+            lines = stem.with_suffix(".stderr").read_text(errors="replace").strip().splitlines()
+            raise SystemExit(f"bench.round_cost: the bare mesh, {self.name}, failed (exit "
+                             f"{code}): {' | '.join(lines[-4:])}")
+        return self.bare_side.add(json.loads(out.read_text()), memory)
 
 
 def options(model: str, topology: Path, rounds: int) -> list[str]:
     spec = json.dumps(MODELS[model])
     return ["--topology", str(topology), "--protocol", "d-psgd", "--rounds", str(rounds),
             "--eval-every", str(rounds), "--dataset", "fmnist", "--partition", "iid",
-            "--set", "local_steps=1", "--set", f"batch_size={BATCH}", "--set", "form=atc",
-            "--set", f"lr={LR}", "--set", f"model={spec}", "--set", "checkpoint_every=0",
-            "--set", "torch_threads=1", "--set", "eval_size=256",
+            "--set", "local_steps=1", "--set", f"batch_size={bare_mesh.BATCH}",
+            "--set", "form=atc", "--set", f"lr={bare_mesh.LR}", "--set", f"model={spec}",
+            "--set", "checkpoint_every=0", "--set", "torch_threads=1", "--set", "eval_size=256",
             # 50 CNN nodes on 2 shared cores can starve a node for seconds; liveness is not
             # what this group measures
             "--set", "wire.deadline_s=120"]
-
-
-def steady(per_round: dict[str, float]) -> float:
-    """Median over rounds after the first (which also waits for the slowest node's start)."""
-    return statistics.median(v for r, v in per_round.items() if r != "0")
 
 
 # --- where a node's round CPU goes ---------------------------------------------------------------
@@ -479,7 +364,7 @@ def figures(quick: bool) -> list[Figure]:
     found: list[Figure] = []
     with tempfile.TemporaryDirectory(prefix="dfl-bench-round-cost-") as tmp:
         work = Path(tmp)
-        topologies = [ROOT / "topologies" / "ring20.yaml", er50(work)]
+        topologies = [ROOT / "topologies" / f"{GOAL_TOPOLOGY}.yaml", er50(work)]
         for model in MODELS:
             found += model_figures(model, topologies, sizes, mode, work)
     return found
@@ -487,123 +372,104 @@ def figures(quick: bool) -> list[Figure]:
 
 def model_figures(model: str, topologies: list[Path], sizes: Sizes, mode: Mode,
                   work: Path) -> list[Figure]:
-    """One model's meshes, interleaved with raw pyzmq at its message size and, with ring20,
-    the bare mesh; then the floor."""
-    meshes = [Mesh(model, t, sizes.rounds[model], work) for t in topologies]
+    """One model's meshes, each beside its bare mesh, interleaved with raw pyzmq at its
+    message size; then the floor."""
+    pairs = [Pair.of(model, t, sizes.rounds[model], work) for t in topologies]
     raws: list[Raw] = []
     message = param_bytes(MODELS[model])
-    bare = Bare()
 
     def raw_sample() -> float:
         raws.append(raw_zmq(message))
         return raws[-1].throughput
 
-    def bare_sample() -> float:
-        seconds, cpu = bare_mesh(model, RING_NODES, sizes.rounds[model])
-        bare.cpu.append(cpu)
-        return seconds
-
     runs: dict[str, Callable[[], float]] = {"raw": raw_sample}
-    runs.update({m.name: m for m in meshes})
-    if any(m.topology.stem == RING for m in meshes):
-        runs["bare"] = bare_sample
+    for pair in pairs:
+        runs.update({pair.name: pair.mesh, f"bare {pair.name}": pair.bare})
     samples = interleaved(runs, mode.reps)
     raw = Raw(median(samples["raw"]), median([r.cpu_per_byte for r in raws]))
-    bare.seconds = samples.get("bare", [])
-    profiled = profile(meshes[0], work)
     found = []
-    for mesh in meshes:
-        degrees = mesh.degrees()
-        floor = floor_of(model, degrees, sizes.floor_steps[model])
-        ring = mesh.topology.stem == RING
-        found.append(figure(mesh, degrees, floor, raw, samples[mesh.name], mode,
-                            profiled if mesh is meshes[0] else {}, bare if ring else None))
-        if ring:
-            found.append(bare_figure(found[-1], model, bare, mode))
-        if model == "MLP" and ring:
-            found.append(framework_figure(found[-2]))
+    for pair in pairs:
+        profiled = profile(pair, work) if pair.has_goals and model in sizes.profiled else {}
+        floor = floor_of(model, pair.degrees, sizes.floor_steps[model])
+        round_row = round_figure(pair, floor, raw, mode, profiled)
+        found += [round_row, framework_figure(pair, round_row)]
     return found
 
 
-def profile(mesh: Mesh, work: Path) -> dict[str, float]:
+def profile(pair: Pair, work: Path) -> dict[str, float]:
     """One more run with node PROFILE_NODE under cProfile on its CPU clock (not timed)."""
-    twin = Mesh(mesh.model, mesh.topology, mesh.rounds, work)
-    twin({"DFL_MESH_PROFILE": str(PROFILE_NODE), "DFL_MESH_PROFILE_CLOCK": "cpu"}, "-profiled")
-    prof = work / f"{twin.key}-profiled-1" / "profile" / f"node-{PROFILE_NODE}.prof"
-    return profile_buckets(prof, mesh.rounds) if prof.exists() else {}
+    run_dir = work / f"{pair.key}-profiled"
+    launch(options(pair.model, pair.topology, pair.rounds), run_dir,
+           f"bench.round_cost: {pair.name} (profiled)",
+           {"DFL_MESH_PROFILE": str(PROFILE_NODE), "DFL_MESH_PROFILE_CLOCK": "cpu"})
+    prof = run_dir / "profile" / f"node-{PROFILE_NODE}.prof"
+    return profile_buckets(prof, pair.rounds) if prof.exists() else {}
 
 
-def figure(mesh: Mesh, degrees: list[int], floor: Floor, raw: Raw, seconds: list[float],
-           mode: Mode, buckets: dict[str, float], bare: Bare | None = None) -> Figure:
-    nodes = len(degrees)
-    cores = min(os.cpu_count() or 1, nodes)
+def round_figure(pair: Pair, floor: Floor, raw: Raw, mode: Mode,
+                 buckets: dict[str, float]) -> Figure:
+    """dfl-mesh's round over the bare mesh's, with both systems' rounds/s, CPU per node-round
+    and PSS per node side by side, and the floor as context."""
+    dfl, bare = pair.dfl, pair.bare_side
+    degrees = pair.degrees
+    cores = min(os.cpu_count() or 1, pair.nodes)
     compute = sum(floor.step + floor.mix[d] for d in degrees) / cores
     mesh_bytes = sum(degrees) * floor.message_bytes
     floor_s = compute + mesh_bytes / raw.throughput
     node_floor_cpu = statistics.mean(
         floor.step + floor.mix[d] + d * floor.message_bytes * raw.cpu_per_byte for d in degrees)
-    framework_ms = (median(mesh.cpu) - node_floor_cpu) * 1e3
+    dfl_s, bare_s = median(dfl.seconds), median(bare.seconds)
+    dfl_cpu, bare_cpu = median(dfl.cpu), median(bare.cpu)
     extra: dict[str, float | str] = {
-        "nodes": float(nodes), "mean_degree": statistics.mean(degrees),
-        "floor_step_ms": floor.step * 1e3,
+        "nodes": float(pair.nodes), "mean_degree": statistics.mean(degrees),
+        "rounds_per_s": 1 / dfl_s, "bare_rounds_per_s": 1 / bare_s,
+        "cpu_per_node_round_ms": dfl_cpu * 1e3, "bare_cpu_per_node_round_ms": bare_cpu * 1e3,
+        "framework_cpu_per_node_round_ms": (dfl_cpu - bare_cpu) * 1e3,
+        "pss_per_node_MB": median(dfl.pss_mb), "bare_pss_per_node_MB": median(bare.pss_mb),
+        "samples_s": ", ".join(f"{s:.4f}" for s in dfl.seconds),
+        "bare_samples_s": ", ".join(f"{s:.4f}" for s in bare.seconds),
+        "pss_samples_MB": ", ".join(f"{m:.1f}" for m in dfl.pss_mb),
+        "bare_pss_samples_MB": ", ".join(f"{m:.1f}" for m in bare.pss_mb),
+        "nodes_read": ", ".join(map(str, dfl.nodes_read)),
+        "bare_nodes_read": ", ".join(map(str, bare.nodes_read)),
+        "floor_s": floor_s, "floor_step_ms": floor.step * 1e3,
         "floor_mix_ms": statistics.mean(floor.mix[d] for d in degrees) * 1e3,
         "floor_compute_s": compute, "floor_bytes_s": mesh_bytes / raw.throughput,
         "message_bytes": float(floor.message_bytes),
         "raw_throughput_GBps": raw.throughput / 1e9,
         "raw_cpu_ns_per_byte": raw.cpu_per_byte * 1e9,
-        "node_cpu_per_round_ms": median(mesh.cpu) * 1e3,
-        "framework_cpu_per_node_round_ms": framework_ms,
-        "samples_s": ", ".join(f"{s:.4f}" for s in seconds),
+        "round_over_floor": dfl_s / floor_s, "bare_round_over_floor": bare_s / floor_s,
+        "cpu_minus_floor_work_ms": (dfl_cpu - node_floor_cpu) * 1e3,
+        "bare_cpu_minus_floor_work_ms": (bare_cpu - node_floor_cpu) * 1e3,
         **{f"profile: {k}": round(v, 4) for k, v in buckets.items()},
     }
-    if bare is not None:
-        bare_s = median(bare.seconds)
-        extra.update({
-            "bare_round_s": bare_s,
-            "bare_cpu_per_node_round_ms": median(bare.cpu) * 1e3,
-            "bare_over_floor": bare_s / floor_s,
-            "mesh_over_bare": median(seconds) / bare_s,
-            "framework_minus_bare_cpu_ms": (median(mesh.cpu) - median(bare.cpu)) * 1e3,
-            "bare_samples_s": ", ".join(f"{s:.4f}" for s in bare.seconds),
-        })
-    ring20 = mesh.topology.stem == RING
-    note = (f"{mode.note}; {os.cpu_count()} cores; framework CPU {framework_ms:.2f} ms per "
-            f"node-round" + (f" (goal <= {FRAMEWORK_GOAL_MS:g})" if mesh.model == "MLP"
-                             and ring20 else ""))
+    note = (f"{mode.note}; {machine()}; dfl-mesh | bare: {1 / dfl_s:.3g} | {1 / bare_s:.3g} "
+            f"rounds/s, CPU {dfl_cpu * 1e3:.3g} | {bare_cpu * 1e3:.3g} ms per node-round, PSS "
+            f"{median(dfl.pss_mb):.3g} | {median(bare.pss_mb):.3g} MB per node (largest)")
     if buckets:
         top = sorted(((v, k) for k, v in buckets.items() if k != PROFILED_MS), reverse=True)
         note += "; node 0's round CPU: " + ", ".join(f"{k} {v:.0%}" for v, k in top[:5])
-    return compare("round_cost", f"D-PSGD round, {mesh.name} (zmq)", median(seconds), "s",
-                   "floor: nodes*(step+mix)/cores + mesh bytes/raw pyzmq", floor_s,
-                   goal_max=GOALS[mesh.model] if ring20 else None, reps=len(seconds),
-                   note=note, extra=extra)
+    return compare("round_cost", f"D-PSGD round, {pair.name}: dfl-mesh / bare mesh", dfl_s, "s",
+                   "bare pyzmq+torch mesh: same graph, weights and step, same run", bare_s,
+                   goal_max=ROUND_GOALS[pair.model] if pair.has_goals else None,
+                   reps=len(dfl.seconds), note=note, extra=extra)
 
 
-def bare_figure(round_figure: Figure, model: str, bare: Bare, mode: Mode) -> Figure:
-    """The bare mesh beside the same floor as the framework's round (`figure` has put the
-    comparisons into the round's extra fields)."""
-    extra = round_figure.extra
-    keys = ("bare_cpu_per_node_round_ms", "bare_over_floor", "mesh_over_bare",
-            "framework_minus_bare_cpu_ms", "bare_samples_s")
-    note = (f"{mode.note}; {RING_NODES} processes of one bare SGD step, flat parameters to both "
-            f"neighbours over pyzmq PUSH/PULL, mix; CPU "
-            f"{float(extra['bare_cpu_per_node_round_ms']):.2f} ms per node-round; the "
-            f"framework's round is {float(extra['mesh_over_bare']):.2f}x this, "
-            f"{float(extra['framework_minus_bare_cpu_ms']):+.2f} ms CPU per node-round")
-    return compare("round_cost", f"bare pyzmq+torch mesh, {model} {RING} (no framework)",
-                   float(extra["bare_round_s"]), "s", round_figure.reference,
-                   float(round_figure.reference_value or 0.0), goal_max=None,
-                   reps=len(bare.seconds), note=note, extra={k: extra[k] for k in keys})
-
-
-def framework_figure(round_figure: Figure) -> Figure:
-    """The MLP's framework CPU per node-round on ring20 as a row of its own, with its goal."""
-    value = float(round_figure.extra["framework_cpu_per_node_round_ms"])
-    node = float(round_figure.extra["node_cpu_per_round_ms"])
-    return Figure("round_cost", "framework CPU per node-round, MLP ring20", value, "ms",
-                  "the node's CPU per round", node, value / node, f"<= {FRAMEWORK_GOAL_MS:g}",
-                  value <= FRAMEWORK_GOAL_MS, round_figure.reps,
-                  "node CPU per round minus its floor work (step, mix, bytes at raw CPU/byte)")
+def framework_figure(pair: Pair, round_row: Figure) -> Figure:
+    """The framework's CPU per node-round: dfl-mesh's minus the bare mesh's, over the bare
+    mesh's (the ratio), with its goal where it has one."""
+    extra = round_row.extra
+    value = float(extra["framework_cpu_per_node_round_ms"])
+    bare = float(extra["bare_cpu_per_node_round_ms"])
+    goal = FRAMEWORK_CPU_GOALS_MS.get(pair.model) if pair.has_goals else None
+    return Figure("round_cost", f"framework CPU per node-round, {pair.name}", value, "ms",
+                  "bare mesh's CPU per node-round", bare, value / bare,
+                  f"<= {goal:g}" if goal is not None else "",
+                  value <= goal if goal is not None else None, round_row.reps,
+                  f"dfl-mesh {float(extra['cpu_per_node_round_ms']):.3g} ms minus bare "
+                  f"{bare:.3g} ms; before the bare mesh, CPU minus floor work: "
+                  f"{float(extra['cpu_minus_floor_work_ms']):.3g} ms (bare: "
+                  f"{float(extra['bare_cpu_minus_floor_work_ms']):.3g})")
 
 
 def main() -> None:

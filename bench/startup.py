@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from bench.figures import Figure, Mode, compare, interleaved, median, module_main
 from bench.launch import ROOT, launch_command
@@ -115,6 +115,17 @@ class Tree:
                 helpers["resource_tracker" if "resource_tracker" in line else f"child {pid}"] = pid
         return cls(launcher, helpers, nodes)
 
+    def all_alive(self) -> bool:
+        """Every node still there (as in the tree, a zombie not yet reaped counts): a look at
+        the nodes' pids, cheaper than walking /proc again."""
+        return all(Path(f"/proc/{pid}").exists() for pid in self.nodes)
+
+    @classmethod
+    def flat(cls, parent: int) -> Tree:
+        """A mesh whose nodes are forked from `parent` itself (the bare mesh,
+        bench/bare_mesh.py): every child a node, no helpers."""
+        return cls(parent, {}, sorted(pid for pid, up in parents().items() if up == parent))
+
 
 @dataclass
 class Memory:
@@ -122,6 +133,10 @@ class Memory:
     forming, after it nodes leave and the forkserver's shared pages count more in it)."""
 
     nodes: int
+    tree_of: Callable[[int], Tree] = Tree.of  # how the launcher's tree is read
+    per_sample: int = SAMPLE_NODES  # nodes read per sample, in turn
+    side: bool = True  # whether the launcher and its helpers are read too
+    every_s: float = SAMPLE_S  # the pause between samples
     node_peak_mb: dict[int, float] = field(default_factory=dict)  # pid -> its largest PSS
     side_mb: float = float("nan")  # launcher + helpers, largest sum of one sample
     parts_mb: dict[str, float] = field(default_factory=dict)  # that sample's terms
@@ -129,20 +144,22 @@ class Memory:
     turn: int = 0
 
     def sample(self, launcher: int) -> None:
-        tree = Tree.of(launcher)
+        tree = self.tree_of(launcher)
         if len(tree.nodes) < self.nodes:
             return
-        picked = [tree.nodes[(self.turn + i) % len(tree.nodes)] for i in range(SAMPLE_NODES)]
-        self.turn += SAMPLE_NODES
+        picked = [tree.nodes[(self.turn + i) % len(tree.nodes)] for i in range(self.per_sample)]
+        self.turn += self.per_sample
         parts = {"launcher": pss_mb(launcher),
-                 **{name: pss_mb(pid) for name, pid in tree.helpers.items()}}
+                 **{name: pss_mb(pid) for name, pid in tree.helpers.items()}} if self.side else {}
         sizes = {pid: pss_mb(pid) for pid in picked}
-        if len(Tree.of(launcher).nodes) < self.nodes or None in parts.values():
+        if not tree.all_alive() or None in parts.values():
             return  # a node left while we read: the others' shares grew, not their holdings
         self.samples += 1
         for pid, size in sizes.items():
             if size is not None:
                 self.node_peak_mb[pid] = max(size, self.node_peak_mb.get(pid, 0.0))
+        if not self.side:
+            return
         side = sum(v for v in parts.values() if v is not None)
         if not side <= self.side_mb:  # also replaces the initial NaN
             self.side_mb = side
@@ -182,9 +199,21 @@ def run(options: list[str], run_dir: Path, memory: Memory | None = None) -> Laun
     """dfl-launch with `options` to its end, sampling `memory` meanwhile if given."""
     err_path = run_dir.with_suffix(".stderr")  # a file: a pipe nobody reads can fill up
     began = time.time()
+    code = watch(launch_command(options, run_dir), err_path, subprocess.DEVNULL, memory)
+    summary_path = run_dir / "summary.json"
+    if code != 0 or not summary_path.exists():
+        lines = err_path.read_text(errors="replace").strip().splitlines()
+        return Launched(began, {}, memory, " | ".join(lines[-4:]) or f"exit {code}")
+    return Launched(began, json.loads(summary_path.read_text()), memory)
+
+
+def watch(command: list[str], err_path: Path, out: int | IO[bytes],
+          memory: Memory | None = None) -> int:
+    """`command` from the repository root to its end (killed after RUN_TIMEOUT_S), its stderr
+    to `err_path`, sampling `memory` meanwhile if given: its exit code."""
+    began = time.time()
     with err_path.open("wb") as err:
-        proc = subprocess.Popen(launch_command(options, run_dir), cwd=ROOT,
-                                stdout=subprocess.DEVNULL, stderr=err)
+        proc = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=err)
         while proc.poll() is None and time.time() - began < RUN_TIMEOUT_S:
             if memory is None:
                 try:
@@ -193,15 +222,10 @@ def run(options: list[str], run_dir: Path, memory: Memory | None = None) -> Laun
                     break
             else:
                 memory.sample(proc.pid)
-                time.sleep(SAMPLE_S)
+                time.sleep(memory.every_s)
         if proc.poll() is None:
             proc.kill()
-        proc.wait()
-    summary_path = run_dir / "summary.json"
-    if proc.returncode != 0 or not summary_path.exists():
-        lines = err_path.read_text(errors="replace").strip().splitlines()
-        return Launched(began, {}, memory, " | ".join(lines[-4:]) or f"exit {proc.returncode}")
-    return Launched(began, json.loads(summary_path.read_text()), memory)
+        return proc.wait()
 
 
 def workload(topology: Path, model: str, rounds: int) -> list[str]:
