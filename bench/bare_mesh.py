@@ -3,7 +3,9 @@
 `python -m bench.bare_mesh PLAN.json` (a plan that `write_plan` made) runs one process per node
 of the plan's graph and prints, as JSON, the mean over nodes of each round's wall and CPU
 seconds (`round_seconds`, `round_cpu_seconds`, keyed by round as in a run's `summary.json`), so
-the bench summarises both systems alike.
+the bench summarises both systems alike, and the Unix time at which the last node was past its
+first exchange (`first_exchange_at`): with one round, the command is the bare mesh's start
+(import torch, fork, connect, one exchange), bench/startup.py's reference.
 
 Why a mesh and not only a floor timed in one process: a round on few shared cores also pays
 what the operating system charges many processes taking turns (context switches, a wake-up per
@@ -137,8 +139,9 @@ def _node(node: int, row: dict[int, float], spec: dict[str, Any], rounds: int,
 
 def rounds_of(node: int, row: dict[int, float], spec: dict[str, Any], rounds: int,
               pull: zmq.Socket[bytes], pushes: list[zmq.Socket[bytes]],
-              ) -> tuple[list[float], list[float]]:
-    """The node's rounds: wall and CPU seconds (every thread of the process) of each. The
+              ) -> tuple[list[float], list[float], float]:
+    """The node's rounds: wall and CPU seconds (every thread of the process) of each, and the
+    Unix time at which its first round ended. The
     vector is sent in place (ZeroMQ reads it; the mix waits until it has, before writing it)
     and a received frame is mixed in place, so no byte is copied in Python: a reference that
     copied would lose to dfl-mesh's zero-copy exchange on the CNN."""
@@ -149,6 +152,7 @@ def rounds_of(node: int, row: dict[int, float], spec: dict[str, Any], rounds: in
     inbox: dict[tuple[int, int], torch.Tensor] = {}  # (round, sender) -> its vector
     size = flat.numel() * flat.element_size()
     seconds, cpu = [], []
+    first_exchange_at = float("nan")
     for r in range(rounds):
         began, cpu_began = time.perf_counter(), time.process_time()
         step()
@@ -174,7 +178,9 @@ def rounds_of(node: int, row: dict[int, float], spec: dict[str, Any], rounds: in
             flat.copy_(acc)
         seconds.append(time.perf_counter() - began)
         cpu.append(time.process_time() - cpu_began)
-    return seconds, cpu
+        if r == 0:
+            first_exchange_at = time.time()
+    return seconds, cpu, first_exchange_at
 
 
 # --- the mesh -----------------------------------------------------------------------------------
@@ -193,8 +199,9 @@ def _from_node(node: int, link: Connection, proc: multiprocessing.process.BasePr
     raise TimeoutError(f"bare mesh node {node}: no answer within {TIMEOUT_S:g} s")
 
 
-def run(plan: dict[str, Any]) -> dict[str, dict[str, float]]:
-    """The plan's mesh to its end: per round, the mean over nodes of its wall and CPU seconds."""
+def run(plan: dict[str, Any]) -> dict[str, Any]:
+    """The plan's mesh to its end: per round, the mean over nodes of its wall and CPU seconds;
+    when the last node ended its first round."""
     rows = {int(i): {int(j): w for j, w in row.items()} for i, row in plan["rows"].items()}
     rounds = int(plan["rounds"])
     fork = multiprocessing.get_context("fork")
@@ -229,8 +236,10 @@ def run(plan: dict[str, Any]) -> dict[str, dict[str, float]]:
                 proc.join()
         for link in links.values():
             link.close()
-    return {key: {str(r): statistics.mean(node[k][r] for node in results) for r in range(rounds)}
-            for k, key in enumerate(("round_seconds", "round_cpu_seconds"))}
+    return {**{key: {str(r): statistics.mean(node[k][r] for node in results)
+                     for r in range(rounds)}
+               for k, key in enumerate(("round_seconds", "round_cpu_seconds"))},
+            "first_exchange_at": max(node[2] for node in results)}
 
 
 def _stop(signum: int, _frame: object) -> None:
