@@ -56,7 +56,15 @@ import torch
 import zmq
 from torch.nn import functional as F
 
-from bench.figures import Figure, Mode, compare, interleaved, median, module_main
+from bench.figures import (
+    Figure,
+    Mode,
+    compare,
+    interleaved,
+    median,
+    module_main,
+    not_measured,
+)
 from bench.launch import ROOT, launch, require_data
 from bench.overhead import er50
 from dfl_node.learning.models import build_model
@@ -473,16 +481,18 @@ def floor_of(model: str, degrees: list[int], steps: int) -> Floor:
     return Floor(step, mix, param_bytes(spec))
 
 
-def figures(quick: bool) -> list[Figure]:
+def figures(quick: bool, whole: bool = True) -> list[Figure]:
+    """Without `whole` (the quick suite's short part), ring20 alone and a row that says so."""
     require_data("fmnist", None)
     mode, sizes = (QUICK, QUICK_SIZES) if quick else (FULL, FULL_SIZES)
     found: list[Figure] = []
     with tempfile.TemporaryDirectory(prefix="dfl-bench-round-cost-") as tmp:
         work = Path(tmp)
-        topologies = [ROOT / "topologies" / "ring20.yaml", er50(work)]
+        topologies = [ROOT / "topologies" / "ring20.yaml", *([er50(work)] if whole else [])]
         for model in MODELS:
             found += model_figures(model, topologies, sizes, mode, work)
-    return found
+    return found if whole else [*found, not_measured(
+        "round_cost", "skipped", "--full only (or --only round_cost): the ER(50, 0.1) rows")]
 
 
 def model_figures(model: str, topologies: list[Path], sizes: Sizes, mode: Mode,
