@@ -402,39 +402,42 @@ def side_by_side(args: argparse.Namespace, work: Path, budget: Budget,
     dfl-mesh, strictly alternated, each run written to the results as it ends."""
     ring = work / f"ring{args.ring}-device.yaml"
     ring_topology(ring, args.ring, args.device)
-    pinned = [False, True] if torch.device(args.device).type == "cuda" else [False]
     samples: dict[str, dict[str, list[dict[str, Any]]]] = {m: {} for m in args.models}
     out: dict[str, Any] = {"nodes": args.ring, "samples": samples, "summary": {}}
+    systems: list[tuple[str, bool | None]] = [("bare", False)]  # name, pinned (None: dfl-mesh)
+    if torch.device(args.device).type == "cuda":
+        systems.append(("bare pinned", True))
     try:
         require_data("fmnist", args.fmnist_root)
-        missing = None
+        systems.append(("dfl-mesh", None))
     except DataMissing as exc:
-        missing = str(exc)
-        out["dfl-mesh skipped"] = missing
+        out["dfl-mesh skipped"] = str(exc)
     for rep in range(args.mesh_reps):
         for model in args.models:
             rounds = args.mesh_rounds or QUICK_SIZES.rounds[model]
-            for pin in pinned:
-                name = "bare pinned" if pin else "bare"
+            for name, pinned in systems:
                 if budget.left() < MIN_RUN_S:
                     out["stopped"] = f"--budget-s: {budget.left():.0f} s left at {model} {name}"
                     results.put("side_by_side", out)
                     return
-                try:
-                    sec, cpu = device_mesh(MODELS[model], args.ring, rounds, args.device, pin,
-                                           budget.left())
-                    row: dict[str, Any] = {"round_s": sec, "cpu_ms": cpu * 1e3}
-                except Exception as exc:  # the other systems still run; the reason is kept
-                    row = {"error": f"{type(exc).__name__}: {str(exc)[-1500:]}"}
+                row = (dfl_mesh_round(args, ring, model, rounds, work / f"dfl-{model}-{rep}",
+                                      budget.left()) if pinned is None
+                       else bare_round(args, model, rounds, pinned, budget.left()))
                 samples[model].setdefault(name, []).append(row)
                 out["summary"] = side_by_side_summary(samples)
                 results.put("side_by_side", out)
-            if missing is None and budget.left() >= MIN_RUN_S:
-                samples[model].setdefault("dfl-mesh", []).append(
-                    dfl_mesh_round(args, ring, model, rounds, work / f"dfl-{model}-{rep}",
-                                   budget.left()))
-                out["summary"] = side_by_side_summary(samples)
-                results.put("side_by_side", out)
+
+
+def bare_round(args: argparse.Namespace, model: str, rounds: int, pinned: bool,
+               limit_s: float) -> dict[str, Any]:
+    """One run of the bare mesh on the device: its steady round and CPU per node-round, or
+    why there are none (the other systems still run)."""
+    try:
+        seconds, cpu = device_mesh(MODELS[model], args.ring, rounds, args.device, pinned,
+                                   limit_s)
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {str(exc)[-1500:]}"}
+    return {"round_s": seconds, "cpu_ms": cpu * 1e3}
 
 
 def dfl_mesh_round(args: argparse.Namespace, ring: Path, model: str, rounds: int,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/gpu.py on a lent GPU machine, from an un-installed checkout (see its docstring).
 #
-#   bash bench/gpu.sh [options of bench/gpu.py]     (OUT=DIR, default ./gpu-out; LIMIT_S=540)
+#   bash bench/gpu.sh [options of bench/gpu.py]     (OUT=DIR, default ./gpu-out; LIMIT_S=540;
+#                                                     PY: .venv/bin/python if any, else python3)
 #
 # Without a CUDA device (or with --device naming one that is not there) it prints one line on
 # stderr, "bench/gpu.sh: no CUDA device here (...): nothing measured", and exits 77, the code
