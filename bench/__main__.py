@@ -4,9 +4,10 @@
                     [--json FILE]
 
 `--quick` (the default) is meant to end within 10 minutes on a 2-core machine: it runs the
-short part of the long groups (SHORT: scale's rings of 20 and 100 nodes, first_run's README
-protocol), and their row `SKIPPED: --full only ...` says what it leaves out (scale's 200- and
-500-node rings, every other protocol's first run). `--full` runs every group whole, with more
+short part of the long groups (SHORT: round_cost on ring20, scale's ring of 20 nodes,
+first_run's README protocol), and their row `SKIPPED: --full only ...` says what it leaves out
+(round_cost's ER(50) rows, scale's 100-, 200- and 500-node rings, every other protocol's first
+run). `--full` runs every group whole, with more
 repetitions and larger meshes; so does naming a group in `--only` (`--only scale`, quick
 repetitions). Every figure with a reference is a ratio of two things measured in the same run
 (bench/figures.py), because absolute times on a shared machine are noise. The table goes to
@@ -79,7 +80,8 @@ GROUPS: dict[str, Group] = {
     "first_run": first_run.figures, "refusal": refusal_cost.figures}
 
 # The long groups' short part, which a quick suite runs unless the group is named in --only.
-SHORT: dict[str, Group] = {"scale": partial(scale.figures, whole=False),
+SHORT: dict[str, Group] = {"round_cost": partial(round_cost.figures, whole=False),
+                           "scale": partial(scale.figures, whole=False),
                            "first_run": partial(first_run.figures, whole=False)}
 
 

@@ -185,7 +185,7 @@ def rounds_of(node: int, row: dict[int, float], spec: dict[str, Any], rounds: in
 
 # --- the mesh -----------------------------------------------------------------------------------
 
-def _from_node(node: int, link: Connection, proc: multiprocessing.process.BaseProcess,
+def node_answer(node: int, link: Connection, proc: multiprocessing.process.BaseProcess,
                deadline: float) -> Any:
     """The node's next message; an error if it sent one, died or the run's time ran out."""
     wait([link, proc.sentinel], max(deadline - time.monotonic(), 0.0))
@@ -217,10 +217,10 @@ def run(plan: dict[str, Any]) -> dict[str, Any]:
                                        args=(node, row, plan["model"], rounds, there))
             procs[node].start()
             there.close()
-        endpoints = {i: _from_node(i, links[i], procs[i], deadline) for i in rows}
+        endpoints = {i: node_answer(i, links[i], procs[i], deadline) for i in rows}
         for link in links.values():
             link.send(endpoints)
-        results = [_from_node(i, links[i], procs[i], deadline) for i in rows]
+        results = [node_answer(i, links[i], procs[i], deadline) for i in rows]
         for link in links.values():
             link.send("stop")
         stopped = True

@@ -1,7 +1,9 @@
 """One GPU check of dfl-mesh, sized for a single short session on a lent machine.
 
-    python -m bench.gpu --out DIR [--device cuda:0 | cpu] [--nodes 8] [--rounds 30]
-                        [--data-root .devdata/cifar10] [--params 10000000] [--budget-s 225]
+    python -m bench.gpu --out DIR [--device cuda:0 | cpu] [--ring 20] [--models MLP,CNN]
+                        [--mesh-reps 2] [--fmnist-root .devdata/fmnist] [--protocols P,...]
+                        [--nodes 8] [--rounds 30] [--data-root .devdata/cifar10]
+                        [--params 10000000] [--budget-s 500] [--skip STEP,...]
 
 Why one script: device time is scarce and paid per start, so everything the project needs to
 know from a GPU is measured in one run whose steps are known to work (`--device cpu` runs the
@@ -9,13 +11,29 @@ very same steps, smaller, on any machine), each step bounded by what is left of 
 and every result written to DIR as soon as it exists, so a step that fails or runs out of time
 still leaves the others. The steps:
 
+0. the device: without it (no CUDA here), one line on stderr and exit 77 (bench/cuda_check.py),
+   before anything is measured or written.
 1. environment: Python, torch, CUDA, cuDNN, pyzmq and libzmq versions, the device.
-2. transfer: a `--params` float32 state on the device sent from one `Comm` to another over
+2. side_by_side: bench.round_cost's workload (D-PSGD adapt-then-combine, one SGD step of batch 8,
+   IID Fashion-MNIST, one torch thread per node, evaluation only at the end) on a `--ring` ring
+   with every node's model on the device, for each of `--models` and `--mesh-reps` strictly
+   alternated repetitions: the bare pyzmq+torch mesh with pageable host buffers, the same with
+   pinned ones (bench/device_mesh.py; CUDA only), and dfl-mesh (one process per node over
+   ZeroMQ; its runtime has no pinned-buffer switch). Per system: steady seconds per round and
+   CPU seconds per node-round, summarised as round_cost does, and dfl-mesh's round over each
+   bare one. Needs Fashion-MNIST for dfl-mesh (`--fmnist-root`; the bare mesh trains on random
+   data and runs without it). At most SIDE_BY_SIDE_SHARE of the budget.
+3. protocols: zmq against inproc for each of `--protocols` (default: every registered one but
+   those that bring their own datasets, which refuse the kit's synthetic data; listed) on
+   the exactness kit's small mesh (dfl_mesh.testing: four nodes, three rounds, synthetic data)
+   with every node on the device and `deterministic=true`: final files byte for byte and the
+   formula ledger. At most PROTOCOLS_SHARE of the budget; the protocols left say so.
+4. transfer: a `--params` float32 state on the device sent from one `Comm` to another over
    `ZmqTransport` (tcp loopback): device-to-host copy, encode, send, receive, decode,
    host-to-device copy, against the same path in raw torch + pyzmq (one `.to("cpu")`, a
    zero-copy send and receive, `torch.frombuffer(...).to(device)`). The figure is the ratio,
    both measured here and now; the parts (copies alone, loopback alone) say where time goes.
-3. exactness on the device: DMFL-SQ on CIFAR-10 (protocols/configs/dmfl-sq-cifar10.yaml) on a
+5. exactness on the device: DMFL-SQ on CIFAR-10 (protocols/configs/dmfl-sq-cifar10.yaml) on a
    `--nodes` ring whose every node is placed on `--device`, under `--transport zmq` (one
    process per node) and `--transport inproc` (one process), both with
    `hyper.deterministic=true` (dfl_node/learning/torch_settings.py: deterministic torch kernels
@@ -25,8 +43,9 @@ still leaves the others. The steps:
    difference.
 
 Everything runs from the repository root with `python -m launcher.cli`, as an un-installed
-checkout on PYTHONPATH would (no console scripts needed). Results: DIR/gpu.json (all of it),
-DIR/gpu.txt (the summary printed at the end), DIR/runs/<name>/ (summary, metrics, node logs).
+checkout on PYTHONPATH would (no console scripts needed). Results: DIR/gpu.json (all of it,
+rewritten after every result), DIR/gpu.txt (the summary printed at the end), DIR/runs/<name>/
+(summary, metrics, node logs).
 """
 
 from __future__ import annotations
@@ -48,14 +67,20 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 import zmq
 
-from bench.launch import ROOT, launch_command
+from bench.cuda_check import require
+from bench.device_mesh import device_mesh
+from bench.launch import ROOT, DataMissing, launch_command, require_data
+from bench.round_cost import MODELS, QUICK_SIZES, options, steady
+from dfl_mesh.testing import KIT_TOPOLOGY, assert_transports_agree
 from dfl_node.comm.channel import Comm
 from dfl_node.ledgers.traffic import Ledger
 from dfl_node.transports.zeromq import ZmqTransport
 from dfl_node.wire.codec import WireLimits
 from dfl_node.wire.tags import Tag
+from protocols.registry import PROTOCOLS
 
 CONFIG = ROOT / "protocols" / "configs" / "dmfl-sq-cifar10.yaml"
 LOOPBACK = "tcp://127.0.0.1:0"
@@ -63,16 +88,24 @@ MAX_MESSAGE = 1 << 30
 POLL_S = 0.02
 RESERVE_S = 5.0  # kept back from every step's limit for writing results
 MIN_RUN_S = 15.0  # a launch given less could not even start its nodes
+SIDE_BY_SIDE_SHARE = 0.45  # of --budget-s, at most
+PROTOCOLS_SHARE = 0.3
+FIRST_PROTOCOLS = ("d-psgd", "dmfl-sq", "choco-sgd", "dsgt", "qffl")  # first in the default order
 
 
 class Budget:
     """Seconds left of the whole script's allowance; every step takes its limit from here."""
 
     def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
         self.end = time.monotonic() + seconds
 
     def left(self) -> float:
         return max(0.0, self.end - time.monotonic() - RESERVE_S)
+
+    def share(self, fraction: float) -> Budget:
+        """A step's own allowance: `fraction` of the whole, or what is left if less."""
+        return Budget(min(self.left() + RESERVE_S, fraction * self.seconds))
 
 
 class Results:
@@ -363,6 +396,163 @@ def exactness(args: argparse.Namespace, work: Path, budget: Budget,
                                                 runs["zmq-again"]))
 
 
+def side_by_side(args: argparse.Namespace, work: Path, budget: Budget,
+                 results: Results) -> None:
+    """Round cost's workload on the device: the bare mesh (pageable, and pinned on CUDA) and
+    dfl-mesh, strictly alternated, each run written to the results as it ends."""
+    ring = work / f"ring{args.ring}-device.yaml"
+    ring_topology(ring, args.ring, args.device)
+    samples: dict[str, dict[str, list[dict[str, Any]]]] = {m: {} for m in args.models}
+    out: dict[str, Any] = {"nodes": args.ring, "samples": samples, "summary": {}}
+    systems: list[tuple[str, bool | None]] = [("bare", False)]  # name, pinned (None: dfl-mesh)
+    if torch.device(args.device).type == "cuda":
+        systems.append(("bare pinned", True))
+    try:
+        require_data("fmnist", args.fmnist_root)
+        systems.append(("dfl-mesh", None))
+    except DataMissing as exc:
+        out["dfl-mesh skipped"] = str(exc)
+    for rep in range(args.mesh_reps):
+        for model in args.models:
+            rounds = args.mesh_rounds or QUICK_SIZES.rounds[model]
+            for name, pinned in systems:
+                if budget.left() < MIN_RUN_S:
+                    out["stopped"] = f"--budget-s: {budget.left():.0f} s left at {model} {name}"
+                    results.put("side_by_side", out)
+                    return
+                row = (dfl_mesh_round(args, ring, model, rounds, work / f"dfl-{model}-{rep}",
+                                      budget.left()) if pinned is None
+                       else bare_round(args, model, rounds, pinned, budget.left()))
+                samples[model].setdefault(name, []).append(row)
+                out["summary"] = side_by_side_summary(samples)
+                results.put("side_by_side", out)
+
+
+def bare_round(args: argparse.Namespace, model: str, rounds: int, pinned: bool,
+               limit_s: float) -> dict[str, Any]:
+    """One run of the bare mesh on the device: its steady round and CPU per node-round, or
+    why there are none (the other systems still run)."""
+    try:
+        seconds, cpu = device_mesh(MODELS[model], args.ring, rounds, args.device, pinned,
+                                   limit_s)
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {str(exc)[-1500:]}"}
+    return {"round_s": seconds, "cpu_ms": cpu * 1e3}
+
+
+def dfl_mesh_round(args: argparse.Namespace, ring: Path, model: str, rounds: int,
+                   run_dir: Path, limit_s: float) -> dict[str, Any]:
+    """One dfl-mesh run of round_cost's options on the device ring: its steady round and CPU
+    per node-round from its own summary (round_cost's figures), or why there are none."""
+    opts = [*options(model, ring, rounds),
+            *(["--data-root", str(args.fmnist_root)] if args.fmnist_root else [])]
+    run = mesh_run(run_dir.name, launch_command(opts, run_dir), run_dir, args.ring, rounds,
+                   limit_s)
+    summary = run_dir / "summary.json"
+    if run["rc"] != 0 or not summary.exists():
+        return {"error": f"rc {run['rc']}{' (timed out)' if run['timed_out'] else ''}: "
+                         f"{run['stderr'][-1500:]}"}
+    s = json.loads(summary.read_text())
+    return {"round_s": steady(s["round_seconds"]), "cpu_ms": steady(s["round_cpu_seconds"]) * 1e3,
+            "wall_s": run["wall_s"], "node_devices": run.get("node_devices")}
+
+
+def side_by_side_summary(samples: dict[str, dict[str, list[dict[str, Any]]]],
+                         ) -> dict[str, dict[str, Any]]:
+    """Per model and system the median round and CPU per node-round over the measured
+    repetitions, and dfl-mesh's over each bare mesh's."""
+    out: dict[str, dict[str, Any]] = {}
+    for model, systems in samples.items():
+        medians = {}
+        for name, rows in systems.items():
+            ok = [r for r in rows if "round_s" in r]
+            if ok:
+                medians[name] = {"round_s": statistics.median(r["round_s"] for r in ok),
+                                 "cpu_ms": statistics.median(r["cpu_ms"] for r in ok),
+                                 "runs": len(ok)}
+        dfl = medians.get("dfl-mesh")
+        for name in ("bare", "bare pinned"):
+            if dfl and name in medians:
+                medians[f"dfl-mesh / {name}"] = {
+                    "round": dfl["round_s"] / medians[name]["round_s"],
+                    "cpu_ms_more": dfl["cpu_ms"] - medians[name]["cpu_ms"]}
+        out[model] = medians
+    return out
+
+
+def device_kit_topology(path: Path, device: str) -> Path:
+    """The exactness kit's four-node mesh with every node on `device`."""
+    topology = yaml.safe_load(KIT_TOPOLOGY)
+    for node in topology["nodes"]:
+        node["device"] = device
+    path.write_text(yaml.safe_dump(topology))
+    return path
+
+
+def protocol_order(names: list[str]) -> list[str]:
+    """FIRST_PROTOCOLS first (the gossip family, cheapest), then the rest by name."""
+    first = [p for p in FIRST_PROTOCOLS if p in names]
+    return first + sorted(p for p in names if p not in first)
+
+
+def kit_protocols() -> tuple[list[str], dict[str, str]]:
+    """The registered protocols the kit's mesh (synthetic data) fits, in protocol_order, and
+    why each other one is left out: a protocol that brings its own datasets (the DSC family's
+    multi-task scenes, whose nodes need positions and tasks) refuses synthetic data."""
+    left_out = {name: f"brings its own datasets ({', '.join(PROTOCOLS[name].datasets)}); the "
+                      "kit's synthetic mesh does not fit it (--protocols NAME tries anyway)"
+                for name in PROTOCOLS if PROTOCOLS[name].datasets}
+    return protocol_order([p for p in PROTOCOLS if p not in left_out]), left_out
+
+
+def protocols_exactness(args: argparse.Namespace, work: Path, budget: Budget,
+                        results: Results) -> None:
+    """zmq against inproc on the device for each protocol, in the kit's words (the first
+    difference, or why a run failed), written as each protocol ends."""
+    topology = device_kit_topology(work / "kit-device.yaml", args.device)
+    found: dict[str, Any] = {name: f"not checked: {why}"
+                             for name, why in args.protocols_left_out.items()}
+    for protocol in args.protocols:
+        if budget.left() < MIN_RUN_S:
+            found[protocol] = f"skipped: --budget-s, {budget.left():.0f} s left"
+            continue
+        began = time.monotonic()
+        try:
+            assert_transports_agree(protocol, topology=topology, workdir=work / "kit" / protocol,
+                                    deterministic=True)
+            outcome = "equal"
+        except AssertionError as exc:
+            outcome = f"differ or failed: {str(exc)[:1500]}"
+        except Exception as exc:
+            outcome = f"error: {type(exc).__name__}: {str(exc)[:1500]}"
+        found[protocol] = {"outcome": outcome, "seconds": round(time.monotonic() - began, 1)}
+        results.put("protocols", found)
+    results.put("protocols", found)
+
+
+def side_by_side_lines(found: dict[str, Any] | None) -> list[str]:
+    """One line per model and system: its round and CPU, and dfl-mesh's ratios."""
+    if not found:
+        return []
+    lines = []
+    for model, medians in found["summary"].items():
+        for name, m in medians.items():
+            if "round_s" in m:
+                lines.append(f"{model} ring{found['nodes']} {name}: {m['round_s'] * 1e3:.1f} ms "
+                             f"per round, {m['cpu_ms']:.2f} ms CPU per node-round "
+                             f"({m['runs']} runs)")
+            else:
+                lines.append(f"{model} ring{found['nodes']} {name}: round {m['round']:.2f}x, "
+                             f"{m['cpu_ms_more']:+.2f} ms CPU per node-round")
+    for model, systems in found["samples"].items():
+        for name, rows in systems.items():
+            lines += [f"{model} {name}: {row['error'].strip().splitlines()[-1]}"
+                      for row in rows if "error" in row and row["error"].strip()]
+    lines += [f"side_by_side: {key}: {found[key]}" for key in ("dfl-mesh skipped", "stopped")
+              if key in found]
+    return lines
+
+
 def summary_text(data: dict[str, Any]) -> str:
     """The lines a reader needs, from gpu.json's data."""
     env = data.get("environment", {})
@@ -371,6 +561,11 @@ def summary_text(data: dict[str, Any]) -> str:
              f"python {env.get('python')}",
              f"device {env.get('device')}: {env.get('device_name', 'cpu')} "
              f"{env.get('nvidia_smi', '')}".rstrip()]
+    lines += side_by_side_lines(data.get("side_by_side"))
+    for protocol, found in data.get("protocols", {}).items():
+        lines.append(f"{protocol}: zmq vs inproc on the device: "
+                     + (f"{found['outcome']} ({found['seconds']:.0f} s)"
+                        if isinstance(found, dict) else found))
     xfer = data.get("transfer")
     if isinstance(xfer, dict) and "ratio_comm_over_raw" in xfer:
         parts = xfer["parts_median_s"]
@@ -406,32 +601,78 @@ def summary_text(data: dict[str, Any]) -> str:
                          f"(records {same['metric_records']}, unmatched "
                          f"{same['metric_records_unmatched']}, keys differing: "
                          f"{same['metric_keys_differ']})")
-    for key in ("skipped_zmq", "skipped_inproc", "error_transfer", "error_exactness"):
+    for key in ("skipped_zmq", "skipped_inproc", *(f"error_{name}" for name in STEPS)):
         if key in data:
             lines.append(f"{key}: {data[key]}")
     return "\n".join(lines)
 
 
-def main() -> None:
+STEPS = ("side_by_side", "protocols", "runs", "transfer")  # in the order they run
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options, with the sizes --device cpu shrinks (the same steps, in seconds)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--device", default="cuda:0")
-    parser.add_argument("--nodes", type=int, default=None, help="ring size (8; cpu: 4)")
-    parser.add_argument("--rounds", type=int, default=None, help="rounds (30; cpu: 4)")
+    parser.add_argument("--ring", type=int, default=None,
+                        help="side_by_side: ring size (20; cpu: 3)")
+    parser.add_argument("--models", default=None,
+                        help=f"side_by_side: comma list of {', '.join(MODELS)} (all; cpu: MLP)")
+    parser.add_argument("--mesh-rounds", type=int, default=None,
+                        help="side_by_side: rounds per run (round_cost's quick sizes: "
+                             f"{QUICK_SIZES.rounds}; cpu: 3)")
+    parser.add_argument("--mesh-reps", type=int, default=None,
+                        help="side_by_side: alternated repetitions (2; cpu: 1)")
+    parser.add_argument("--fmnist-root", type=Path, default=None,
+                        help="side_by_side: Fashion-MNIST for dfl-mesh, as dfl-launch "
+                             "--data-root (default .devdata/fmnist if it exists, else the "
+                             "launcher's own places)")
+    parser.add_argument("--protocols", default=None,
+                        help="protocols: comma list (every registered one the kit's mesh "
+                             "fits; cpu: d-psgd)")
+    parser.add_argument("--nodes", type=int, default=None, help="runs: ring size (8; cpu: 4)")
+    parser.add_argument("--rounds", type=int, default=None, help="runs: rounds (30; cpu: 4)")
     parser.add_argument("--params", type=int, default=None,
-                        help="transfer state size (10,000,000; cpu: 2,000,000)")
-    parser.add_argument("--reps", type=int, default=10)
-    parser.add_argument("--data-root", type=Path, default=ROOT / ".devdata" / "cifar10")
+                        help="transfer: state size (10,000,000; cpu: 2,000,000)")
+    parser.add_argument("--reps", type=int, default=10, help="transfer: repetitions")
+    parser.add_argument("--data-root", type=Path, default=ROOT / ".devdata" / "cifar10",
+                        help="runs: CIFAR-10")
     parser.add_argument("--work", type=Path, default=None,
                         help="run directories (default: a fresh temp directory)")
-    parser.add_argument("--budget-s", type=float, default=225.0)
-    parser.add_argument("--skip", default="", help="comma list of steps to skip: transfer,runs")
-    args = parser.parse_args()
+    parser.add_argument("--budget-s", type=float, default=500.0)
+    parser.add_argument("--skip", default="",
+                        help=f"comma list of steps to skip: {','.join(STEPS)}")
+    args = parser.parse_args(argv)
+    unknown = sorted(set(filter(None, args.skip.split(","))) - set(STEPS))
+    models = args.models.split(",") if args.models else None
+    if unknown or (models and set(models) - set(MODELS)):
+        parser.error(f"unknown step(s) {unknown} or model(s) {models}")
     cpu = args.device == "cpu"
+    args.ring = args.ring or (3 if cpu else 20)
+    args.models = models or (["MLP"] if cpu else list(MODELS))
+    args.mesh_rounds = args.mesh_rounds or (3 if cpu else None)
+    args.mesh_reps = args.mesh_reps or (1 if cpu else 2)
+    default_fmnist = ROOT / ".devdata" / "fmnist"
+    args.fmnist_root = (args.fmnist_root or (default_fmnist if default_fmnist.exists()
+                                             else None))
+    if args.fmnist_root is not None:
+        args.fmnist_root = args.fmnist_root.absolute()
+    fitting, left_out = kit_protocols()
+    args.protocols = (args.protocols.split(",") if args.protocols
+                      else ["d-psgd"] if cpu else fitting)
+    args.protocols_left_out = {} if cpu or args.protocols != fitting else left_out
     args.nodes = args.nodes or (4 if cpu else 8)
     args.rounds = args.rounds or (4 if cpu else 30)
     args.params = args.params or (2_000_000 if cpu else 10_000_000)
     args.data_root = args.data_root.absolute()
+    args.skip = set(filter(None, args.skip.split(",")))
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse(argv)
+    require(args.device, "python -m bench.gpu")
     budget = Budget(args.budget_s)
     args.out.mkdir(parents=True, exist_ok=True)
     work = args.work or Path(os.environ.get("TMPDIR", "/tmp")) / f"dfl-gpu-{os.getpid()}"
@@ -445,17 +686,24 @@ def main() -> None:
     results = Results(args.out)
     results.put("args", {k: str(v) for k, v in vars(args).items()})
     results.put("environment", environment(args.device))
-    skip = set(filter(None, args.skip.split(",")))
-    if "transfer" not in skip:
+    steps: dict[str, Callable[[], None]] = {
+        "side_by_side": lambda: side_by_side(args, work, budget.share(SIDE_BY_SIDE_SHARE),
+                                             results),
+        "protocols": lambda: protocols_exactness(args, work, budget.share(PROTOCOLS_SHARE),
+                                                 results),
+        "runs": lambda: exactness(args, work, budget, results),
+        "transfer": lambda: results.put("transfer", transfer(torch.device(args.device),
+                                                             args.params, args.reps)),
+    }
+    for name in STEPS:
+        if name in args.skip:
+            continue
         try:
-            results.put("transfer", transfer(torch.device(args.device), args.params, args.reps))
+            steps[name]()
         except Exception as exc:  # the other steps still run; the reason is in the results
-            results.put("error_transfer", f"{type(exc).__name__}: {exc}")
-    if "runs" not in skip:
-        try:
-            exactness(args, work, budget, results)
-        except Exception as exc:
-            results.put("error_exactness", f"{type(exc).__name__}: {exc}")
+            results.put(f"error_{name}", f"{type(exc).__name__}: {exc}")
+        print(f"bench.gpu: {name} done, {budget.left():.0f} s of the budget left",
+              file=sys.stderr, flush=True)
     results.put("budget_left_s", budget.left())
     text = summary_text(results.data)
     (args.out / "gpu.txt").write_text(text + "\n")

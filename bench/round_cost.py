@@ -61,7 +61,7 @@ import zmq
 
 from bench import bare_mesh
 from bench.bare_mesh import CLASSES, INPUT, sgd_step
-from bench.figures import Figure, Mode, compare, interleaved, median, module_main
+from bench.figures import Figure, Mode, compare, interleaved, median, module_main, not_measured
 from bench.launch import ROOT, launch, require_data
 from bench.overhead import er50
 from bench.startup import Memory, Tree, machine, run, watch
@@ -358,16 +358,19 @@ def floor_of(model: str, degrees: list[int], steps: int) -> Floor:
     return Floor(step, mix, param_bytes(spec))
 
 
-def figures(quick: bool) -> list[Figure]:
+def figures(quick: bool, whole: bool = True) -> list[Figure]:
+    """Without `whole` (the quick suite's short part), ring20 alone and a row that says so."""
     require_data("fmnist", None)
     mode, sizes = (QUICK, QUICK_SIZES) if quick else (FULL, FULL_SIZES)
     found: list[Figure] = []
     with tempfile.TemporaryDirectory(prefix="dfl-bench-round-cost-") as tmp:
         work = Path(tmp)
-        topologies = [ROOT / "topologies" / f"{GOAL_TOPOLOGY}.yaml", er50(work)]
+        goal = ROOT / "topologies" / f"{GOAL_TOPOLOGY}.yaml"
+        topologies = [goal, *([er50(work)] if whole else [])]
         for model in MODELS:
             found += model_figures(model, topologies, sizes, mode, work)
-    return found
+    return found if whole else [*found, not_measured(
+        "round_cost", "skipped", "--full only (or --only round_cost): the ER(50, 0.1) rows")]
 
 
 def model_figures(model: str, topologies: list[Path], sizes: Sizes, mode: Mode,

@@ -71,7 +71,7 @@ SAMPLE_S = 0.2
 SAMPLE_NODES = 5  # node processes read per sample, in turn (a read walks hundreds of MB of maps)
 RUN_TIMEOUT_S = 900.0
 
-QUICK = Mode(reps=3, rounds=2, note="quick: 3 interleaved repetitions, 2-round runs")
+QUICK = Mode(reps=2, rounds=2, note="quick: 2 interleaved repetitions, 2-round runs")
 FULL = Mode(reps=7, rounds=2, note="full: 7 interleaved repetitions, 2-round runs")
 
 
