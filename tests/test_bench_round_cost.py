@@ -46,7 +46,7 @@ def test_a_bare_mesh_runs_its_rounds_on_the_graph(tmp_path: Path) -> None:
     pair = Pair.of("MLP", graph, 3, tmp_path)
     seconds = pair.bare()
     out = json.loads((tmp_path / "MLP-ring4-bare-0.json").read_text())
-    assert sorted(out) == ["round_cpu_seconds", "round_seconds"]
+    assert sorted(out) == ["first_exchange_at", "round_cpu_seconds", "round_seconds"]
     assert list(out["round_seconds"]) == ["0", "1", "2"]
     assert seconds > 0 and pair.bare_side.cpu[0] > 0
 
