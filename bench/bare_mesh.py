@@ -57,16 +57,23 @@ TIMEOUT_S = 600.0  # a whole run, start to stop
 HEADER = struct.Struct("<II")  # round, sender
 
 
-def sgd_step(model: torch.nn.Module, seed: int) -> Callable[[], None]:
+def sgd_step(model: torch.nn.Module, seed: int,
+             device: torch.device | None = None) -> Callable[[], None]:
     """One bare SGD step (index the batch, forward, cross-entropy, backward, w -= lr g) on
-    random data: the bare mesh's round work, and the floor's step in bench/round_cost.py."""
+    random data: the bare mesh's round work, and the floor's step in bench/round_cost.py. On a
+    `device` (bench/device_mesh.py) the data lives there and the batch indices are drawn on the
+    CPU from the same generator, so every device takes the same batches."""
     data = torch.rand(SAMPLES, *INPUT)
     labels = torch.randint(0, CLASSES, (SAMPLES,))
+    if device is not None:
+        data, labels = data.to(device), labels.to(device)
     params = list(model.parameters())
     gen = torch.Generator().manual_seed(seed)
 
     def step() -> None:
         idx = torch.randint(0, SAMPLES, (BATCH,), generator=gen)
+        if device is not None:
+            idx = idx.to(device)
         model.zero_grad(set_to_none=False)
         F.cross_entropy(model(data[idx]), labels[idx]).backward()
         with torch.no_grad():
@@ -108,6 +115,22 @@ def write_plan(path: Path, model: dict[str, Any], topology: Path, rounds: int) -
 
 # --- one node ---------------------------------------------------------------------------------
 
+def wired(ctx: zmq.Context[zmq.Socket[bytes]], link: Connection,
+          peers: list[int]) -> tuple[zmq.Socket[bytes], list[zmq.Socket[bytes]]]:
+    """This node's PULL socket, bound and its endpoint traded for every node's with `drive`,
+    and a PUSH socket connected to each of `peers`, in their order."""
+    pull = ctx.socket(zmq.PULL)
+    pull.bind("tcp://127.0.0.1:*")
+    link.send(("ok", pull.getsockopt_string(zmq.LAST_ENDPOINT)))
+    endpoints: dict[int, str] = link.recv()
+    pushes = []
+    for peer in peers:
+        push = ctx.socket(zmq.PUSH)
+        push.connect(endpoints[peer])
+        pushes.append(push)
+    return pull, pushes
+
+
 def _node(node: int, row: dict[int, float], spec: dict[str, Any], rounds: int,
           link: Connection) -> None:
     """One node: bind, trade endpoints with the parent, run the rounds, send the per-round
@@ -119,16 +142,7 @@ def _node(node: int, row: dict[int, float], spec: dict[str, Any], rounds: int,
     torch.set_num_threads(1)
     ctx = zmq.Context()
     try:
-        pull = ctx.socket(zmq.PULL)
-        pull.bind("tcp://127.0.0.1:*")
-        link.send(("ok", pull.getsockopt_string(zmq.LAST_ENDPOINT)))
-        endpoints: dict[int, str] = link.recv()
-        pushes = []
-        for peer in sorted(row):
-            if peer != node:
-                push = ctx.socket(zmq.PUSH)
-                push.connect(endpoints[peer])
-                pushes.append(push)
+        pull, pushes = wired(ctx, link, [peer for peer in sorted(row) if peer != node])
         link.send(("ok", rounds_of(node, row, spec, rounds, pull, pushes)))
         link.recv()
     except Exception:
@@ -199,28 +213,27 @@ def node_answer(node: int, link: Connection, proc: multiprocessing.process.BaseP
     raise TimeoutError(f"bare mesh node {node}: no answer within {TIMEOUT_S:g} s")
 
 
-def run(plan: dict[str, Any]) -> dict[str, Any]:
-    """The plan's mesh to its end: per round, the mean over nodes of its wall and CPU seconds;
-    when the last node ended its first round."""
-    rows = {int(i): {int(j): w for j, w in row.items()} for i, row in plan["rows"].items()}
-    rounds = int(plan["rounds"])
-    fork = multiprocessing.get_context("fork")
-    deadline = time.monotonic() + TIMEOUT_S
+def drive(context: multiprocessing.context.BaseContext, target: Callable[..., None],
+          args: dict[int, tuple[Any, ...]], timeout_s: float) -> list[Any]:
+    """One process per node, `target(*args[node], link)`: each sends its endpoint, receives
+    every node's (node -> endpoint), runs and sends its result, then waits for "stop". The
+    results in node order; every process has ended, stopped or killed, on every path out."""
+    deadline = time.monotonic() + timeout_s
     links: dict[int, Connection] = {}
     procs: dict[int, multiprocessing.process.BaseProcess] = {}
     stopped = False
     try:
-        for node, row in rows.items():
-            here, there = fork.Pipe()
+        for node, node_args in args.items():
+            here, there = context.Pipe()
             links[node] = here
-            procs[node] = fork.Process(target=_node, daemon=True,
-                                       args=(node, row, plan["model"], rounds, there))
+            procs[node] = context.Process(  # type: ignore[attr-defined]
+                target=target, daemon=True, args=(*node_args, there))
             procs[node].start()
             there.close()
-        endpoints = {i: node_answer(i, links[i], procs[i], deadline) for i in rows}
+        endpoints = {i: node_answer(i, links[i], procs[i], deadline) for i in args}
         for link in links.values():
             link.send(endpoints)
-        results = [node_answer(i, links[i], procs[i], deadline) for i in rows]
+        results = [node_answer(i, links[i], procs[i], deadline) for i in args]
         for link in links.values():
             link.send("stop")
         stopped = True
@@ -236,6 +249,17 @@ def run(plan: dict[str, Any]) -> dict[str, Any]:
                 proc.join()
         for link in links.values():
             link.close()
+    return results
+
+
+def run(plan: dict[str, Any]) -> dict[str, Any]:
+    """The plan's mesh to its end: per round, the mean over nodes of its wall and CPU seconds;
+    when the last node ended its first round."""
+    rows = {int(i): {int(j): w for j, w in row.items()} for i, row in plan["rows"].items()}
+    rounds = int(plan["rounds"])
+    results = drive(multiprocessing.get_context("fork"), _node,
+                    {node: (node, row, plan["model"], rounds) for node, row in rows.items()},
+                    TIMEOUT_S)
     return {**{key: {str(r): statistics.mean(node[k][r] for node in results)
                      for r in range(rounds)}
                for k, key in enumerate(("round_seconds", "round_cpu_seconds"))},

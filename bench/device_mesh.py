@@ -27,35 +27,14 @@ import multiprocessing
 import statistics
 import time
 import traceback
-from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
 import torch
 import zmq
-from torch.nn import functional as F
 
-from bench.bare_mesh import BATCH, CLASSES, HEADER, INPUT, LR, flat_parameters, node_answer
+from bench.bare_mesh import CLASSES, HEADER, INPUT, drive, flat_parameters, sgd_step, wired
 from dfl_node.learning.models import build_model
-
-
-def device_step(model: torch.nn.Module, seed: int, device: torch.device) -> Callable[[], None]:
-    """round_cost's bare SGD step with its data on `device`; the batch indices are drawn on
-    the CPU from the same generator, so every device takes the same batches."""
-    data = torch.rand(1024, *INPUT).to(device)
-    labels = torch.randint(0, CLASSES, (1024,)).to(device)
-    params = list(model.parameters())
-    gen = torch.Generator().manual_seed(seed)
-
-    def step() -> None:
-        idx = torch.randint(0, 1024, (BATCH,), generator=gen).to(device)
-        model.zero_grad(set_to_none=False)
-        F.cross_entropy(model(data[idx]), labels[idx]).backward()
-        with torch.no_grad():
-            for p in params:
-                p.sub_(p.grad, alpha=LR)  # type: ignore[arg-type]
-
-    return step
 
 
 class Staging:
@@ -102,7 +81,7 @@ def device_rounds(node: int, neighbours: list[int], spec: dict[str, Any], rounds
     every round (so a round's time holds its kernels, and the inbox half it read is free)."""
     model = build_model(spec, INPUT, CLASSES, seed=0).to(device)
     flat = flat_parameters(model)
-    step = device_step(model, node, device)
+    step = sgd_step(model, node, device)
     slots = {peer: slot for slot, peer in enumerate(neighbours)}
     staging = Staging(flat, len(neighbours), pinned)
     arrived: set[tuple[int, int]] = set()
@@ -147,16 +126,8 @@ def _device_node(node: int, nodes: int, spec: dict[str, Any], rounds: int, devic
     torch.set_num_threads(1)
     ctx = zmq.Context()
     try:
-        pull = ctx.socket(zmq.PULL)
-        pull.bind("tcp://127.0.0.1:*")
-        link.send(("ok", pull.getsockopt_string(zmq.LAST_ENDPOINT)))
-        endpoints: list[str] = link.recv()
         neighbours = [(node - 1) % nodes, (node + 1) % nodes]
-        pushes = []
-        for peer in neighbours:
-            push = ctx.socket(zmq.PUSH)
-            push.connect(endpoints[peer])
-            pushes.append(push)
+        pull, pushes = wired(ctx, link, neighbours)
         link.send(("ok", device_rounds(node, neighbours, spec, rounds, pull, pushes,
                                        torch.device(device), pinned)))
         link.recv()
@@ -174,38 +145,9 @@ def device_mesh(spec: dict[str, Any], nodes: int, rounds: int, device: str, pinn
     if nodes < 3 or rounds < 2:
         raise ValueError(f"a device mesh needs 3 nodes and 2 rounds or more, not {nodes} and "
                          f"{rounds}")
-    spawn = multiprocessing.get_context("spawn")
-    deadline = time.monotonic() + timeout_s
-    links: list[Connection] = []
-    procs: list[multiprocessing.process.BaseProcess] = []
-    stopped = False
-    try:
-        for node in range(nodes):
-            here, there = spawn.Pipe()
-            links.append(here)
-            procs.append(spawn.Process(target=_device_node, daemon=True,
-                                       args=(node, nodes, spec, rounds, device, pinned, there)))
-            procs[-1].start()
-            there.close()
-        endpoints = [node_answer(i, links[i], procs[i], deadline) for i in range(nodes)]
-        for link in links:
-            link.send(endpoints)
-        results = [node_answer(i, links[i], procs[i], deadline) for i in range(nodes)]
-        for link in links:
-            link.send("stop")
-        stopped = True
-    finally:
-        for proc in procs:
-            if stopped:
-                proc.join(10)
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(5)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-        for link in links:
-            link.close()
+    results = drive(multiprocessing.get_context("spawn"), _device_node,
+                    {node: (node, nodes, spec, rounds, device, pinned) for node in range(nodes)},
+                    timeout_s)
     per_round = [statistics.mean(run[0][r] for run in results) for r in range(1, rounds)]
     cpu = [statistics.mean(run[1][r] for run in results) for r in range(1, rounds)]
     return statistics.median(per_round), statistics.median(cpu)
