@@ -1,8 +1,8 @@
-"""The bare pyzmq+torch mesh of bench.round_cost with its model on a device: the reference a
+"""The bare pyzmq+torch mesh of bench.bare_mesh with its model on a device: the reference a
 dfl-mesh round on a GPU is measured against (bench/gpu.py).
 
 Each node is a process of its own (spawned, not forked: a child forked from a process that has
-touched CUDA cannot use it), on a ring, and each round does what round_cost's bare node does,
+touched CUDA cannot use it), on a ring, and each round does what bench.bare_mesh's node does,
 with the model's flat parameter vector on `device`: one SGD step of batch 8 on random data
 already on the device, the vector copied to a host buffer and sent to both ring neighbours over
 PUSH/PULL (zero-copy: ZeroMQ reads the host buffer in place), theirs received into host
@@ -13,8 +13,8 @@ the device and pinned memory is one DMA the device runs asynchronously, where a 
 pageable memory is staged by the driver through a pinned buffer of its own and blocks. Both
 are measured, so the figure says what pinning buys; dfl-mesh's runtime has no such switch (its
 wire path copies a device tensor into a fresh pageable host tensor, dfl_node/comm/channel.py
-`_wire_view`). On the CPU there is nothing to copy: the step's vector is copied once into the
-send buffer (as round_cost's `tobytes()` does) and the mix reads the receive buffers.
+`_wire_view`). On the CPU there is nothing to copy but the step's vector, once, into the send
+buffer (bench.bare_mesh sends it in place instead), and the mix reads the receive buffers.
 
 A send buffer is reused two rounds later (one per round parity), when every neighbour has
 received its message: a neighbour finishes round r only with this node's round-r message, and
@@ -122,7 +122,7 @@ def _device_node(node: int, nodes: int, spec: dict[str, Any], rounds: int, devic
                  pinned: bool, link: Connection) -> None:
     """One spawned node: bind, trade endpoints with the parent, run the rounds, send them, and
     close only on the parent's word, when no neighbour waits for a message in flight. Each
-    message to the parent is ("ok", value) or ("failed", traceback), as round_cost's are."""
+    message to the parent is ("ok", value) or ("failed", traceback), as bench.bare_mesh's are."""
     torch.set_num_threads(1)
     ctx = zmq.Context()
     try:
@@ -141,7 +141,7 @@ def device_mesh(spec: dict[str, Any], nodes: int, rounds: int, device: str, pinn
                 timeout_s: float) -> tuple[float, float]:
     """A ring of `nodes` spawned processes for `rounds` rounds on `device`: (seconds per round,
     CPU seconds per node-round), the mean over nodes of each round, then the median over
-    rounds after the first, as round_cost summarises its bare mesh and dfl-mesh's nodes."""
+    rounds after the first, as bench.round_cost summarises the bare mesh and dfl-mesh's nodes."""
     if nodes < 3 or rounds < 2:
         raise ValueError(f"a device mesh needs 3 nodes and 2 rounds or more, not {nodes} and "
                          f"{rounds}")
