@@ -8,12 +8,13 @@ import json
 import os
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
 import pytest
 
-from bench.reproduce import deviations
+from bench.reproduce import deviations, docs_page
 from bench.reproduce.__main__ import DATA_ROOT, main, parse
 from bench.reproduce.arms import Arm, drop_checkpoints
 from bench.reproduce.backend import for_backend
@@ -86,6 +87,23 @@ def test_the_manual_lists_every_experiment_with_its_command_or_why_not(paper: st
         assert f"(`{experiment.id}`)" in text, experiment.id
         assert command(paper, experiment.id) in text or experiment.why_not in text, \
             experiment.id
+
+
+def test_a_published_estimate_check_is_on_the_page_beside_its_estimate(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(docs_page, "RESULTS", tmp_path / "results")
+    out = tmp_path / "out"
+    (out / "estimate-check").mkdir(parents=True)
+    record = {"paper": "dsc", "experiment": "table2", "budget": "paper", "method": "FedAvg",
+              "protocol": "dsc-fedavg", "seed": 0, "rounds": 3, "cut": True,
+              "estimated_seconds": 600.0, "measured_seconds": 900.0, "ratio": 1.5,
+              "load_average": {"before": 2.5, "after": 3.0}, "cores": 2, "commit": "x",
+              "run": "r"}
+    (out / "estimate-check" / "table2.json").write_text(json.dumps(record))
+    assert docs_page.publish("dsc", "paper", out) == ["estimate-check/table2"]
+    assert docs_page.results_of("dsc", "paper") == {}  # a check is not an experiment's record
+    assert "| `paper` | table2: FedAvg, seed 0, cut to 3 rounds | 10.0 min | 15.0 min | 1.50 " \
+           "| 2.5 / 3.0 |" in render("dsc")
 
 
 def measured(values: dict[str, float], **series: dict[float, float]) -> Measured:
@@ -338,6 +356,9 @@ def test_a_condition_may_exclude_a_setting() -> None:
     (["dsc", "--backend", "slurm", "--time", "2h"], "--time: expected minutes, HH:MM:SS or "
                                                      "D-HH:MM:SS, got '2h'$"),
     (["dsc", "--backend", "slurm", "--jobs", "0"], "--jobs: must be at least 1, got 0$"),
+    (["dsc", "--rounds", "3"], "--rounds K takes a K of at least 1, and only with "
+                               "--check-estimate$"),
+    (["dsc", "--check-estimate", "--rounds", "0"], "--rounds K takes a K of at least 1"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str, tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
@@ -439,6 +460,33 @@ def test_every_experiment_runs_at_the_quick_budget_and_writes_its_outputs(
         assert summaries and all(json.loads(s.read_text())["status"] == "ok"
                                  for s in summaries)
         assert not list((out / "runs").glob("*/*/defaults/seed-0/checkpoints"))
+
+
+@pytest.mark.slow
+def test_an_estimate_check_runs_one_cut_run_and_sets_its_wall_time_beside_the_estimate(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "o"
+    args = ["dsc", "comm-cost", "--budget", "quick", "--check-estimate", "--rounds", "2",
+            "--out", str(out)]
+    assert main(args) == 0, capsys.readouterr().err[-2000:]
+    record = json.loads((out / "estimate-check" / "comm-cost.json").read_text())
+    recipe = recipes_of("dsc", "quick", tmp_path / "again")["comm-cost"]
+    arm = recipe.arms[0]
+    assert (record["method"], record["seed"], record["rounds"], record["cut"]) == \
+        (arm.label(), recipe.seeds[0], 2, True)
+    run_dir = out / "estimate-check" / "runs" / record["run"]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["rounds"] == 2 and record["measured_seconds"] == summary["wall_seconds"]
+    cut = replace(arm, settings={**arm.settings, "rounds": 2})
+    assert record["estimated_seconds"] == recipe.cost.seconds(
+        arm.protocol, cut.variant(recipe.common).settings)
+    assert record["ratio"] == record["measured_seconds"] / record["estimated_seconds"]
+    assert not list(out.glob("comm-cost.*"))  # a check writes no experiment outputs
+    # the same command again reads the finished run instead of running it once more
+    stamp = (run_dir / "summary.json").stat().st_mtime_ns
+    assert main(args) == 0
+    assert (run_dir / "summary.json").stat().st_mtime_ns == stamp
+    assert "cut to 2 rounds: estimated" in capsys.readouterr().out
 
 
 def test_a_finished_run_loses_its_checkpoints_and_an_unfinished_one_keeps_them(

@@ -3,6 +3,7 @@
     python -m bench.reproduce PAPER [EXPERIMENT ...] [--budget quick|medium|paper]
                               [--out DIR] [--data-root DIR] [--list]
                               [--backend local|slurm] [--jobs N] [SLURM OPTIONS]
+                              [--check-estimate [--rounds K]]
 
 PAPER is dmfl-sq, ssd-fl or dsc; without EXPERIMENT, every experiment of the paper that can be
 reproduced here. Each runs its arms as real meshes (sweeps: a finished run is kept, an
@@ -19,6 +20,9 @@ costs, is printed first). OUT defaults to runs/reproduce/PAPER/BUDGET.
 `dfl-launch slurm --submit` does, every run of the experiments queued at once (up to --jobs N),
 the outputs written once all have finished; `dfl-launch slurm`'s options (--time,
 --cpus-per-task, --slurm-partition, ...) say what each job asks for (docs/slurm.md).
+--check-estimate runs, for each EXPERIMENT, only its first arm's first seed (cut to --rounds K
+rounds if given) and sets its wall time beside what the budget's estimate says that run costs
+(bench/reproduce/estimate_check.py; OUT/estimate-check/<experiment>.json).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from bench.reproduce import backend, deviations
+from bench.reproduce import backend, deviations, estimate_check
 from bench.reproduce.arms import RunsFailed, run_arms, run_sweeps, sweeps
 from bench.reproduce.experiment import Recipe, judge_claim
 from bench.reproduce.measures import measure
@@ -61,8 +65,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                     help="where CIFAR-10 is (default: shared/data beside the checkout, if there)")
     ap.add_argument("--list", action="store_true",
                     help="list the paper's experiments and what each needs, run nothing")
+    ap.add_argument("--check-estimate", action="store_true",
+                    help="run each experiment's first arm once and compare its wall time with "
+                         "the estimate of that run")
+    ap.add_argument("--rounds", type=int, default=None, metavar="K",
+                    help="with --check-estimate: cut the run to K rounds")
     backend.add_arguments(ap)
     opts = ap.parse_args(argv)
+    if opts.rounds is not None and (not opts.check_estimate or opts.rounds < 1):
+        ap.error("--rounds K takes a K of at least 1, and only with --check-estimate")
     opts.out = opts.out or ROOT / "runs" / "reproduce" / opts.paper / opts.budget
     if opts.data_root is None and DATA_ROOT.is_dir():
         opts.data_root = DATA_ROOT
@@ -124,6 +135,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     runs = opts.out / "runs"
     wanted = {n: recipes[n] for n in names}
+    if opts.check_estimate:
+        try:
+            for name in names:
+                print(estimate_check.line(estimate_check.check(
+                    paper.id, name, opts.budget, wanted[name], opts.out, opts.rounds, runner)),
+                    flush=True)
+        except RunsFailed as exc:
+            print(exc, file=sys.stderr)
+            return 1
+        return 0
     hours = estimate_seconds(wanted, runs) / 3600
     print(f"{paper.id}: {', '.join(names)} at budget {opts.budget}; about {hours:.1f} h of "
           f"runs left at this machine's pace (its measured costs"

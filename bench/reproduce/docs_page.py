@@ -22,7 +22,7 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
-from bench.reproduce import deviations
+from bench.reproduce import deviations, estimate_check
 from bench.reproduce.__main__ import estimate_seconds
 from bench.reproduce.experiment import Recipe
 from bench.reproduce.judge import Verdict
@@ -43,7 +43,8 @@ def command(paper: str, experiment: str, budget: str = "medium") -> str:
 
 
 def results_of(paper: str, budget: str) -> dict[str, dict[str, Any]]:
-    """The committed records of a budget, by experiment."""
+    """The committed records of a budget, by experiment (estimate checks, in their own
+    folder, are not experiments)."""
     folder = RESULTS / paper / budget
     return {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))}
 
@@ -63,7 +64,45 @@ def publish(paper_id: str, budget: str, out: Path) -> list[str]:
         draw(record, folder / f"{source.stem}.png",
              paper_points(record, [n.model_dump() for n in marks.numbers]))
         done.append(source.stem)
+    for source in sorted((out / estimate_check.FOLDER).glob("*.json")):
+        checks = folder / estimate_check.FOLDER
+        checks.mkdir(exist_ok=True)
+        (checks / source.name).write_text(source.read_text())
+        done.append(f"{estimate_check.FOLDER}/{source.stem}")
     return done
+
+
+def estimate_rows(paper_id: str) -> list[str]:
+    """What each budget's estimate promised against what a measured run took: the estimate
+    checks (one run, cut where a whole one takes hours) and every whole experiment measured."""
+    rows = []
+    for budget in BUDGETS:
+        folder = RESULTS / paper_id / budget
+        for path in sorted((folder / estimate_check.FOLDER).glob("*.json")):
+            record = json.loads(path.read_text())
+            cut = f", cut to {record['rounds']} rounds" if record["cut"] else ""
+            rows.append(f"| `{budget}` | {record['experiment']}: {record['method']}, seed "
+                        f"{record['seed']}{cut} | {record['estimated_seconds'] / 60:.1f} min | "
+                        f"{record['measured_seconds'] / 60:.1f} min | "
+                        f"{record['measured_seconds'] / record['estimated_seconds']:.2f} | "
+                        f"{record['load_average']['before']:.1f} / "
+                        f"{record['load_average']['after']:.1f} |")
+        for experiment, record in results_of(paper_id, budget).items():
+            if record.get("estimated_seconds"):
+                rows.append(f"| `{budget}` | {experiment}, every run | "
+                            f"{record['estimated_seconds'] / 60:.1f} min | "
+                            f"{record['wall_seconds'] / 60:.1f} min | "
+                            f"{record['wall_seconds'] / record['estimated_seconds']:.2f} | - |")
+    if not rows:
+        return []
+    return ["", "The estimates above are sums of costs measured on pieces (a round of one "
+            "model, an evaluation, start-up; each recipe's `Cost`). Here they are beside runs "
+            "that were measured whole: an estimate check (`--check-estimate`, one run of an "
+            "experiment at the budget's own model, epochs and N, cut to a few rounds where a "
+            "whole run takes hours) and every experiment measured. The estimates are for an "
+            "idle machine; the load average says how busy this one was (2 cores).", "",
+            "| budget | run | estimated | measured | measured / estimated | load before / "
+            "after |", "|---|---|---|---|---|---|", *rows]
 
 
 def verdict_counts(records: dict[str, dict[str, Any]]) -> Counter[str]:
@@ -100,6 +139,7 @@ def render(paper_id: str) -> str:
                          ("paper", "the paper's own rounds, epochs, seeds and N")):
         hours = estimated_hours(recipes[budget])
         lines.append(f"| `{budget}` | {text} | {hours:.1f} h of runs, one after another |")
+    lines += estimate_rows(paper_id)
     lines += ["", "## The experiments", "",
               "| | what it shows | here | medium: wall time (estimated on an idle machine), "
               "verdicts |", "|---|---|---|---|"]
