@@ -66,7 +66,7 @@ def bridge(hood: Neighbourhood, b: int) -> torch.Tensor:
 
 def krum_scores(hood: Neighbourhood, f: int) -> list[float]:
     """s(k) = sum over the n - f - 2 members closest to x_k of ||x_k - x_l||^2, for each
-    member k in order (own first) (Blanchard et al. 2017, Sec. 4). Distances in float64, so
+    member k in order (own first) (Blanchard et al. 2017). Distances in float64, so
     that the float32 vectors of an attacker cannot overflow them."""
     n = hood.size
     if f < 0 or 2 * f + 2 >= n:

@@ -43,7 +43,7 @@ def gaussian(centre: torch.Tensor, std: float, generator: torch.Generator) -> to
 
 
 def alie_z(n: int, f: int) -> float:
-    """ALIE's z_max (Baruch, Baruch, Goldberg 2019, Sec. 4): with s = floor(n/2 + 1) - f
+    """ALIE's z_max (Baruch, Baruch, Goldberg 2019): with s = floor(n/2 + 1) - f
     supporters needed, the largest z with Phi(z) < (n - s) / n, Phi the standard normal CDF."""
     if n < 1 or f < 0 or f > n:
         raise RobustnessError(f"ALIE: f = {f} Byzantine of n = {n} workers is no population")
@@ -68,7 +68,7 @@ def _mean_and_std(honest: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.T
 
 
 def alie(honest: Sequence[torch.Tensor], z: float) -> torch.Tensor:
-    """mu - z sigma, coordinate-wise over the honest vectors (Baruch et al. 2019, Algorithm 1):
+    """mu - z sigma, coordinate-wise over the honest vectors (Baruch et al. 2019):
     a shift small enough to stay inside the spread that order statistics accept."""
     if not math.isfinite(z):
         raise RobustnessError(f"ALIE: z must be finite, got {z}")
