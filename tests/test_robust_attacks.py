@@ -11,14 +11,9 @@ import numpy as np
 import pytest
 import torch
 
+from protocols.robust import poisoning
 from protocols.robust.attacks import alie, alie_z, dissensus, gaussian, ipm, scaled, sign_flip
 from protocols.robust.errors import RobustnessError
-from protocols.robust.poisoning import (
-    attack_success_rate,
-    backdoor,
-    flip_labels,
-    stamp_trigger,
-)
 
 
 def vec(*values: float) -> torch.Tensor:
@@ -86,42 +81,42 @@ def test_attacks_leave_their_inputs_alone() -> None:
 
 def test_label_flipping_default_and_mapped() -> None:
     labels = torch.tensor([0, 3, 9, 1])
-    assert flip_labels(labels, 10).tolist() == [9, 6, 0, 8]
-    assert flip_labels(labels, 10, {1: 7, 3: 3}).tolist() == [0, 3, 9, 7]
+    assert poisoning.flip_labels(labels, 10).tolist() == [9, 6, 0, 8]
+    assert poisoning.flip_labels(labels, 10, {1: 7, 3: 3}).tolist() == [0, 3, 9, 7]
     assert labels.tolist() == [0, 3, 9, 1]
 
 
 def test_the_trigger_is_a_bright_bottom_right_square_on_every_channel() -> None:
     images = torch.zeros(2, 3, 5, 6, dtype=torch.uint8)
-    stamped = stamp_trigger(images, size=2)
+    stamped = poisoning.stamp_trigger(images, size=2)
     assert bool((stamped[..., 3:, 4:] == 255).all())
     assert int(stamped.sum()) == 2 * 3 * 4 * 255
     assert int(images.sum()) == 0
-    floats = stamp_trigger(torch.zeros(1, 4, 4), size=1)  # (N, H, W), no channel
+    floats = poisoning.stamp_trigger(torch.zeros(1, 4, 4), size=1)  # (N, H, W), no channel
     assert float(floats[0, 3, 3]) == 1.0 and float(floats.sum()) == 1.0
 
 
 def test_backdoor_poisons_the_drawn_fraction_and_is_its_generator() -> None:
     images = torch.arange(10 * 28 * 28, dtype=torch.int64).reshape(10, 1, 28, 28).to(torch.uint8)
     labels = torch.tensor([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
-    poisoned, relabelled = backdoor(images, labels, target=7, fraction=0.5,
+    poisoned, relabelled = poisoning.backdoor(images, labels, target=7, fraction=0.5,
                                     generator=generator(1))
-    again = backdoor(images, labels, target=7, fraction=0.5, generator=generator(1))
+    again = poisoning.backdoor(images, labels, target=7, fraction=0.5, generator=generator(1))
     assert torch.equal(poisoned, again[0]) and torch.equal(relabelled, again[1])
     changed = [k for k in range(10) if not torch.equal(poisoned[k], images[k])]
     chosen = sorted(torch.randperm(10, generator=generator(1))[:5].tolist())
     assert changed == chosen
     assert all(int(relabelled[k]) == 7 for k in chosen)
     assert all(int(relabelled[k]) == k for k in range(10) if k not in chosen)
-    assert torch.equal(poisoned[chosen], stamp_trigger(images[chosen]))
-    untouched, same = backdoor(images, labels, 7, 0.0, generator(1))
+    assert torch.equal(poisoned[chosen], poisoning.stamp_trigger(images[chosen]))
+    untouched, same = poisoning.backdoor(images, labels, 7, 0.0, generator(1))
     assert torch.equal(untouched, images) and torch.equal(same, labels)
 
 
 def test_attack_success_rate_counts_only_the_other_classes() -> None:
     labels = torch.tensor([7, 1, 2, 3])
     predictions = torch.tensor([7, 7, 0, 7])
-    assert attack_success_rate(predictions, labels, 7) == 2 / 3
+    assert poisoning.attack_success_rate(predictions, labels, 7) == 2 / 3
 
 
 BAD: list[tuple[Callable[[], object], str]] = [
@@ -135,16 +130,16 @@ BAD: list[tuple[Callable[[], object], str]] = [
     (lambda: ipm([], 1.0), "at least one honest vector"),
     (lambda: dissensus(vec(0), [vec(1)], [0.5], 0.0, 1.0), "delta_i must be > 0"),
     (lambda: dissensus(vec(0), [vec(1)], [], 0.5, 1.0), "1 honest vectors but 0 weights"),
-    (lambda: flip_labels(torch.tensor([0, 10]), 10), "labels must lie in 0..9"),
-    (lambda: flip_labels(torch.tensor([0]), 10, {2: 10}), "names a class outside 0..9"),
-    (lambda: flip_labels(torch.tensor([0]), 1), "at least 2 classes"),
-    (lambda: stamp_trigger(torch.zeros(1, 4, 4), size=5), "size must be in 1..4"),
-    (lambda: stamp_trigger(torch.zeros(4, 4)), "must be (N, H, W) or (N, C, H, W)"),
-    (lambda: backdoor(torch.zeros(2, 4, 4), torch.zeros(2), 1, 1.5, generator(0)),
+    (lambda: poisoning.flip_labels(torch.tensor([0, 10]), 10), "labels must lie in 0..9"),
+    (lambda: poisoning.flip_labels(torch.tensor([0]), 10, {2: 10}), "names a class outside 0..9"),
+    (lambda: poisoning.flip_labels(torch.tensor([0]), 1), "at least 2 classes"),
+    (lambda: poisoning.stamp_trigger(torch.zeros(1, 4, 4), size=5), "size must be in 1..4"),
+    (lambda: poisoning.stamp_trigger(torch.zeros(4, 4)), "must be (N, H, W) or (N, C, H, W)"),
+    (lambda: poisoning.backdoor(torch.zeros(2, 4, 4), torch.zeros(2), 1, 1.5, generator(0)),
      "fraction must be in [0, 1]"),
-    (lambda: backdoor(torch.zeros(2, 4, 4), torch.zeros(3), 1, 0.5, generator(0)),
+    (lambda: poisoning.backdoor(torch.zeros(2, 4, 4), torch.zeros(3), 1, 0.5, generator(0)),
      "2 images but 3 labels"),
-    (lambda: attack_success_rate(torch.tensor([1]), torch.tensor([1]), 1),
+    (lambda: poisoning.attack_success_rate(torch.tensor([1]), torch.tensor([1]), 1),
      "no sample outside the target class"),
 ]
 
