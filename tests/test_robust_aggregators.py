@@ -307,6 +307,21 @@ def test_clip_keeps_short_vectors_and_shortens_long_ones() -> None:
     assert torch.equal(clip(vec(3, 4), 5.0), vec(3, 4))
     assert torch.allclose(clip(vec(3, 4), 1.0), vec(0.6, 0.8))
     assert torch.equal(clip(vec(3, 4), 0.0), vec(0, 0))
+    z = vec(3, 4)
+    clip(z, 1.0).add_(1)
+    clip(z, 9.0).add_(1)
+    assert torch.equal(z, vec(3, 4))
+
+
+def test_no_rule_writes_into_the_vectors_it_was_given() -> None:
+    hood = random_hood(11)
+    before = [x.clone() for x in hood.members]
+    outputs = [coordinate_median(hood), trimmed_mean(hood, 1), bridge(hood, 1), krum(hood, 1),
+               multi_krum(hood, 1, 3), clipped_gossip(hood, 0.5), clipped_gossip(hood, math.inf),
+               self_centred_clipping(hood, 0.5, 2)]
+    for out in outputs:
+        out.add_(1.0)  # a caller may update the result in place
+    assert all(torch.equal(x, y) for x, y in zip(hood.members, before, strict=True))
 
 
 # Bad parameters: one clear error each.

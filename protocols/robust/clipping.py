@@ -32,19 +32,25 @@ def _check_radius(tau: float) -> None:
         raise RobustnessError(f"a clipping radius must be >= 0 (inf: no clipping), got {tau}")
 
 
-def clip(z: torch.Tensor, tau: float) -> torch.Tensor:
-    """min(1, tau / ||z||) z: z itself (a copy) when ||z|| <= tau."""
-    _check_radius(tau)
+def _clip_(z: torch.Tensor, tau: float) -> torch.Tensor:
+    """CLIP(z, tau) in place: z scaled down to norm tau, or left alone when ||z|| <= tau."""
     norm = _norm(z)
-    return z.clone() if norm <= tau else z.mul(tau / norm)
+    return z if norm <= tau else z.mul_(tau / norm)
+
+
+def clip(z: torch.Tensor, tau: float) -> torch.Tensor:
+    """min(1, tau / ||z||) z, as a new tensor."""
+    _check_radius(tau)
+    return _clip_(z.clone(), tau)
 
 
 def _clipped_step(centre: torch.Tensor, terms: Iterable[tuple[float, torch.Tensor]],
                   tau: float) -> torch.Tensor:
-    """centre + sum_k w_k CLIP(v_k - centre, tau), one term after the other."""
+    """centre + sum_k w_k CLIP(v_k - centre, tau), one term after the other (each difference
+    is a fresh tensor, clipped in place: one model-sized temporary per term)."""
     acc = centre.clone()
     for w, v in terms:
-        acc.add_(clip(v - centre, tau), alpha=w)
+        acc.add_(_clip_(v - centre, tau), alpha=w)
     return acc
 
 
