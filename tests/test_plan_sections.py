@@ -125,6 +125,23 @@ def test_a_plan_file_reads_back_to_the_same_sections(tmp_path: Path) -> None:
         {**again.to_dict(), "hashes": again.section_hashes()}, indent=1, sort_keys=True) + "\n"
 
 
+def test_a_plan_file_read_again_is_the_same_plan_until_its_bytes_change(tmp_path: Path) -> None:
+    """A node forked from the zygote reads the plan the zygote read (launcher/backends/
+    preload.py): the same bytes give the same object, hashes computed; other bytes, another."""
+    path = tmp_path / "plan.json"
+    RunPlan.from_dict(hand_made_plan()).dump(path)
+    first = RunPlan.load(path)
+    hashes = first.section_hashes()
+    assert RunPlan.load(path) is first and RunPlan.load(tmp_path / "." / "plan.json") is first
+    hashes["data"] = "changed by a caller"  # a copy: the plan's own stay as they are
+    assert first.section_hashes()["data"] != "changed by a caller"
+    RunPlan.from_dict({**hand_made_plan(), "rounds": 7}).dump(path)
+    second = RunPlan.load(path)
+    assert second is not first and second.rounds == 7
+    assert second.section_hashes()["protocol"] != first.section_hashes()["protocol"]
+    assert second.section_hashes()["data"] == first.section_hashes()["data"]
+
+
 # content_hashes of hand_made_plan() with a directory, as cbff4f5 (before the typed sections)
 # computed them (its code run on this very body): checkpoints of runs started then carry
 # these, and must resume.

@@ -30,6 +30,7 @@ import torch
 from dfl_node.learning.datacache import DataError
 from dfl_node.learning.models import build_model
 from dfl_node.learning.shards import plan_data
+from dfl_node.learning.torch_settings import runtime_settings
 from dfl_node.learning.training import compute_gradients, evaluate
 from dfl_node.plan import RunPlan
 from dfl_node.settings.model import ModelError
@@ -87,8 +88,14 @@ def warm_data(plan_path: Path) -> None:
     here once and shared by the nodes forked after it instead of computed and held by each. A
     protocol that brings its own data has no prepared dataset here, and nothing to share. The
     plan's protocol is imported here too (the registry loads one by name), so that no node
-    imports it for itself."""
+    imports it for itself. So is the plan itself, with what every node computes from it on
+    its way to round 1 (its section hashes, its diameter, the validator of its runtime
+    settings): each node reads the plan file again and, finding the same bytes, gets this
+    plan object (RunPlan.load)."""
     plan = RunPlan.load(plan_path)
+    plan.section_hashes()
+    plan.diameter()
+    runtime_settings(plan.hyper)
     node_class(plan.protocol)
     with contextlib.suppress(DataError, ModelError):
         arrays = plan_data(plan.data, len(plan.clients)).arrays
