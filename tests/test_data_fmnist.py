@@ -217,6 +217,7 @@ def test_a_node_keeps_no_cache_page_mapped_once_its_rows_are_copied(
     assert int(arrays.x_train[::500].sum()) > 0 and mapped_kb(arrays.x_train) > 0  # read: mapped
     node = load_node_data(prepared, list(range(20)), 5)
     assert [mapped_kb(array) for array in maps] == [0, 0, 0, 0]
+    assert isinstance(node.x_train, ImageRows)
     assert int(node.x_train.pixels.sum()) > 0  # the node's copies, not the maps
     # arrays handed over are the caller's: never released, whatever they are
     given = type(arrays)(node.x_train.pixels, node.y_train, node.x_train.pixels, node.y_train, 10)
