@@ -22,36 +22,37 @@ from __future__ import annotations
 
 import ctypes
 import sys
+from typing import Any
 
 M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
 ARENAS = 1
+
+
+def glibc_function(name: str, *argtypes: type) -> Any | None:
+    """The C library's `name` taking `argtypes` and returning an int, or None where it has none
+    (not Linux: macOS's libc has neither mallopt nor malloc_trim)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function = getattr(ctypes.CDLL(None), name)
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = list(argtypes)
+    function.restype = ctypes.c_int
+    return function
 
 
 def share_one_arena() -> bool:
     """Give every thread this process starts from now on the main arena; False where the C
     library has no mallopt (macOS) or refuses it. Call it early in a node process, before it
     starts threads (ZeroMQ's, the liveness watch)."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
-    return bool(mallopt(M_ARENA_MAX, ARENAS))
+    mallopt = glibc_function("mallopt", ctypes.c_int, ctypes.c_int)
+    return mallopt is not None and bool(mallopt(M_ARENA_MAX, ARENAS))
 
 
 def release_free_heap() -> bool:
     """Hand every whole free page of the heap back to the system (glibc's `malloc_trim(0)`,
     which also releases free pages inside the heap, not only at its top); whether any was.
     False where the C library has no malloc_trim."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return False
-    trim.argtypes = [ctypes.c_size_t]
-    trim.restype = ctypes.c_int
-    return bool(trim(0))
+    trim = glibc_function("malloc_trim", ctypes.c_size_t)
+    return trim is not None and bool(trim(0))
