@@ -192,3 +192,33 @@ def test_a_broken_idx_file_is_named(tmp_path: Path, name: str, content: bytes) -
     assert files is not None and files["x_train"] == broken
     with pytest.raises(LaunchError, match=f"^{broken}: not a Fashion-MNIST IDX file \\("):
         data_fmnist.decode(files)
+
+
+def mapped_kb(array: np.ndarray) -> int:
+    """Resident kB of the mapping that holds `array`'s data, in this process."""
+    address = array.ctypes.data
+    resident, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()[0]
+        if "-" in head and not head.endswith(":"):
+            low, high = (int(part, 16) for part in head.split("-"))
+            inside = low <= address < high
+        elif inside and head == "Rss:":
+            resident = int(line.split()[1])
+    return resident
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/smaps")
+def test_a_node_keeps_no_cache_page_mapped_once_its_rows_are_copied(
+        prepared: DataSection) -> None:
+    arrays = plan_data(prepared, 20).arrays
+    maps = arrays.cache_maps()
+    assert len(maps) == 4
+    assert int(arrays.x_train[::500].sum()) > 0 and mapped_kb(arrays.x_train) > 0  # read: mapped
+    node = load_node_data(prepared, list(range(20)), 5)
+    assert [mapped_kb(array) for array in maps] == [0, 0, 0, 0]
+    assert isinstance(node.x_train, ImageRows)
+    assert int(node.x_train.pixels.sum()) > 0  # the node's copies, not the maps
+    # arrays handed over are the caller's: never released, whatever they are
+    given = type(arrays)(node.x_train.pixels, node.y_train, node.x_train.pixels, node.y_train, 10)
+    assert given.cache_maps() == ()

@@ -27,6 +27,12 @@ class DatasetArrays:
     classes: int
     mean: np.ndarray | None = None
     std: np.ndarray | None = None
+    from_cache: bool = False  # the arrays are read-only maps of the data cache's files
+
+    def cache_maps(self) -> tuple[np.ndarray, ...]:
+        """The four arrays where they are read-only maps of the data cache (`from_cache`), else
+        none: arrays handed over or generated are the caller's, whatever they are."""
+        return (self.x_train, self.y_train, self.x_test, self.y_test) if self.from_cache else ()
 
     def train(self, idx: np.ndarray) -> tuple[Samples, np.ndarray]:
         labels = np.asarray(self.y_train[idx], dtype=np.int64)

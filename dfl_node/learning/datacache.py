@@ -9,7 +9,9 @@ module is the layout both sides agree on; the writer is `launcher.data.prepare`.
 from __future__ import annotations
 
 import json
+import mmap
 import os
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -86,3 +88,18 @@ def locate_entry(cache_dir: str, fingerprint: str) -> tuple[Path, Meta]:
 def open_arrays(entry: Path) -> dict[str, np.ndarray]:
     """Read-only memory maps of the entry's arrays (the .npy header is parsed, never unpickled)."""
     return {name: np.lib.format.open_memmap(entry / f"{name}.npy", mode="r") for name in ARRAYS}
+
+
+def release_mapped_pages(arrays: Iterable[np.ndarray]) -> None:
+    """Unmap from this process the cache pages it has read through `arrays`' memory maps (the
+    page cache keeps them; a later read maps them again).
+
+    Reading a node's rows touches pages across the whole file (IID rows are scattered, and the
+    kernel maps the pages around each one it faults in), so a node that has copied its shard out
+    still mapped nearly all 47 MB of Fashion-MNIST's training images. Pages mapped by k
+    processes count 1/k in each one's PSS: 2.3 MB per node of a 20-node mesh, for data the node
+    no longer reads. Arrays that are not memory maps are left alone."""
+    for array in arrays:
+        mapping = getattr(array, "_mmap", None)
+        if isinstance(mapping, mmap.mmap) and not mapping.closed:
+            mapping.madvise(mmap.MADV_DONTNEED)

@@ -28,7 +28,7 @@ def load_arrays(data: DataSection) -> DatasetArrays:
     entry, meta = locate_entry(*prepared)
     return DatasetArrays(**open_arrays(entry), classes=meta.classes,
                          mean=np.asarray(meta.mean, dtype=np.float32),
-                         std=np.asarray(meta.std, dtype=np.float32))
+                         std=np.asarray(meta.std, dtype=np.float32), from_cache=True)
 
 
 __all__ = ["DatasetArrays", "load_arrays"]

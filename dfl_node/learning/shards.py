@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dfl_node.learning.arrays import DatasetArrays, Samples
-from dfl_node.learning.datacache import DataError
+from dfl_node.learning.datacache import DataError, release_mapped_pages
 from dfl_node.learning.datasets import load_arrays
 from dfl_node.learning.given import given_parts
 from dfl_node.learning.partition import partition, split_like
@@ -106,6 +106,7 @@ def plan_data(data: DataSection, parts: int) -> PlanData:
             shared = arrays.test(global_split(data, arrays.y_test)) \
                 if data.eval_split in ("global", "both") else None
             found = _plans[key] = PlanData(arrays, train, evals, shared)
+            release_mapped_pages(arrays.cache_maps())
             while len(_plans) > KEPT_PLANS:
                 _plans.popitem(last=False)
         _plans.move_to_end(key)
@@ -127,5 +128,7 @@ def load_node_data(data: DataSection, clients: list[int], node_id: int) -> NodeD
     both = data.eval_split == "both"
     x_eval, y_eval = shared.global_eval if shared.global_eval is not None and not both \
         else shared.arrays.test(shared.evals[pos])
-    return NodeData(*shared.arrays.train(shared.train[pos]), x_eval, y_eval,
+    node = NodeData(*shared.arrays.train(shared.train[pos]), x_eval, y_eval,
                     shared.arrays.classes, shared.global_eval if both else None)
+    release_mapped_pages(shared.arrays.cache_maps())  # the node holds copies of its rows
+    return node

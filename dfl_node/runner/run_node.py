@@ -29,6 +29,7 @@ from dfl_node.runner.context import NodeContext
 from dfl_node.runner.membership import FailureHandling, SurvivingGraph
 from dfl_node.runner.node_state import Resumed
 from dfl_node.runner.prephase_client import PrephaseChannel, run_prephase
+from dfl_node.runner.process_memory import release_free_heap
 from dfl_node.runner.profiling import profiled
 from dfl_node.runner.receive_caps import wire_limits
 from dfl_node.runner.record_sink import RecordSink, params_due, params_record
@@ -94,8 +95,12 @@ def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: 
     def metrics(round_: int, info: dict[str, float]) -> dict[str, Any]:
         """The metrics record of the models as they stand after `round_` rounds, in the key
         order metrics.jsonl keeps (the protocol's keys amid the runtime's), checked against
-        the model every reader parses it with."""
-        record = {"type": "metrics", "round": round_, "node": node_id, **proto.evaluate(),
+        the model every reader parses it with. The heap's free pages go back to the system
+        before and after the evaluation (dfl_node/runner/process_memory.py)."""
+        release_free_heap()
+        evaluated = proto.evaluate()
+        release_free_heap()
+        record = {"type": "metrics", "round": round_, "node": node_id, **evaluated,
                   "wire_bytes": comm.ledger.wire_bytes(),
                   "virtual_seconds": clock.seconds, "eval_split": plan.data.eval_split,
                   "slot_mismatches": comm.slot_mismatches,
