@@ -16,7 +16,6 @@ plan that differs from a neighbour's or key files a --secure plan cannot use
 from __future__ import annotations
 
 import os
-import select
 import signal
 import sys
 import threading
@@ -133,25 +132,11 @@ def exit_with_launcher(pid: int) -> None:
     started = start_time(pid)
 
     def loop() -> None:
-        if (watched := launcher_exit(pid)) is not None and start_time(pid) == started:
-            select.select([watched], [], [])  # readable once the launcher has exited
-        else:  # no pidfd: look every PARENT_POLL_S
-            while started is not None and start_time(pid) == started:
-                time.sleep(PARENT_POLL_S)
+        while started is not None and start_time(pid) == started:
+            time.sleep(PARENT_POLL_S)
         os._exit(1)
 
     threading.Thread(target=loop, name="launcher-watch", daemon=True).start()
-
-
-def launcher_exit(pid: int) -> int | None:
-    """A pidfd of `pid`, where the kernel has them: the watch then sleeps until the launcher
-    exits instead of waking every PARENT_POLL_S, a wake-up and a turn at the GIL taken from
-    the round's thread on a crowded core. (Opened before the start time is checked, so it is
-    the launcher's and not a later process's that reused the pid.)"""
-    try:
-        return os.pidfd_open(pid)
-    except (AttributeError, OSError):  # not Linux 5.3+, or the launcher is gone already
-        return None
 
 
 def run_launched(plan_path: str, node_id: int, run_dir: str, launcher_pid: int) -> None:
