@@ -65,26 +65,34 @@ def test_frames_arrive_whole_with_the_connection_identity(nodes) -> None:
 
 
 class PollRecorder:
-    """A socket whose polls are recorded: how long a transport chose to block, in ms."""
+    """A poller whose polls are recorded: how long a transport chose to block, in ms."""
 
-    def __init__(self, socket: zmq.Socket) -> None:
-        self.socket, self.polls = socket, []
+    def __init__(self, poller: zmq.Poller) -> None:
+        self.poller, self.polls = poller, []
 
-    def poll(self, timeout: int, flags: int) -> int:
+    def poll(self, timeout: int) -> list[tuple[object, int]]:
         self.polls.append(timeout)
-        return self.socket.poll(timeout, flags)
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.socket, name)
+        return self.poller.poll(timeout)
 
 
 def test_recv_times_out_within_the_bound(nodes, monkeypatch) -> None:
     a, _ = nodes
-    router = PollRecorder(a._router)
-    monkeypatch.setattr(a, "_router", router)
+    poller = PollRecorder(a._poller)
+    monkeypatch.setattr(a, "_poller", poller)
     assert a.recv(0.2) is None
     assert a.recv(0) is None
-    assert router.polls == [200, 0]  # one wait on the socket each, for the bound
+    assert poller.polls == [200, 0]  # one wait on the socket each, for the bound
+
+
+def test_a_queued_message_is_taken_without_waiting(nodes, monkeypatch) -> None:
+    a, b = nodes
+    b.send(0, [b"first", b"second"])
+    assert a._router.poll(5000, zmq.POLLIN)  # here, not yet read
+    poller = PollRecorder(a._poller)
+    monkeypatch.setattr(a, "_poller", poller)
+    peer, frames = recv_within(a)
+    assert (peer, [bytes(f) for f in frames]) == (1, [b"first", b"second"])
+    assert poller.polls == []
 
 
 def test_strangers_are_reported_by_their_connection_identity(nodes) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from dfl_node.wire.tags import Tag
 
@@ -48,8 +48,9 @@ class Traffic:
         return asdict(self)
 
 
-@dataclass(frozen=True, order=True)
-class _Cell:
+class _Cell(NamedTuple):
+    """A cell's key (a tuple: built for every message, so it costs a tuple's construction)."""
+
     src: int
     dst: int
     round: int
@@ -137,7 +138,7 @@ class Ledger:
         return {
             "node": self.node_id,
             "totals": {kind: self.totals(kind) for kind in TRAFFIC_KINDS},
-            "cells": [asdict(cell) | traffic.as_dict() for cell, traffic in cells],
+            "cells": [cell._asdict() | traffic.as_dict() for cell, traffic in cells],
             "rejected": dict(sorted(self.rejected.items())),
             "heartbeats": {str(peer): counts for peer, counts in self.heartbeats.items()},
         }
@@ -145,7 +146,7 @@ class Ledger:
     def state(self, before_round: int) -> dict[str, Any]:
         """The cells of rounds before `before_round` and the rejections, for a checkpoint taken
         after that many rounds (messages of later rounds that already arrived come again)."""
-        cells = [asdict(cell) | traffic.as_dict() for cell, traffic in sorted(self._cells.items())
+        cells = [cell._asdict() | traffic.as_dict() for cell, traffic in sorted(self._cells.items())
                  if cell.round < before_round]
         return {"cells": cells, "rejected": dict(self.rejected)}
 
@@ -159,7 +160,10 @@ class Ledger:
         self.rejected = Counter({str(k): int(v) for k, v in state["rejected"].items()})
 
     def _record(self, cell: _Cell, payload_bytes: int, framing_bytes: int) -> None:
-        self._cells[cell].add(Traffic(1, payload_bytes, framing_bytes))
+        traffic = self._cells[cell]
+        traffic.messages += 1
+        traffic.payload_bytes += payload_bytes
+        traffic.framing_bytes += framing_bytes
 
     def _direction(self, cell: _Cell) -> str:
         return "sent" if cell.src == self.node_id else "received"

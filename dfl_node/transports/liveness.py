@@ -50,7 +50,6 @@ UP_EVENT = zmq.EVENT_HANDSHAKE_SUCCEEDED
 DOWN_EVENT = zmq.EVENT_DISCONNECTED
 PING_BYTES = 9  # ZMTP 3.1 command frame: flags, size, "\x04PING", 2-byte TTL
 PONG_BYTES = 7  # flags, size, "\x04PONG"
-POLL_MS = 100
 CROWD_FREE = 50  # node processes per core up to which `wire.deadline_s` is taken as it is
 STALL_ENV = "DFL_TEST_STALL"  # fault injection for tests: "node:round:seconds"
 
@@ -157,7 +156,11 @@ class _Link:
 
 class LivenessWatch:
     """Reads the DEALERs' monitor sockets in its own thread; `dead` may be asked from any
-    thread. The monitor sockets become this watch's: it closes them when stopped."""
+    thread. The monitor sockets become this watch's: it closes them when stopped.
+
+    The thread sleeps until an event comes (a connection up or down: a few per run) or `stop`
+    writes to its wake-up pipe, never on a timer: a node on a crowded core would otherwise pay
+    a wake-up and a turn at the GIL, taken from the round's thread, ten times a second."""
 
     def __init__(self, node_id: int, heartbeat: Heartbeat, monitors: dict[int, zmq.Socket]):
         self.node_id = node_id
@@ -167,7 +170,7 @@ class LivenessWatch:
         self._links = {peer: _Link(False, now) for peer in monitors}
         self._ignored: set[int] = set()
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
+        self._wake_read, self._wake_write = os.pipe()  # stop() writes one byte
         self._stopped_at: float | None = None
         self._thread = threading.Thread(target=self._run, args=(dict(monitors),),
                                         name=f"liveness-{node_id}", daemon=True)
@@ -208,8 +211,13 @@ class LivenessWatch:
             self._ignored.add(peer)
 
     def stop(self) -> None:
-        self._stopping.set()
+        if self._wake_write < 0:  # stopped already
+            return
+        os.write(self._wake_write, b"x")
         self._thread.join()
+        os.close(self._wake_read)
+        os.close(self._wake_write)
+        self._wake_read = self._wake_write = -1
 
     def traffic(self) -> dict[int, dict[str, int]]:
         """Heartbeats this node sent per neighbour (its PINGs and its PONGs to theirs),
@@ -230,13 +238,17 @@ class LivenessWatch:
         from zmq.utils.monitor import recv_monitor_message
 
         poller = zmq.Poller()
+        poller.register(self._wake_read, zmq.POLLIN)
         peer_of = {}
         for peer, socket in monitors.items():
             poller.register(socket, zmq.POLLIN)
             peer_of[socket] = peer
         try:
-            while not self._stopping.is_set():
-                for socket, _ in poller.poll(POLL_MS):
+            while True:
+                ready = poller.poll()
+                if any(socket == self._wake_read for socket, _ in ready):
+                    break
+                for socket, _ in ready:
                     self._note(peer_of[socket], recv_monitor_message(socket)["event"])
         finally:
             for socket in monitors.values():

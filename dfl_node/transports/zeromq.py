@@ -130,6 +130,8 @@ class ZmqTransport:
         self._monitors: dict[int, zmq.Socket] = {}
         self.liveness: LivenessWatch | None = None
         self._router = self._socket(zmq.ROUTER)
+        self._poller = zmq.Poller()
+        self._poller.register(self._router, zmq.POLLIN)
         try:
             if curve is not None:  # every neighbour is admitted before the socket listens
                 self._zap = curve.serve(self._router, {
@@ -221,12 +223,30 @@ class ZmqTransport:
             self.add_peer(peer, self._addresses[peer])
 
     def recv(self, timeout_s: float) -> tuple[int, list[Frame]] | None:
+        """A message already queued is taken without polling; only an empty queue waits, on
+        a poller kept for the socket (pyzmq's `Socket.poll` builds one per call). The parts
+        are read by their `more` flag (`recv_multipart` asks the socket for RCVMORE after
+        each part): a message's parts arrive together, so none of these reads blocks."""
         self._check_open()
-        if not self._router.poll(max(math.ceil(timeout_s * 1000), 0), zmq.POLLIN):
+        identity = self._queued()
+        if identity is None and self._poller.poll(max(math.ceil(timeout_s * 1000), 0)):
+            identity = self._queued()
+        if identity is None:
             return None
-        identity, *frames = self._router.recv_multipart(zmq.NOBLOCK, copy=False)
+        frames: list[Frame] = []
+        part = identity
+        while part.more:
+            part = self._router.recv(zmq.NOBLOCK, copy=False)
+            frames.append(part.buffer)
         peer = peer_of(identity.bytes) if self._curve is None else authenticated_peer(identity)
-        return peer, [frame.buffer for frame in frames]
+        return peer, frames
+
+    def _queued(self) -> zmq.Frame | None:
+        """The first part of the next message, if one is queued."""
+        try:
+            return self._router.recv(zmq.NOBLOCK, copy=False)
+        except zmq.Again:
+            return None
 
     def drop_peer(self, peer: int) -> None:
         """Stop talking to a neighbour the mesh has dropped, discarding what is queued for it."""
