@@ -84,7 +84,7 @@ def estimate_rows(paper_id: str) -> list[str]:
             rows.append(f"| `{budget}` | {record['experiment']}: {record['method']}, seed "
                         f"{record['seed']}{cut} | {record['estimated_seconds'] / 60:.1f} min | "
                         f"{record['measured_seconds'] / 60:.1f} min | "
-                        f"{record['measured_seconds'] / record['estimated_seconds']:.2f} | "
+                        f"{'-' if record['ratio'] is None else format(record['ratio'], '.2f')} | "
                         f"{record['load_average']['before']:.1f} / "
                         f"{record['load_average']['after']:.1f} |")
         for experiment, record in results_of(paper_id, budget).items():
