@@ -26,6 +26,8 @@ if TYPE_CHECKING:  # the node's side (numpy, zmq): not imported by the launcher'
     import numpy as np
 
     from dfl_node.runner.coordination import Coordination
+    from protocols.hyper import ProtocolHyper
+    from protocols.robust.aggregation_settings import AggregationRule
 
 
 class Capability:
@@ -66,6 +68,42 @@ class DynamicGraphs(Capability):
     sends to the round's out-neighbours, gathers from its in-neighbours (the runtime sets both
     on the comm before each round) and reads any mixing weights per round
     (`plan.weight_row(node, r)`); the launcher refuses such a topology to any other protocol."""
+
+
+@dataclass(frozen=True)
+class RobustAggregation(Capability):
+    """Mixes its neighbourhood with a rule the run chooses (protocols/robust/
+    aggregation_settings.py): its `Hyper` has the field `aggregation` (`Aggregation`, default
+    the plain mean) and its round mixes with `protocols.sdk.robust_mix`. The launcher refuses
+    `aggregation` to any other protocol, and a rule whose parameters the plan's smallest
+    in-degree cannot honour (`check_plan`): Push-Sum's rows, which do not sum to one, would
+    break under a robust rule, so such protocols do not declare it."""
+
+    key: ClassVar[str] = "aggregation"
+
+    def check_plan(self, plan: RunPlan, hyper: ProtocolHyper) -> None:
+        """ValueError (one line) if the rule of `hyper` (the protocol's settings) cannot run at
+        the node with the fewest in-neighbours of any round."""
+        rule: AggregationRule = getattr(hyper, self.key)
+        node, rounds, fewest = fewest_in_neighbours(plan)
+        try:
+            rule.check_in_degree(fewest)
+        except ValueError as exc:
+            raise ValueError(f"hyper.{self.key}: node {node} has the fewest in-neighbours, "
+                             f"{fewest}{rounds}: {exc}") from None
+
+
+def fewest_in_neighbours(plan: RunPlan) -> tuple[int, str, int]:
+    """The client with the fewest in-neighbours, where (" in round r" on a directed or
+    time-varying graph, else "") and how many: what every robust rule's needs are checked
+    against."""
+    if plan.round_graphs is None:
+        adjacency = plan.adjacency()
+        node = min(plan.clients, key=lambda i: (len(adjacency[i]), i))
+        return node, "", len(adjacency[node])
+    degree, r, node = min((len(plan.in_neighbors(i, r)), r, i)
+                          for r in range(plan.rounds) for i in plan.clients)
+    return node, f" in round {r}", degree
 
 
 @dataclass(frozen=True)

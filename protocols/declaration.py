@@ -33,6 +33,7 @@ from protocols.capabilities import (
     Capability,
     DynamicGraphs,
     PrePhase,
+    RobustAggregation,
     RunReport,
     ServerBased,
     SurvivesFailures,
@@ -103,6 +104,12 @@ class ProtocolDeclaration(Generic[H]):
     # node starts.
     check_plan: Callable[[RunPlan], None] = model_fits_data
 
+    def __post_init__(self) -> None:
+        robust = self.capability(RobustAggregation)
+        if robust is not None and robust.key not in self.Hyper.model_fields:
+            raise TypeError(f"{self.Hyper.__name__} declares no `{robust.key}` field, which "
+                            "RobustAggregation reads (protocols/capabilities.py)")
+
     def capability(self, kind: type[C]) -> C | None:
         """The declared capability of this (concrete) kind, if any."""
         return next((c for c in self.capabilities if isinstance(c, kind)), None)
@@ -132,6 +139,18 @@ class ProtocolDeclaration(Generic[H]):
     @property
     def dynamic_graphs(self) -> bool:
         return self.capability(DynamicGraphs) is not None
+
+    @property
+    def robust_aggregation(self) -> bool:
+        return self.capability(RobustAggregation) is not None
+
+    def check(self, plan: RunPlan) -> None:
+        """Every check of a plan the protocol makes (ValueError, one line): its own
+        `check_plan`, then its capabilities' (a robust rule against the graph's in-degrees)."""
+        self.check_plan(plan)
+        robust = self.capability(RobustAggregation)
+        if robust is not None:
+            robust.check_plan(plan, self.settings(plan.hyper))
 
     def settings(self, hyper: Mapping[str, Any]) -> H:
         """`hyper` as this protocol's model (outside a node, which has `self.hyper`)."""

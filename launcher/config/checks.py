@@ -2,7 +2,8 @@
 (exit 1, a node's log to read) is bad input instead: exit 2, one line, nothing started.
 
 - `check_protocol`: the protocol's own `check_plan` (the model fits the data, a protocol's own
-  dataset, its overrides against the plan's nodes);
+  dataset, its overrides against the plan's nodes) and its capabilities' (a robust aggregation
+  rule against the graph's smallest in-degree);
 - `check_listeners_free`: no other program holds a port this run is to listen on (a node's
   topology `port`, `endpoints.*`); only for a local zmq run, where the launcher binds them;
 - `check_local`: a run the launcher starts itself does not discover its nodes' addresses.
@@ -17,12 +18,13 @@ from typing import Any
 from dfl_node.plan import RunPlan
 from launcher.config.endpoints import wildcard_bind
 from launcher.errors import LaunchError
+from protocols.capabilities import RobustAggregation
 from protocols.registry import PROTOCOLS, protocol_spec
 
 
 def check_protocol(plan: RunPlan) -> None:
     try:
-        protocol_spec(plan.protocol).check_plan(plan)
+        protocol_spec(plan.protocol).check(plan)
     except ValueError as exc:
         raise LaunchError(f"{plan.protocol}: {exc}") from None
 
@@ -64,6 +66,18 @@ def check_local(plan: RunPlan) -> None:
         raise LaunchError("endpoints.nodes=discover: for nodes started elsewhere (dfl-launch "
                           "plan, then dfl-launch collect and one dfl-node per node); a local "
                           "run picks its nodes' ports itself")
+
+
+def check_aggregation_declared(source: str, layer: Mapping[str, Any], protocol: str,
+                               robust: bool) -> None:
+    """`aggregation` only for a protocol that declares robust aggregation: another one is
+    told which do, not that the key is unknown."""
+    key = RobustAggregation.key
+    if robust or not (key in layer or key in (layer.get("hyper") or {})):
+        return
+    able = sorted(name for name, spec in PROTOCOLS.items() if spec.robust_aggregation)
+    raise LaunchError(f"{source}: hyper.{key}: {protocol} does not mix with a choice of rule "
+                      f"(protocols with robust aggregation: {', '.join(able) or 'none'})")
 
 
 def check_failure_policy(config: Mapping[str, Any], protocol: str, survives: bool) -> None:

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from dfl_config.limits import oversized_file
 from dfl_config.problems import one_line
+from launcher.config.checks import check_aggregation_declared
 from launcher.config.run_settings import AUTO, DEFAULT_MODELS, RunSettings, run_config_model
 from launcher.config.run_spec import Override
 from launcher.errors import LaunchError
@@ -135,7 +136,9 @@ def resolve_config(protocol: str, config_file: Path | None, options: dict[str, A
                for o in sets]
     merged: dict[str, Any] = {}
     validated = model.model_validate(with_model(merged))
+    robust = protocol_spec(protocol).robust_aggregation
     for source, layer in layers:
+        check_aggregation_declared(source, layer, protocol, robust)
         merged = merge(merged, layer)
         try:
             validated = model.model_validate(with_model(merged))

@@ -7,9 +7,15 @@ from __future__ import annotations
 from typing import Literal
 
 from dfl_config.section import NonNegative, NonNegativeInt, Positive
-from protocols.capabilities import DynamicGraphs, ServerBased, SurvivesFailures
+from protocols.capabilities import (
+    DynamicGraphs,
+    RobustAggregation,
+    ServerBased,
+    SurvivesFailures,
+)
 from protocols.declaration import ProtocolDeclaration
 from protocols.hyper import DenseAccounting, TrainingHyper
+from protocols.robust.aggregation_settings import DEFAULT_AGGREGATION, Aggregation
 from protocols.run_defaults import DMFLSQ_PAPER, GOSSIP_FMNIST
 
 
@@ -19,6 +25,9 @@ class DPSGDHyper(TrainingHyper):
     form: Literal["cta", "atc"] = "cta"
     """cta: combine-then-adapt (Lian et al.); atc: sum_j W_ij (w_j - lr g_j)."""
     accounting: DenseAccounting = DenseAccounting()
+    aggregation: Aggregation = DEFAULT_AGGREGATION
+    """The rule the neighbourhood is mixed with (docs/protocols/robust.md): mean, gossip's
+    sum_j W_ij w_j, or a robust rule ({rule: clipped-gossip, delta: 0.34}, ...)."""
 
 
 class DSGTHyper(TrainingHyper):
@@ -47,7 +56,8 @@ class QFFLHyper(TrainingHyper):
 
 
 DPSGD_SPEC = ProtocolDeclaration(DPSGDHyper,
-                                 capabilities=(SurvivesFailures(), DynamicGraphs()),
+                                 capabilities=(SurvivesFailures(), DynamicGraphs(),
+                                               RobustAggregation()),
                                  report_family="dmfl-sq",  # compared in the DMFL-SQ paper's table
                                  run_defaults=GOSSIP_FMNIST)
 # The DMFL-SQ paper's baselines, run as DMFL-SQ is.

@@ -36,7 +36,7 @@ from protocols.sdk import (
     SurvivingGraph,
     dense,
     grad_of,
-    mix,
+    robust_mix,
 )
 
 
@@ -60,12 +60,13 @@ class DPSGD(ProtocolNode[DPSGDHyper]):
         plan = self.ctx.plan
         weights = self.weights if plan.round_graphs is None else plan.weight_row(
             self.ctx.node_id, r)
-        mixed = mix(weights, self.ctx.node_id, mine, theirs)
+        info: dict[str, float] = {}  # what a robust rule did; the mean adds nothing
+        mixed = robust_mix(self.hyper.aggregation, weights, self.ctx.node_id, mine, theirs, info)
         step = self.hyper.form == "cta" and loss is not None  # under atc it was taken before
         with torch.no_grad():
             for name, p in self.sgd.parameters().items():
                 p.copy_(mixed[name] - self.hyper.lr * grad_of(p) if step else mixed[name])
-        return {} if loss is None else {"train_loss": loss}
+        return info if loss is None else {"train_loss": loss, **info}
 
     def local_update(self) -> float | None:
         """The round's `local_steps - 1` SGD steps and the gradient of the D-PSGD step (taken,

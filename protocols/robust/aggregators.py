@@ -13,8 +13,13 @@ from __future__ import annotations
 
 import torch
 
-from protocols.robust.errors import RobustnessError
 from protocols.robust.neighbourhood import Neighbourhood, ordered_mean
+from protocols.robust.requirements import (
+    check_bridge,
+    check_krum,
+    check_multi_krum,
+    check_trimmed_mean,
+)
 
 
 def _sorted_columns(rows: tuple[torch.Tensor, ...]) -> torch.Tensor:
@@ -41,10 +46,7 @@ def trimmed_mean(hood: Neighbourhood, b: int) -> torch.Tensor:
     """For every coordinate, the mean of the n - 2b values left when the b largest and the b
     smallest of the n members are removed (Yin et al. 2018, Definition 2, with b = beta n)."""
     n = hood.size
-    if b < 0 or 2 * b >= n:
-        raise RobustnessError(
-            f"trimmed mean: b = {b} per side of {n} values (the node and {n - 1} neighbours); "
-            f"b must be in 0..{(n - 1) // 2}, leaving at least one value")
+    check_trimmed_mean(b, n)
     values = _sorted_columns(hood.members)
     return ordered_mean(values[b:n - b], hood.own)
 
@@ -55,11 +57,7 @@ def bridge(hood: Neighbourhood, b: int) -> torch.Tensor:
     node's own value, which is never screened:
     y_i = (x_i + sum of the |N_i| - 2b kept neighbour values) / (|N_i| - 2b + 1)."""
     k = len(hood.neighbours)
-    if b < 0 or (b > 0 and 2 * b + 1 > k):
-        raise RobustnessError(
-            f"BRIDGE screening: b = {b} per side of {k} neighbours; screening needs at least "
-            f"2b + 1 neighbours, so that one neighbour value is kept (b in "
-            f"0..{max(k - 1, 0) // 2})")
+    check_bridge(b, k)
     kept = _sorted_columns(hood.neighbours)[b:k - b]
     return ordered_mean((hood.own, *kept), hood.own)
 
@@ -69,11 +67,7 @@ def krum_scores(hood: Neighbourhood, f: int) -> list[float]:
     member k in order (own first) (Blanchard et al. 2017). Distances in float64, so
     that the float32 vectors of an attacker cannot overflow them."""
     n = hood.size
-    if f < 0 or 2 * f + 2 >= n:
-        allowed = f"f in 0..{(n - 3) // 2}" if n >= 3 else "at least 3 vectors"
-        raise RobustnessError(
-            f"Krum: f = {f} Byzantine neighbours assumed among {n} vectors (the node and "
-            f"{n - 1} neighbours); it needs n > 2f + 2, so {allowed}")
+    check_krum(f, n)
     members = hood.members
     squared = [[0.0] * n for _ in range(n)]
     for a in range(n):
@@ -98,9 +92,6 @@ def krum(hood: Neighbourhood, f: int) -> torch.Tensor:
 def multi_krum(hood: Neighbourhood, f: int, m: int) -> torch.Tensor:
     """The plain mean of the m members with the lowest Krum scores (Blanchard et al. 2017,
     Multi-Krum); m = 1 is Krum, m = n the neighbourhood's mean."""
-    n = hood.size
-    if not 1 <= m <= n:
-        raise RobustnessError(f"Multi-Krum: m = {m} selected of {n} vectors; m must be in "
-                              f"1..{n}")
+    check_multi_krum(f, m, hood.size)
     chosen = _lowest(krum_scores(hood, f), m)
     return ordered_mean((hood.members[k] for k in chosen), hood.own)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import torch
 
@@ -32,33 +33,59 @@ def _check_radius(tau: float) -> None:
         raise RobustnessError(f"a clipping radius must be >= 0 (inf: no clipping), got {tau}")
 
 
-def _clip_(z: torch.Tensor, tau: float) -> torch.Tensor:
-    """CLIP(z, tau) in place: z scaled down to norm tau, or left alone when ||z|| <= tau."""
+def _clip_(z: torch.Tensor, tau: float) -> bool:
+    """CLIP(z, tau) in place: z scaled down to norm tau, or left alone when ||z|| <= tau;
+    whether it was scaled."""
     norm = _norm(z)
-    return z if norm <= tau else z.mul_(tau / norm)
+    if norm <= tau:
+        return False
+    z.mul_(tau / norm)
+    return True
 
 
 def clip(z: torch.Tensor, tau: float) -> torch.Tensor:
     """min(1, tau / ||z||) z, as a new tensor."""
     _check_radius(tau)
-    return _clip_(z.clone(), tau)
+    out = z.clone()
+    _clip_(out, tau)
+    return out
 
 
 def _clipped_step(centre: torch.Tensor, terms: Iterable[tuple[float, torch.Tensor]],
-                  tau: float) -> torch.Tensor:
+                  tau: float) -> tuple[torch.Tensor, int]:
     """centre + sum_k w_k CLIP(v_k - centre, tau), one term after the other (each difference
-    is a fresh tensor, clipped in place: one model-sized temporary per term)."""
-    acc = centre.clone()
+    is a fresh tensor, clipped in place: one model-sized temporary per term), and how many
+    terms were clipped."""
+    acc, clipped = centre.clone(), 0
     for w, v in terms:
-        acc.add_(_clip_(v - centre, tau), alpha=w)
-    return acc
+        z = v - centre
+        clipped += _clip_(z, tau)
+        acc.add_(z, alpha=w)
+    return acc, clipped
+
+
+@dataclass(frozen=True)
+class Clipped:
+    """A clipping rule's result with what it did: how many terms it clipped (in its last
+    iteration) and the radius, so that a run can show where a defence acted."""
+
+    vector: torch.Tensor
+    clipped: int
+    radius: float
 
 
 def clipped_gossip(hood: Neighbourhood, tau: float) -> torch.Tensor:
     """x_i + sum_j W_ij CLIP(x_j - x_i, tau) (He, Karimireddy, Jaggi 2022, ClippedGossip);
     `tau` fixed, or this round's `adaptive_radius`."""
+    return clipped_gossip_reported(hood, tau).vector
+
+
+def clipped_gossip_reported(hood: Neighbourhood, tau: float) -> Clipped:
+    """`clipped_gossip`, with the number of neighbours it clipped."""
     _check_radius(tau)
-    return _clipped_step(hood.own, zip(hood.weights, hood.neighbours, strict=True), tau)
+    vector, clipped = _clipped_step(hood.own, zip(hood.weights, hood.neighbours, strict=True),
+                                    tau)
+    return Clipped(vector, clipped, tau)
 
 
 def adaptive_radius(hood: Neighbourhood, delta: float) -> float:
@@ -98,12 +125,19 @@ def self_centred_clipping(hood: Neighbourhood, tau: float, iterations: int = 1) 
     aggregate, as Karimireddy et al.'s centred clipping does (there the centre starts at the
     previous round's aggregate; here at the node's own model), and then the node's own model
     is clipped like the others."""
+    return self_centred_clipping_reported(hood, tau, iterations).vector
+
+
+def self_centred_clipping_reported(hood: Neighbourhood, tau: float,
+                                   iterations: int = 1) -> Clipped:
+    """`self_centred_clipping`, with the number of members (the node's own model among them)
+    its last iteration clipped."""
     _check_radius(tau)
     if iterations < 1:
         raise RobustnessError(f"self-centred clipping: iterations must be >= 1, got "
                               f"{iterations}")
     terms = list(zip((hood.own_weight, *hood.weights), hood.members, strict=True))
-    v = hood.own
+    v, clipped = hood.own, 0
     for _ in range(iterations):
-        v = _clipped_step(v, terms, tau)
-    return v
+        v, clipped = _clipped_step(v, terms, tau)
+    return Clipped(v, clipped, tau)

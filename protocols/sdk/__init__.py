@@ -13,7 +13,11 @@ the runtime's duties for it:
 - `Star`: clients to an aggregator and back (q-FFL);
 - `ComputeStep`: local computation timed as a step of its own;
 - `Payload` / `dense`: tensors with their formula bits (a send without bits is an error);
-- `mix`: sum_j W_ij x_j over the node's row, in ascending j, for every gossip protocol.
+- `mix`: sum_j W_ij x_j over the node's row, in ascending j, for every gossip protocol;
+- `robust_mix`: the same row aggregated by the rule a run chose (`aggregation: Aggregation =
+  DEFAULT_AGGREGATION` on the protocol's `Hyper`, capability `RobustAggregation`): the mean is
+  `mix` itself, the others are protocols/robust/'s median, trimmed mean, Krum, BRIDGE and
+  clipping rules.
 
 It is also the one door from the protocol families to the runtime: the runtime's types and
 helpers a protocol needs (`NodeContext`, `RunPlan`, `Received`, `grad_of`, `flatten`, ...)
@@ -50,6 +54,7 @@ if TYPE_CHECKING:
     from protocols.capabilities import (
         DynamicGraphs,
         PrePhase,
+        RobustAggregation,
         RunReport,
         ServerBased,
         SurvivesFailures,
@@ -57,11 +62,13 @@ if TYPE_CHECKING:
     from protocols.declaration import ProtocolDeclaration
     from protocols.hyper import DenseAccounting, ProtocolHyper, TrainingHyper
     from protocols.node_base import ProtocolNode
+    from protocols.robust.aggregation_settings import DEFAULT_AGGREGATION, Aggregation
     from protocols.sdk.compute import ComputeStep
     from protocols.sdk.exchange import Exchange, OpenStep
     from protocols.sdk.learning import LocalSGD
     from protocols.sdk.mixing import mix, push_row, uniform_row
     from protocols.sdk.payload import Payload, dense
+    from protocols.sdk.robust_mixing import robust_mix
     from protocols.sdk.star import Star
 
 
@@ -73,6 +80,7 @@ def _spec_side() -> dict[str, Any]:
     from dfl_node.runner import coordination
     from dfl_node.settings import model
     from protocols import capabilities, declaration, hyper
+    from protocols.robust import aggregation_settings
 
     return {
         "numpy_stream": seeds.numpy_stream, "torch_stream": seeds.torch_stream,
@@ -82,6 +90,9 @@ def _spec_side() -> dict[str, Any]:
         "DynamicGraphs": capabilities.DynamicGraphs, "PrePhase": capabilities.PrePhase,
         "RunReport": capabilities.RunReport, "ServerBased": capabilities.ServerBased,
         "SurvivesFailures": capabilities.SurvivesFailures,
+        "RobustAggregation": capabilities.RobustAggregation,
+        "Aggregation": aggregation_settings.Aggregation,
+        "DEFAULT_AGGREGATION": aggregation_settings.DEFAULT_AGGREGATION,
         "DenseAccounting": hyper.DenseAccounting, "ProtocolHyper": hyper.ProtocolHyper,
         "TrainingHyper": hyper.TrainingHyper,
         "ProtocolDeclaration": declaration.ProtocolDeclaration,
@@ -94,7 +105,7 @@ def _node_side() -> dict[str, Any]:
     from dfl_node.learning import flat, models, training
     from dfl_node.runner import context, membership
     from protocols import node_base
-    from protocols.sdk import compute, exchange, learning, mixing, payload, star
+    from protocols.sdk import compute, exchange, learning, mixing, payload, robust_mixing, star
 
     return {
         "Layout": channel.Layout, "Received": channel.Received, "flatten": flat.flatten,
@@ -105,12 +116,15 @@ def _node_side() -> dict[str, Any]:
         "ProtocolNode": node_base.ProtocolNode, "ComputeStep": compute.ComputeStep,
         "Exchange": exchange.Exchange, "OpenStep": exchange.OpenStep,
         "LocalSGD": learning.LocalSGD, "mix": mixing.mix, "push_row": mixing.push_row,
-        "uniform_row": mixing.uniform_row, "Payload": payload.Payload, "dense": payload.dense,
+        "uniform_row": mixing.uniform_row, "robust_mix": robust_mixing.robust_mix,
+        "Payload": payload.Payload, "dense": payload.dense,
         "Star": star.Star,
     }
 
 
 __all__ = [
+    "DEFAULT_AGGREGATION",
+    "Aggregation",
     "BatchSampler",
     "ComputeStep",
     "Coordination",
@@ -131,6 +145,7 @@ __all__ = [
     "ProtocolHyper",
     "ProtocolNode",
     "Received",
+    "RobustAggregation",
     "RunPlan",
     "RunReport",
     "ServerBased",
@@ -147,6 +162,7 @@ __all__ = [
     "on_cpu",
     "push_row",
     "reset_parameters",
+    "robust_mix",
     "torch_stream",
     "unflatten_into",
     "uniform_row",
