@@ -46,8 +46,11 @@ def kill_after_checkpoint(out: Path, round_: int, argv: Sequence[str], timeout_s
         if proc.poll() is not None:
             raise AssertionError(f"the run to be killed ended before round {round_} "
                                  f"(exit {proc.returncode}): " + _tail(proc))
-        return ((out / "plan.json").is_file()
-                and layout.last_complete_round(out, node_ids(out)) >= round_)
+        try:
+            ids = node_ids(out)
+        except (FileNotFoundError, json.JSONDecodeError):  # not written yet, or being written
+            return False
+        return layout.last_complete_round(out, ids) >= round_
 
     try:
         wait_for(saved, timeout_s, f"a complete checkpoint of round {round_} in {out}")
