@@ -17,6 +17,10 @@ Losing a node (`--on-failure continue`): in the round a neighbour dies, its weig
 node's own model when its message did not arrive (the row still sums to 1); from the round the
 survivors agree on, the node mixes with the Metropolis weights of the surviving graph.
 
+Robust aggregation (`hyper.aggregation`, docs/protocols/robust.md): the W-weighted sum is the
+default rule, `mean`; a robust rule (median, trimmed mean, Krum, BRIDGE, ClippedGossip, ...)
+takes its place through the SDK's `robust_mix`, and what it did joins the round's metrics.
+
 Directed and time-varying topologies (docs/topologies.md#graph-schedules): the runtime sends
 the model to the round's out-neighbours and gathers the in-neighbours', and W is round r's
 (`plan.weight_row(i, r)`): Metropolis on an undirected round graph, 1/(1 + d_in) on self and
