@@ -17,6 +17,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -164,3 +165,29 @@ def charged_and_drawn_arcs(run_dir: Path, rounds: int) -> tuple[list[tuple[int, 
                      for c in rec["formula_cells"])
     drawn = sorted((r, u, v) for r in range(rounds) for u, v in graphs.arcs(r, plan["seed"]))
     return charged, drawn
+
+
+def installed_env(site: Path, distribution: str, entry_points: str,
+                  *paths: Path) -> dict[str, str]:
+    """An environment in which `distribution` is installed as pip would leave it for the
+    registry (a .dist-info with `entry_points` in `site`), its modules on `paths`: plugin
+    protocols registered without building a package. The registry reads entry points once per
+    process, so what runs in it is a subprocess."""
+    dist = site / f"{distribution.replace('-', '_')}-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\n"
+                                   "Version: 0.1\n")
+    (dist / "entry_points.txt").write_text(entry_points)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, (site, *paths, ROOT)))}
+
+
+def run_plugin_tests(plugin: Path, env: dict[str, str], tmp_path: Path) -> str:
+    """The plugin package's own `pytest tests` in a checkout of its own (no configuration of
+    this repository); its output, after asserting that it passed."""
+    checkout = tmp_path / plugin.name
+    shutil.copytree(plugin, checkout)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "tests"], cwd=checkout, env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    return done.stdout

@@ -9,15 +9,13 @@ points on the path), in processes of their own: the registry is read once per pr
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.harness import ROOT
+from tests.harness import ROOT, installed_env, run_plugin_tests
 from tests.rings import ring_file
 
 PLUGIN = ROOT / "tests" / "plugins" / "robust_gossip"
@@ -25,25 +23,15 @@ PLUGIN = ROOT / "tests" / "plugins" / "robust_gossip"
 
 @pytest.fixture(scope="module")
 def plugin_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    site = tmp_path_factory.mktemp("site")
-    dist = site / "dfl_robust_gossip-0.1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: dfl-robust-gossip\n"
-                                   "Version: 0.1.0\n")
-    (dist / "entry_points.txt").write_text(
-        "[dfl_mesh.protocols]\nrobust-gossip = robust_gossip:RobustGossip\n")
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, (site, PLUGIN, ROOT)))}
+    return installed_env(tmp_path_factory.mktemp("site"), "dfl-robust-gossip",
+                         "[dfl_mesh.protocols]\nrobust-gossip = robust_gossip:RobustGossip\n",
+                         PLUGIN)
 
 
 def test_the_robust_plugins_own_tests_pass_with_the_kit(plugin_env: dict[str, str],
                                                         tmp_path: Path) -> None:
-    checkout = tmp_path / "robust_gossip"  # its own checkout: no configuration of this one
-    shutil.copytree(PLUGIN, checkout)
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "tests"], cwd=checkout, env=plugin_env, capture_output=True,
-                          text=True, timeout=900)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "2 passed" in done.stdout, done.stdout[-2000:]
+    out = run_plugin_tests(PLUGIN, plugin_env, tmp_path)
+    assert "2 passed" in out, out[-2000:]
 
 
 def test_the_plugins_rule_is_checked_against_its_graph(plugin_env: dict[str, str],

@@ -10,8 +10,6 @@ One such process runs every check and writes its outcomes; the tests here read t
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +19,7 @@ import pytest
 
 from dfl_mesh.testing import assert_formula_bits, audit_checkpoint_fields
 from dfl_mesh.testing.formula import HandCount
-from tests.harness import ROOT
+from tests.harness import ROOT, installed_env, run_plugin_tests
 
 PUSH_SUM = ROOT / "tests" / "plugins" / "push_sum"
 
@@ -36,13 +34,8 @@ push-sum-declares-x-alone = tests.kit_planted:PushSumDeclaresXAlone
 @pytest.fixture(scope="module")
 def planted_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """An environment in which Push-Sum and the planted subclasses are installed protocols."""
-    site = tmp_path_factory.mktemp("site")
-    dist = site / "dfl_kit_planted-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: dfl-kit-planted\n"
-                                   "Version: 0.1\n")
-    (dist / "entry_points.txt").write_text(ENTRY_POINTS)
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, (site, PUSH_SUM, ROOT)))}
+    return installed_env(tmp_path_factory.mktemp("site"), "dfl-kit-planted", ENTRY_POINTS,
+                         PUSH_SUM)
 
 
 @pytest.fixture(scope="module")
@@ -60,13 +53,8 @@ def test_the_push_sum_plugins_own_tests_pass_with_the_kit(planted_env: dict[str,
                                                           tmp_path: Path) -> None:
     """tests/plugins/push_sum/tests: the kit's four checks on a directed graph, as the
     plugin's author runs them; the plugin itself is at most 35 lines of code."""
-    checkout = tmp_path / "push_sum"  # its own checkout: no configuration of this repository
-    shutil.copytree(PUSH_SUM, checkout)
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "tests"], cwd=checkout, env=planted_env, capture_output=True,
-                          text=True, timeout=900)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "4 passed" in done.stdout, done.stdout[-2000:]
+    out = run_plugin_tests(PUSH_SUM, planted_env, tmp_path)
+    assert "4 passed" in out, out[-2000:]
 
 
 def test_the_audit_passes_push_sum_and_saw_its_weight(outcomes: dict[str, Any]) -> None:
