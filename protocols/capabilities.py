@@ -16,6 +16,7 @@ when a node first needs it. Nothing here imports torch.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -85,25 +86,39 @@ class RobustAggregation(Capability):
         """ValueError (one line) if the rule of `hyper` (the protocol's settings) cannot run at
         the node with the fewest in-neighbours of any round."""
         rule: AggregationRule = getattr(hyper, self.key)
-        node, rounds, fewest = fewest_in_neighbours(plan)
+        try:  # every rule's need is a least in-degree: one that runs alone runs anywhere,
+            rule.check_in_degree(0)  # and the graph's rounds need not be walked (the mean)
+            return
+        except ValueError:
+            pass
+        node, where, fewest = fewest_in_neighbours(plan)
         try:
             rule.check_in_degree(fewest)
         except ValueError as exc:
             raise ValueError(f"hyper.{self.key}: node {node} has the fewest in-neighbours, "
-                             f"{fewest}{rounds}: {exc}") from None
+                             f"{fewest}{where}: {exc}") from None
 
 
 def fewest_in_neighbours(plan: RunPlan) -> tuple[int, str, int]:
     """The client with the fewest in-neighbours, where (" in round r" on a directed or
     time-varying graph, else "") and how many: what every robust rule's needs are checked
-    against."""
-    if plan.round_graphs is None:
+    against. Each round's arcs are counted once (200 nodes over 1,000 rounds of the one-peer
+    exponential graph: a node's `in_neighbors` in turn took 4.6 s)."""
+    graphs = plan.round_graphs
+    if graphs is None:
         adjacency = plan.adjacency()
         node = min(plan.clients, key=lambda i: (len(adjacency[i]), i))
         return node, "", len(adjacency[node])
-    degree, r, node = min((len(plan.in_neighbors(i, r)), r, i)
-                          for r in range(plan.rounds) for i in plan.clients)
-    return node, f" in round {r}", degree
+    fewest: tuple[int, int, int] | None = None  # (in-degree, round, node)
+    for r in range(plan.rounds):
+        degree = Counter(v for _, v in graphs.arcs(r, plan.seed))
+        node = min(plan.clients, key=lambda i: (degree[i], i))
+        if fewest is None or degree[node] < fewest[0]:
+            fewest = (degree[node], r, node)
+    if fewest is None:
+        raise ValueError("a run of no rounds has no neighbourhood to check")
+    degree_, r, node = fewest
+    return node, f" in round {r}", degree_
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,14 @@ directed: true
 nodes: [{id: 0}, {id: 1}, {id: 2}, {id: 3}]
 edges: [[0, 1], [1, 2], [2, 3], [3, 0]]
 """
+# Round 0 the complete graph of four (three in-neighbours each), round 1 a ring (two), in turn.
+CYCLE_K4_RING4 = """\
+nodes: [{id: 0}, {id: 1}, {id: 2}, {id: 3}]
+edges: [[0, 1], [0, 2], [0, 3], [1, 2], [1, 3], [2, 3]]
+schedule:
+  kind: cycle
+  graphs: [[[0, 1], [0, 2], [0, 3], [1, 2], [1, 3], [2, 3]], [[0, 1], [1, 2], [2, 3], [3, 0]]]
+"""
 RULES = {
     "median": "{rule: median}",
     "trimmed-mean": "{rule: trimmed-mean, b: 1}",
@@ -64,6 +72,15 @@ def test_each_rule_runs_bit_identically_over_zmq_and_inproc(tmp_path: Path, name
         assert not any("clipped_neighbours" in r for r in rows)
 
 
+def test_a_rule_on_a_time_varying_graph_mixes_each_rounds_row_bit_identically(
+        tmp_path: Path) -> None:
+    """The row is round r's (`plan.weight_row(i, r)`): three neighbours, then two, in turn."""
+    topo = topology(tmp_path, "cycle", CYCLE_K4_RING4)
+    assert_transports_identical(tmp_path, topo, "d-psgd", *with_rule("trimmed-mean"))
+    differ = results_difference(tmp_path / "zmq", tmp_path / "inproc")
+    assert differ is None, differ
+
+
 def test_the_rules_change_the_result_and_the_mean_is_plain_d_psgd(tmp_path: Path) -> None:
     """A robust rule mixes otherwise than the mean (so the runs above test a rule, not d-psgd),
     and `{rule: mean}` spelt out is the default run, bit for bit."""
@@ -93,7 +110,8 @@ def test_a_run_with_a_rule_killed_and_resumed_ends_as_an_uninterrupted_one(
 
 
 @pytest.mark.parametrize(("graph", "args", "said"), ids=[
-    "krum", "trimmed-mean", "multi-krum", "bridge", "directed-krum", "no-radius", "sgp"],
+    "krum", "trimmed-mean", "multi-krum", "bridge", "directed-krum", "time-varying-bridge",
+    "no-radius", "sgp"],
     argvalues=[
     (K5_LESS_ONE, ("--set", "aggregation={rule: krum, f: 1}"),
      "d-psgd: hyper.aggregation: node 3 has the fewest in-neighbours, 3: Krum: f = 1 Byzantine "
@@ -107,6 +125,8 @@ def test_a_run_with_a_rule_killed_and_resumed_ends_as_an_uninterrupted_one(
      "node 3 has the fewest in-neighbours, 3: BRIDGE screening: b = 2 per side of 3 neighbours"),
     (DIRECTED_RING4, ("--set", "aggregation={rule: krum, f: 0}"),
      "node 0 has the fewest in-neighbours, 1 in round 0: Krum: f = 0"),
+    (CYCLE_K4_RING4, ("--set", "aggregation={rule: bridge, b: 1}"),
+     "node 0 has the fewest in-neighbours, 2 in round 1: BRIDGE screening: b = 1"),
     (K5_LESS_ONE, ("--set", "aggregation={rule: clipped-gossip}"),
      "--set aggregation={rule: clipped-gossip}: hyper.aggregation: clipped-gossip takes tau"),
     (K5_LESS_ONE, ("--set", "aggregation.rule=median", "--protocol", "sgp"),
