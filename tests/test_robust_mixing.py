@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +17,8 @@ import torch
 from pydantic import TypeAdapter, ValidationError
 
 from dfl_config.problems import one_line
+from launcher.config.layers import resolve_config
+from launcher.config.run_spec import Override
 from protocols.capabilities import RobustAggregation
 from protocols.declaration import ProtocolDeclaration
 from protocols.gossip.declarations import DPSGD_SPEC, DPSGDHyper
@@ -165,3 +168,16 @@ def test_the_settings_and_the_capability_import_no_torch() -> None:
             "from protocols.sdk import Aggregation, DEFAULT_AGGREGATION, RobustAggregation; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def test_a_later_layer_naming_another_rule_starts_it_afresh(tmp_path: Path) -> None:
+    """A config file's rule with its parameters, then `--set` of another rule: the file's
+    `tau` means nothing to the median. The same rule again keeps them (`--set
+    aggregation.iterations=3` changes one)."""
+    path = tmp_path / "robust.yaml"
+    path.write_text("hyper:\n  aggregation: {rule: self-centred-clipping, tau: 0.5}\n")
+    swapped = resolve_config("d-psgd", path, {}, [Override.parse("aggregation={rule: median}")])
+    assert swapped["hyper"]["aggregation"] == {"rule": "median"}
+    kept = resolve_config("d-psgd", path, {}, [Override.parse("aggregation.iterations=3")])
+    assert kept["hyper"]["aggregation"] == {"rule": "self-centred-clipping", "tau": 0.5,
+                                            "iterations": 3}

@@ -33,8 +33,8 @@ OPTION_FLAGS = {("wire", "deadline_s"): "--deadline", ("wire", "on_failure"): "-
 
 
 # The keys that pick one kind of a section among several (a model's name, a compressor's type,
-# a channel's kind): dfl_config.section.tagged_union.
-KIND_KEYS = ("name", "type", "kind")
+# a channel's kind, an aggregation rule): dfl_config.section.tagged_union.
+KIND_KEYS = ("name", "type", "kind", "rule")
 
 
 def same_kind(current: dict[str, Any], layer: dict[str, Any]) -> bool:
