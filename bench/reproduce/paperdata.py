@@ -129,7 +129,9 @@ class Experiment(Section):
 
 
 class Paper(Section):
-    id: Literal["dmfl-sq", "ssd-fl", "dsc"]
+    id: Literal["dmfl-sq", "ssd-fl", "dsc", "clippedgossip"]
+    """A paper file's name; one without a recipe (bench/reproduce/recipes) is data only, not
+    yet runnable by `python -m bench.reproduce`."""
     title: str
     budget: dict[str, Any]
     """The paper's own training budget, as it states it (rounds, epochs, seeds, N)."""
