@@ -37,13 +37,15 @@ class Tag:
             raise ValueError(f"tag kind must be one of {KINDS}, got {self.kind!r}")
         if not isinstance(self.phase, str):
             raise TypeError(f"tag phase must be a str, got {type(self.phase).__name__}")
-        for name, value in (("round", self.round), ("step", self.step), ("slot", self.slot)):
-            if type(value) is not int or value < 0:
-                raise ValueError(f"tag {name} must be a non-negative int, got {value!r}")
+        round_, step, slot = self.round, self.step, self.slot
+        if not (type(round_) is int and type(step) is int and type(slot) is int
+                and round_ >= 0 and step >= 0 and slot >= 0):
+            for name, value in (("round", round_), ("step", step), ("slot", slot)):
+                if type(value) is not int or value < 0:
+                    raise ValueError(f"tag {name} must be a non-negative int, got {value!r}")
         # A tag keys Comm's inbox and its record of consumed messages, so a round hashes its
         # tags a score of times: hashed once here.
-        object.__setattr__(self, "_hash", hash((self.kind, self.round, self.phase, self.step,
-                                                self.slot)))
+        object.__setattr__(self, "_hash", hash((self.kind, round_, self.phase, step, slot)))
 
     def __hash__(self) -> int:
         return self._hash
