@@ -302,20 +302,25 @@ def options(model: str, topology: Path, rounds: int) -> list[str]:
 
 # --- where a node's round CPU goes ---------------------------------------------------------------
 
-# bucket -> (file suffix, function): cumulative CPU of node 0 in that function, per round
-BUCKETS: dict[str, tuple[str, str]] = {
-    "local step (LocalSGD)": ("protocols/sdk/learning.py", "gradient"),
-    "encode and self-check (Comm._outgoing)": ("dfl_node/comm/channel.py", "_outgoing"),
-    "send (transport)": ("dfl_node/transports/zeromq.py", "send"),
-    "receive (transport)": ("dfl_node/transports/zeromq.py", "recv"),
-    "decode and validation (Comm._accepted)": ("dfl_node/comm/channel.py", "_accepted"),
-    "received tensors": ("dfl_node/comm/received.py", "tensors"),
-    "traffic ledger": ("dfl_node/ledgers/traffic.py", "_record"),
-    "formula ledger": ("dfl_node/ledgers/formula.py", "charge_all"),
-    "virtual clock": ("dfl_node/netsim/virtual_clock.py", "sync_step"),
-    "settle (transport flush)": ("dfl_node/comm/channel.py", "_settle"),
-    "mixing (sdk.mix)": ("protocols/sdk/mixing.py", "mix"),
-    "failure agreement": ("dfl_node/runner/membership.py", "after_round"),
+# bucket -> the (file suffix, function) pairs whose cumulative CPU of node 0 it holds, per round;
+# the buckets' calls are disjoint (none runs inside another's), so their shares add up
+Key = tuple[str, str]
+BUCKETS: dict[str, tuple[Key, ...]] = {
+    # LocalSGD.step (gradient and update) under atc; a bare gradient (cta) counted where a
+    # protocol calls it outside step
+    "local step (LocalSGD)": (("protocols/sdk/learning.py", "step"),
+                              ("protocols/sdk/learning.py", "gradient")),
+    "encode and self-check (Comm._outgoing)": (("dfl_node/comm/channel.py", "_outgoing"),),
+    "send (transport)": (("dfl_node/transports/zeromq.py", "send"),),
+    "receive (transport)": (("dfl_node/transports/zeromq.py", "recv"),),
+    "decode and validation (Comm._accepted)": (("dfl_node/comm/channel.py", "_accepted"),),
+    "received tensors": (("dfl_node/comm/received.py", "tensors"),),
+    "traffic ledger": (("dfl_node/ledgers/traffic.py", "_record"),),
+    "formula ledger": (("dfl_node/ledgers/formula.py", "charge_all"),),
+    "virtual clock": (("dfl_node/netsim/virtual_clock.py", "sync_step"),),
+    "settle (transport flush)": (("dfl_node/comm/channel.py", "_settle"),),
+    "mixing (sdk.mix)": (("protocols/sdk/mixing.py", "mix"),),
+    "failure agreement": (("dfl_node/runner/membership.py", "after_round"),),
 }
 ROUND = ("protocols/gossip/dpsgd.py", "run_round")
 DISPATCH = "Python dispatch and the rest (run_round minus the above)"
@@ -326,17 +331,24 @@ def profile_buckets(prof: Path, rounds: int) -> dict[str, float]:
     """Each bucket's share of node 0's profiled round CPU; the rest is the protocol's own
     Python (and what the buckets do not name)."""
     stats = pstats.Stats(str(prof)).stats  # type: ignore[attr-defined]
-    cumulative: dict[tuple[str, str], float] = {}
-    for (filename, _, function), entry in stats.items():
-        for key in [*BUCKETS.values(), ROUND, ("dfl_node/runner/membership.py", "after_round")]:
-            if filename.endswith(key[0]) and function == key[1]:
-                cumulative[key] = cumulative.get(key, 0.0) + entry[3]
-    total = cumulative.get(ROUND, 0.0) + cumulative.get(BUCKETS["failure agreement"], 0.0)
+
+    def matches(func: tuple[str, int, str], keys: tuple[Key, ...]) -> bool:
+        return any(func[0].endswith(file) and func[2] == name for file, name in keys)
+
+    def seconds(keys: tuple[Key, ...]) -> float:
+        """Cumulative CPU in `keys`, less their calls from one another (counted once)."""
+        total = 0.0
+        for func, entry in stats.items():
+            if matches(func, keys):
+                total += entry[3] - sum(ct for caller, (_, _, _, ct) in entry[4].items()
+                                        if matches(caller, keys))
+        return total
+
+    total = seconds((ROUND,)) + seconds(BUCKETS["failure agreement"])
     if total <= 0:
         return {}
-    shares = {label: cumulative.get(key, 0.0) / total for label, key in BUCKETS.items()}
-    nested = ("received tensors", "traffic ledger")  # inside receive and send
-    shares[DISPATCH] = 1.0 - sum(v for k, v in shares.items() if k not in nested)
+    shares = {label: seconds(keys) / total for label, keys in BUCKETS.items()}
+    shares[DISPATCH] = 1.0 - sum(shares.values())
     shares[PROFILED_MS] = total / rounds * 1e3
     return shares
 

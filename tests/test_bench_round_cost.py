@@ -5,6 +5,7 @@ carries the issue's goals on ring20 only, checked against dfl-mesh minus the bar
 from __future__ import annotations
 
 import json
+import marshal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,13 +13,16 @@ from pathlib import Path
 from bench import bare_mesh
 from bench.figures import Mode
 from bench.round_cost import (
+    DISPATCH,
     FRAMEWORK_CPU_GOALS_MS,
+    PROFILED_MS,
     ROUND_GOALS,
     Floor,
     Pair,
     Raw,
     Side,
     framework_figure,
+    profile_buckets,
     round_figure,
 )
 from bench.startup import Memory, Tree
@@ -100,3 +104,28 @@ def test_the_goals_hold_on_ring20_against_the_bare_mesh(tmp_path: Path) -> None:
     assert (elsewhere.goal, elsewhere.met) == ("", None)
     assert (framework_figure(other, elsewhere).goal, framework_figure(other, elsewhere).met) \
         == ("", None)
+
+
+def test_the_profile_counts_local_sgd_step_once_with_the_gradients_it_takes(
+        tmp_path: Path) -> None:
+    """LocalSGD.step (gradient and update) is the local step, and a gradient a protocol takes
+    itself counts too, but the gradient inside step is not counted twice; the buckets' calls
+    are disjoint, so the rest of run_round is what they leave. A profile in cProfile's own
+    file format (a marshalled pstats dict: func -> (cc, nc, tt, ct, callers))."""
+    run_round = ("/x/protocols/gossip/dpsgd.py", 56, "run_round")
+    step = ("/x/protocols/sdk/learning.py", 38, "step")
+    gradient = ("/x/protocols/sdk/learning.py", 32, "gradient")
+    mix = ("/x/protocols/sdk/mixing.py", 16, "mix")
+    stats = {
+        run_round: (10, 10, 1.0, 10.0, {}),
+        step: (10, 10, 0.5, 4.0, {run_round: (10, 10, 0.5, 4.0)}),
+        gradient: (20, 20, 3.0, 4.0, {step: (10, 10, 2.0, 3.0), run_round: (10, 10, 1.0, 1.0)}),
+        mix: (10, 10, 2.0, 2.0, {run_round: (10, 10, 2.0, 2.0)}),
+    }
+    prof = tmp_path / "node-0.prof"
+    prof.write_bytes(marshal.dumps(stats))
+    shares = profile_buckets(prof, rounds=10)
+    assert shares["local step (LocalSGD)"] == 0.5  # step 4 s + the bare gradient's 1 s of 10
+    assert shares["mixing (sdk.mix)"] == 0.2
+    assert abs(shares[DISPATCH] - 0.3) < 1e-12
+    assert shares[PROFILED_MS] == 1000.0

@@ -7,7 +7,7 @@ messages arrive can never change which data a protocol computes with.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # "data": training traffic; "cons": scalar max-consensus sub-rounds (part of the algorithm's
 # traffic, so the ledger counts them as data, but on their own kind so that they can never be
@@ -27,6 +27,8 @@ class Tag:
     phase: str = ""
     step: int = 0
     slot: int = 0
+    # set by __post_init__; no part of equality, order or repr
+    _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Checked at construction so a malformed tag fails in the sender, not as a silent
@@ -35,10 +37,22 @@ class Tag:
             raise ValueError(f"tag kind must be one of {KINDS}, got {self.kind!r}")
         if not isinstance(self.phase, str):
             raise TypeError(f"tag phase must be a str, got {type(self.phase).__name__}")
-        for field in ("round", "step", "slot"):
-            value = getattr(self, field)
-            if type(value) is not int or value < 0:
-                raise ValueError(f"tag {field} must be a non-negative int, got {value!r}")
+        round_, step, slot = self.round, self.step, self.slot
+        if not (type(round_) is int and type(step) is int and type(slot) is int
+                and round_ >= 0 and step >= 0 and slot >= 0):
+            for name, value in (("round", round_), ("step", step), ("slot", slot)):
+                if type(value) is not int or value < 0:
+                    raise ValueError(f"tag {name} must be a non-negative int, got {value!r}")
+        # A tag keys Comm's inbox and its record of consumed messages, so a round hashes its
+        # tags a score of times: hashed once here.
+        object.__setattr__(self, "_hash", hash((self.kind, round_, self.phase, step, slot)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[Tag], tuple[str, int, str, int, int]]:
+        # a str's hash differs between interpreters: a copy elsewhere hashes afresh
+        return Tag, (self.kind, self.round, self.phase, self.step, self.slot)
 
     @property
     def is_control(self) -> bool:

@@ -206,8 +206,10 @@ class Exchange:
         if self.clock_bytes is not None:
             size = self.clock_bytes
         else:
+            # one payload sent on every link (a broadcast) is sized once
+            distinct = {id(p): p for p in sent.values()}.values()
             size = max((p.nbytes if self.clock == "wire" else p.total_bits // 8
-                        for p in sent.values()), default=0)
+                        for p in distinct), default=0)
         self.ctx.clock.sync_step(size, compute_steps)
 
 
