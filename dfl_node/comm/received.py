@@ -1,4 +1,4 @@
-"""Where received tensors live: in ZeroMQ's own frame when it can, else in recycled memory.
+"""Where received tensors live: in ZeroMQ's own frame when it can, else in a copy at its offset.
 
 Why a fixed address offset: the protocol's results must not depend on the transport, and BLAS
 kernels round by alignment (a float32 dot product over the same numbers gives another result
@@ -10,8 +10,14 @@ at another offset, tests/test_comm.py). So every received tensor sits at one off
   frame from ZeroMQ (nearly always for frames over glibc's 32 MiB mmap limit, about half the
   time for smaller ones) becomes the protocol's tensor in place: no copy on receive. Any
   other frame (a read-only one from the in-process transport, one at another address) is
-  copied once into memory at that offset, recycled from received tensors the protocol dropped
-  (`_Pool`), because faulting in fresh pages costs more than the copy.
+  copied once into fresh memory at that offset, and the frame is let go once admitted.
+
+Why no pool of copies: the heap already recycles. A copy's buffer comes from glibc's heap, where
+the buffers of last round's received tensors and frames lie free (a node's threads share one
+arena, dfl_node/runner/process_memory.py), so it costs no fresh pages; a pool that kept
+dropped copies for the next round (as this module once did) held them also in the rounds whose
+frames came in place, and a dmflsq-cnn node on ring20 with it peaked at 88 MB PSS against 79
+without (largest node, bench/startup.py's memory run).
 
 The price of offset 56 is that large received tensors are 8 bytes off a 16-byte boundary, where
 OpenBLAS's float32 dot product takes a slower path (measured: 3.7x slower for 10M elements);
@@ -23,8 +29,6 @@ frame's buffer to its receiver alone).
 
 from __future__ import annotations
 
-import weakref
-from collections import deque
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -35,7 +39,6 @@ from dfl_node.wire.codec import Frame
 LARGE_BYTES = 1 << 20  # received tensors this large sit at RECEIVED_OFFSET, in place if they can
 RECEIVED_OFFSET = 56  # bytes past a 64-byte boundary: where libzmq's large frames begin
 ALIGNMENT = 64
-POOL_DEPTH = 4  # dropped buffers kept per size
 
 TORCH_DTYPES = {
     "float32": torch.float32,
@@ -63,7 +66,6 @@ class ReceivedTensors:
     bytes taken in place and the bytes copied (the figure the transport bench reports)."""
 
     def __init__(self) -> None:
-        self._pool = _Pool()
         self.in_place_bytes = 0
         self.copied_bytes = 0
 
@@ -87,7 +89,7 @@ class ReceivedTensors:
             self.in_place_bytes += array.nbytes
             return torch.from_numpy(in_place)
         self.copied_bytes += array.nbytes
-        return torch.from_numpy(self._pool.copy(array))
+        return torch.from_numpy(copy_at_offset(array))
 
 
 def _in_place(array: np.ndarray, frame: Frame) -> np.ndarray | None:
@@ -101,30 +103,11 @@ def _in_place(array: np.ndarray, frame: Frame) -> np.ndarray | None:
     return np.frombuffer(view.cast("B"), dtype=array.dtype).reshape(array.shape)
 
 
-class _Pool:
-    """Memory at the received offset, reused once the protocol has dropped the tensor in it.
-
-    A copy is a numpy array over a pooled buffer; torch keeps that array alive as long as any
-    view of the tensor's storage lives, and when the array dies its buffer goes back to the
-    pool, so a buffer is never handed out twice at once. The pool keeps at most POOL_DEPTH
-    buffers per size, each one the protocol itself held before.
-    """
-
-    def __init__(self) -> None:
-        self._free: dict[int, deque[torch.Tensor]] = {}
-
-    def copy(self, array: np.ndarray) -> np.ndarray:
-        free = self._free.setdefault(array.nbytes, deque())
-        # torch allocates on 64-byte boundaries, so the data starts RECEIVED_OFFSET bytes in.
-        raw = free.pop() if free else torch.empty(array.nbytes + ALIGNMENT, dtype=torch.uint8)
-        start = RECEIVED_OFFSET - offset_of(raw.data_ptr())
-        window = raw.numpy()[start % ALIGNMENT:][: array.nbytes]
-        owned = window.view(np.dtype(array.dtype.name)).reshape(array.shape)
-        np.copyto(owned, array)
-        weakref.finalize(owned, _give_back, free, raw).atexit = False
-        return owned
-
-
-def _give_back(free: deque[torch.Tensor], raw: torch.Tensor) -> None:
-    if len(free) < POOL_DEPTH:
-        free.append(raw)
+def copy_at_offset(array: np.ndarray) -> np.ndarray:
+    """A writable copy of `array` whose data starts RECEIVED_OFFSET bytes past a 64-byte
+    boundary (in torch memory, which starts on one; the view keeps it alive)."""
+    raw = torch.empty(array.nbytes + ALIGNMENT, dtype=torch.uint8).numpy()
+    start = (RECEIVED_OFFSET - offset_of(raw.ctypes.data)) % ALIGNMENT
+    owned = raw[start : start + array.nbytes].view(np.dtype(array.dtype.name)).reshape(array.shape)
+    np.copyto(owned, array)
+    return owned

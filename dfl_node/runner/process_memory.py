@@ -1,5 +1,5 @@
-"""A node process's heap policy: one malloc arena for all of its threads, and its free pages
-handed back around an evaluation.
+"""A node process's heap policy: one malloc arena for all of its threads, a round's large buffers
+in it (fixed thresholds), and its free pages handed back around an evaluation.
 
 glibc gives each thread that allocates its own arena (up to 8 per core), and an arena keeps the
 space freed in it for its own later use. A node has two threads that allocate a model's worth of
@@ -24,8 +24,14 @@ import ctypes
 import sys
 from typing import Any
 
-M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
+M_ARENA_MAX = -8  # glibc's mallopt parameters (malloc.h)
+M_TRIM_THRESHOLD = -1
+M_MMAP_THRESHOLD = -3
 ARENAS = 1
+# Buffers up to this size come from the heap (glibc's largest setting); the heap's top is kept
+# up to KEPT_TOP bytes free: a model's buffers are the same every round.
+HEAP_BUFFERS_MAX = 32 << 20
+KEPT_TOP = 256 << 20
 
 
 def glibc_function(name: str, *argtypes: type) -> Any | None:
@@ -43,11 +49,19 @@ def glibc_function(name: str, *argtypes: type) -> Any | None:
 
 
 def share_one_arena() -> bool:
-    """Give every thread this process starts from now on the main arena; False where the C
-    library has no mallopt (macOS) or refuses it. Call it early in a node process, before it
-    starts threads (ZeroMQ's, the liveness watch)."""
+    """Give every thread this process starts from now on the main arena, and keep a round's
+    large buffers in it; False where the C library has no mallopt (macOS) or refuses it. Call
+    it early in a node process, before it starts threads (ZeroMQ's, the liveness watch).
+
+    glibc's own thresholds move: a freed mmap'd buffer raises the size above which buffers are
+    mmap'd to its own, so a buffer a little larger than any freed so far (a received tensor's
+    copy at its offset, a few bytes over the frame it came in) is fresh pages, 5 ms per 6.5 MB
+    here; and the heap's top is handed back once twice that much is free, to be faulted in
+    again the next round. Fixed, every buffer of a round is one the heap held before."""
     mallopt = glibc_function("mallopt", ctypes.c_int, ctypes.c_int)
-    return mallopt is not None and bool(mallopt(M_ARENA_MAX, ARENAS))
+    return mallopt is not None and all(mallopt(option, value) for option, value in (
+        (M_ARENA_MAX, ARENAS), (M_MMAP_THRESHOLD, HEAP_BUFFERS_MAX),
+        (M_TRIM_THRESHOLD, KEPT_TOP)))
 
 
 def release_free_heap() -> bool:

@@ -36,9 +36,16 @@ class LocalSGD:
         return compute_gradients(self.model, x, y, self._parameters.values())
 
     def step(self, lr: float) -> float:
-        """One SGD step, w <- w - lr g(w); the batch's loss."""
+        """One SGD step, w <- w - lr g(w); the batch's loss.
+
+        The gradients go once the step has used them: until the next step's backward pass
+        makes new ones, their memory (a model's worth) serves the round's exchange instead, and
+        that pass then writes each gradient into place rather than adding it to zeros kept
+        from the last (the same values: 0 + g is g, bar the sign of a zero)."""
         loss = self.gradient()
         sgd_step(self._parameters.values(), lr)
+        for p in self._parameters.values():
+            p.grad = None
         return loss
 
     def take_steps(self) -> int:
