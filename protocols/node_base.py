@@ -21,6 +21,7 @@ from dfl_node.plan import RunPlan
 from dfl_node.runner.context import NodeContext
 from dfl_node.state.checkpoint_codec import capture, capture_fields, restore, restore_fields
 from dfl_node.state.checkpoint_file import State
+from protocols.backdoor_probe import backdoor_keys, with_backdoor_probe
 from protocols.declaration import H, ProtocolDeclaration
 
 # Samples per forward pass when a node evaluates. A pass's activations are the largest buffers a
@@ -98,7 +99,8 @@ class ProtocolNode(ABC, Generic[H]):
         problem (DSC's multi-task dense prediction) brings its own; raise ValueError (one line)
         on a plan it cannot serve."""
         data = load_node_data(plan.data, plan.clients, node_id)
-        return build_model(plan.model, data.input_shape, data.classes, plan.seed), data
+        model = build_model(plan.model, data.input_shape, data.classes, plan.seed)
+        return model, with_backdoor_probe(plan, node_id, data)  # an honest node's triggers
 
     @abstractmethod
     def run_round(self, r: int) -> dict[str, float]:
@@ -115,7 +117,7 @@ class ProtocolNode(ABC, Generic[H]):
             acc, loss = evaluate(self.eval_model(), both[0], both[1], self.ctx.device,
                                  batch=EVAL_BATCH)
             out |= {"global_accuracy": acc, "global_loss": loss}
-        return out
+        return out | backdoor_keys(self.eval_model(), data, self.ctx.device, EVAL_BATCH)
 
     def eval_model(self) -> nn.Module:
         """The model that evaluation and `final/` report (personalised protocols may differ)."""
