@@ -3,8 +3,9 @@ protocol page's evaluation section; docs/run-directory.md#per-cycle-metrics).
 
 One row per evaluated round in `cycles.jsonl`: every node's accuracy summarised (mean, min,
 max, loss mean), per-cluster means, and, from the nodes' parameters, the global consensus gap
-||Delta_hat|| = sqrt(sum_i ||theta_i - theta_bar||^2), the intra-cluster gaps ||Delta_s|| and
-the accuracy of the network-average model theta_bar on the global test split. summary.json
+||Delta_hat|| = sqrt(sum_i ||theta_i - theta_bar||^2), the intra-cluster gaps ||Delta_s||, the
+honest nodes' gap in a run with adversaries (launcher/results/honest.py), and the accuracy of the
+network-average model theta_bar on the global test split. summary.json
 gets cycles-to-threshold (the first round whose mean accuracy reaches each configured
 threshold) and the plan's spectral report (lambda_2, lambda_min, SLEM and conductance of the
 global matrix and of every cluster's Metropolis-Hastings matrix on its induced subgraph).
