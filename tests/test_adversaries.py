@@ -41,6 +41,7 @@ ATTACKS: dict[str, list[dict[str, Any]]] = {
     "alie": [{"kind": "alie", "z": 1.0}],
     "ipm": [{"kind": "ipm", "epsilon": 0.5}],
     "dissensus": [{"kind": "dissensus", "epsilon": 2.0}],
+    "ipm-this-round": [{"kind": "ipm", "epsilon": 0.5, "sees": "this-round"}],
     "silent": [{"kind": "silent"}],
     "per-neighbour": [{"kind": "per-neighbour", "to": {1: {"kind": "scaled", "factor": -4}}}],
     "label-flip": [{"kind": "label-flip"}],
@@ -103,6 +104,10 @@ ZMQ_CASES = {
         {"kind": "per-neighbour", "to": {0: {"kind": "ipm"},
                                          2: {"kind": "gaussian", "centre": "zero"}}}]}},
     "silent": {"adversaries": {"nodes": [2], "behaviour": [{"kind": "silent"}]}},
+    # two adjacent omniscient adversaries: each waits for its honest neighbours only
+    "this-round": {"adversaries": {"nodes": [0, 1], "behaviour": [
+        {"kind": "alie", "z": 1.0, "sees": "this-round"},
+        {"kind": "dissensus", "sees": "this-round"}]}},
 }
 
 
@@ -224,8 +229,8 @@ REFUSALS = {
     "aggregator": (TRI, f"adversaries={{nodes: [3], {SIGN}}}", "qffl", "aggregator"),
     "data-poisoning-unsupported": (TRI, "adversaries={nodes: [0], behaviour: [{kind: label-flip}]}",
                                    "dsc", "does not support"),
-    "omniscient": (TRI, "adversaries={nodes: [0], behaviour: [{kind: ipm, sees: this-round}]}",
-                   "d-psgd", "not supported yet"),
+    "omniscient-tdma": (TRI, "adversaries={nodes: [0], behaviour: [{kind: ipm, sees: "
+                        "this-round}]}", "d-psgd", "TDMA frame"),
     "silent-and-more": (TRI, "adversaries={nodes: [0], behaviour: [{kind: silent}, "
                         "{kind: scaled}]}", "d-psgd", "cannot be combined"),
     "per-neighbour-stranger": ("nodes: [{id: 0, adversary: [{kind: per-neighbour, to: {5: "
@@ -244,6 +249,8 @@ def test_a_declaration_that_cannot_run_is_one_line_and_exit_2(
     topology, setting, protocol, fragment = REFUSALS[case]
     (tmp_path / "t.yaml").write_text(topology)
     extra = ("--set", setting) if setting else ()
+    if case == "omniscient-tdma":
+        extra += ("--set", "schedule=tdma")
     done = entry("dfl-launch", "plan", "--topology", str(tmp_path / "t.yaml"), "--protocol",
                  protocol, "--dataset", "synthetic", "--rounds", "1", *extra,
                  "-o", str(tmp_path / "plan.json"))

@@ -93,10 +93,12 @@ def resolve_adversaries(topology: Topology, config: dict[str, Any],
     out = {}
     for node_id, behaviours in chosen.items():
         for b in behaviours:
-            if any(getattr(a, "sees", None) == "this-round" for a in _attacks(b)):
+            if config["schedule"] == "tdma" and any(
+                    getattr(a, "sees", None) == "this-round" for a in _attacks(b)):
                 raise LaunchError(f"adversaries: node {node_id}'s {b.kind} with sees: "
-                                  "this-round (the omniscient attacker) is not supported yet; "
-                                  "use previous-round or own")
+                                  "this-round gathers its neighbours' messages before it sends, "
+                                  "which a TDMA frame does not allow; use schedule: sync or "
+                                  "sees: previous-round")
             if b.kind in DATA_KINDS and not protocol_spec(protocol).data_poisoning:
                 raise LaunchError(f"adversaries: node {node_id}'s {b.kind} poisons training "
                                   f"data, which {protocol} does not support (it brings its own "

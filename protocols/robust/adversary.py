@@ -13,7 +13,8 @@ virtual clock) like any other:
   the tensors of a data phase are flattened into one vector (its floating-point tensors, in the
   message's order), attacked, and put back into the same tensors, so a schema never changes. A
   per-neighbour attack (dissensus, `per-neighbour`) turns a broadcast into one message per
-  out-neighbour.
+  out-neighbour; the omniscient attacker (`sees: this-round`) gathers its honest
+  in-neighbours' messages of an exchange before it sends its own.
 
 What an attack remembers (the messages it saw last round, silence's round-0 messages) and its
 random streams, (seed, node, "adversary/<index>/<kind>"), are the `Adversary`'s
@@ -49,7 +50,6 @@ from protocols.robust.adversary_settings import (
     SignFlip,
     behaviours_of,
 )
-from protocols.robust.errors import RobustnessError
 
 BACKDOOR_STREAM = "adversary/backdoor"
 DATA_KIND = "data"
@@ -173,11 +173,11 @@ class Adversary:
             for name in _stream_names(index, b):
                 self.generators[name] = torch_stream(plan.seed, node_id, name)
         self.memory = TensorStore()
-        self.remembers = any(getattr(b, "sees", None) == "previous-round"
-                             or isinstance(b, Dissensus) for b in _flat(self.behaviours))
-        if any(getattr(b, "sees", None) == "this-round" for b in _flat(self.behaviours)):
-            raise RobustnessError("adversary: sees: this-round (the omniscient attacker) is not "
-                                  "supported yet")
+        sees = {getattr(b, "sees", "own") for b in _flat(self.behaviours)}
+        # what it saw last round: for previous-round, and for this-round in the steps where it
+        # cannot wait for its neighbours first (a broadcast, a send, an optional step)
+        self.remembers = bool(sees - {"own"})
+        self.omniscient = "this-round" in sees
         # silence's frozen model: the node's round-0 model, put back after every round
         self.initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
 
@@ -209,12 +209,14 @@ class Adversary:
 
     # -- what it sends -----------------------------------------------------------------------
 
-    def message(self, tag: Tag, tensors: Tensors, dst: int | None) -> dict[str, Any]:
+    def message(self, tag: Tag, tensors: Tensors, dst: int | None,
+                now: Mapping[int, torch.Tensor] | None = None) -> dict[str, Any]:
         """What to send instead of `tensors`: to `dst` alone, or (None) to every destination
-        (then no per-neighbour attack applies)."""
+        (then no per-neighbour attack applies). `now`: the honest in-neighbours' messages of
+        this step (flattened), for `sees: this-round`."""
         if self.silent:
             return self._frozen(tag, tensors, "*" if dst is None else str(dst))
-        return with_floats(tensors, self._attacked(tag, flat_floats(tensors), dst))
+        return with_floats(tensors, self._attacked(tag, flat_floats(tensors), dst, now))
 
     def _frozen(self, tag: Tag, tensors: Tensors, key: str) -> dict[str, Any]:
         """Silence: the node's first message of this step, every round."""
@@ -231,19 +233,27 @@ class Adversary:
                 else frozen
         return out
 
-    def _attacked(self, tag: Tag, own: torch.Tensor, dst: int | None) -> torch.Tensor:
+    def _attacked(self, tag: Tag, own: torch.Tensor, dst: int | None,
+                  now: Mapping[int, torch.Tensor] | None) -> torch.Tensor:
         vector = own
         for index, b in enumerate(self.behaviours):
             if isinstance(b, PerNeighbour):
                 if dst is not None and dst in b.to:
                     stream = f"adversary/{index}/per-neighbour/{dst}"
-                    vector = self._apply(b.to[dst], stream, tag, own, vector, dst)
+                    vector = self._apply(b.to[dst], stream, tag, own, vector, dst, now)
             else:
-                vector = self._apply(b, f"adversary/{index}/{b.kind}", tag, own, vector, dst)
+                vector = self._apply(b, f"adversary/{index}/{b.kind}", tag, own, vector, dst,
+                                     now)
         return vector
 
+    def _view(self, tag: Tag, sees: str,
+              now: Mapping[int, torch.Tensor] | None) -> Mapping[int, torch.Tensor]:
+        """The in-neighbours' messages an attack reads: this step's (this-round, where the
+        comm gathered them first), else last round's."""
+        return now if sees == "this-round" and now is not None else self.seen(tag)
+
     def _apply(self, b: Any, stream: str, tag: Tag, own: torch.Tensor, vector: torch.Tensor,
-               dst: int | None) -> torch.Tensor:
+               dst: int | None, now: Mapping[int, torch.Tensor] | None) -> torch.Tensor:
         """One model attack on `vector` (what the behaviours before it made of `own`)."""
         if isinstance(b, SignFlip):
             return attacks.sign_flip(vector)
@@ -252,7 +262,7 @@ class Adversary:
         if isinstance(b, Gaussian):
             centre = vector if b.centre == "sent" else torch.zeros_like(vector)
             return attacks.gaussian(centre, b.std, self.generators[stream])
-        honest = self._honest(tag, own, b.sees)
+        honest = self._honest(own, b.sees, self._view(tag, b.sees, now))
         if isinstance(b, Alie):
             if len(honest) < 2:  # nothing seen yet (round 0): the honest message
                 return vector
@@ -262,23 +272,24 @@ class Adversary:
         if isinstance(b, Ipm):
             return attacks.ipm(honest, b.epsilon)
         if isinstance(b, Dissensus) and dst is not None:
-            return self._dissensus(b, tag, dst, vector)
+            return self._dissensus(b, tag, dst, vector, self._view(tag, b.sees, now))
         return vector
 
-    def _honest(self, tag: Tag, own: torch.Tensor, sees: str) -> list[torch.Tensor]:
-        """The honest models an attack estimates from: its own, then (previous-round) the
-        non-adversarial in-neighbours' of last round, by ascending id."""
+    def _honest(self, own: torch.Tensor, sees: str,
+                view: Mapping[int, torch.Tensor]) -> list[torch.Tensor]:
+        """The honest models an attack estimates from: its own, then the non-adversarial
+        in-neighbours' it sees, by ascending id."""
         if sees == "own":
             return [own]
-        return [own, *(v for peer, v in self.seen(tag).items()
-                       if peer not in self.adversaries and v.shape == own.shape)]
+        return [own, *(view[peer] for peer in sorted(view)
+                       if peer not in self.adversaries and view[peer].shape == own.shape)]
 
-    def _dissensus(self, b: Dissensus, tag: Tag, target: int,
-                   vector: torch.Tensor) -> torch.Tensor:
+    def _dissensus(self, b: Dissensus, tag: Tag, target: int, vector: torch.Tensor,
+                   seen: Mapping[int, torch.Tensor]) -> torch.Tensor:
         """He et al.'s attack on `target` (i): x_i - eps sum_j W_ij (x_j - x_i) / delta_i over
-        the honest j of i's row whose last message this node saw; delta_i the weight of i's
-        adversarial neighbours. Without i's last model (round 0), the honest message."""
-        seen = self.seen(tag)
+        the honest j of i's row whose message this node sees; delta_i the weight of i's
+        adversarial neighbours. Without i's model (round 0 of previous-round), the honest
+        message."""
         x_i = seen.get(target)
         if x_i is None or x_i.shape != vector.shape:
             return vector
@@ -333,6 +344,8 @@ class AdversarialComm:
     def exchange(self, tag: Tag, tensors: Tensors) -> dict[int, Received]:
         if tag.kind != DATA_KIND:
             return self._inner.exchange(tag, tensors)
+        if self._adversary.omniscient and not self._adversary.silent:
+            return self._omniscient(tag, tensors)
         if self._each():
             theirs = self._inner.exchange_each(tag, {
                 dst: self._adversary.message(tag, tensors, dst)
@@ -345,9 +358,37 @@ class AdversarialComm:
     def exchange_each(self, tag: Tag, per_neighbor: Mapping[int, Tensors]) -> dict[int, Received]:
         if tag.kind != DATA_KIND:
             return self._inner.exchange_each(tag, per_neighbor)
+        if self._adversary.omniscient and not self._adversary.silent:
+            return self._omniscient(tag, {}, per_neighbor)
         theirs = self._inner.exchange_each(tag, {
             dst: self._adversary.message(tag, msg, dst) for dst, msg in per_neighbor.items()})
         self._adversary.saw(tag, theirs)
+        return theirs
+
+    def _omniscient(self, tag: Tag, tensors: Tensors,
+                    per_neighbor: Mapping[int, Tensors] | None = None) -> dict[int, Received]:
+        """`sees: this-round`: gather the honest in-neighbours' messages of this step first
+        (honest nodes send before they gather, so they do not wait on this node), send what
+        they make of them, then gather the other adversaries' (which do the same, so two
+        adjacent omniscient adversaries wait only on honest nodes). What it computes depends on
+        the set of messages, never on their arrival order. `per_neighbor`: the protocol's own
+        message per out-neighbour (an exchange_each), else `tensors` for every one."""
+        inner, adversary = self._inner, self._adversary
+        honest = [j for j in inner.in_neighbors if j not in adversary.adversaries]
+        first = inner.gather(honest, tag)
+        now = {j: flat_floats(msg) for j, msg in first.items()}
+        if per_neighbor is None and not self._each():
+            shared = adversary.message(tag, tensors, None, now)
+            out = dict.fromkeys(inner.out_neighbors, shared)
+        else:
+            out = {dst: adversary.message(tag, tensors if per_neighbor is None
+                                          else per_neighbor[dst], dst, now)
+                   for dst in inner.out_neighbors}
+        for dst, message in out.items():
+            inner.send(dst, tag, message)
+        rest = inner.gather([j for j in inner.in_neighbors if j in adversary.adversaries], tag)
+        theirs = dict(sorted({**first, **rest}.items()))
+        adversary.saw(tag, theirs)
         return theirs
 
     def exchange_optional(self, tag: Tag,
