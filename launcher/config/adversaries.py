@@ -93,6 +93,12 @@ def resolve_adversaries(topology: Topology, config: dict[str, Any],
     out = {}
     for node_id, behaviours in chosen.items():
         for b in behaviours:
+            if config["schedule"] == "tdma" and any(
+                    getattr(a, "sees", None) == "this-round" for a in _attacks(b)):
+                raise LaunchError(f"adversaries: node {node_id}'s {b.kind} with sees: "
+                                  "this-round gathers its neighbours' messages before it sends, "
+                                  "which a TDMA frame does not allow; use schedule: sync or "
+                                  "sees: previous-round")
             if b.kind in DATA_KINDS and not protocol_spec(protocol).data_poisoning:
                 raise LaunchError(f"adversaries: node {node_id}'s {b.kind} poisons training "
                                   f"data, which {protocol} does not support (it brings its own "
@@ -106,6 +112,11 @@ def resolve_adversaries(topology: Topology, config: dict[str, Any],
                                       f"(neighbours: {sorted(near)})")
         out[node_id] = dumped([_resolved(b, clients, len(chosen)) for b in behaviours])
     return out
+
+
+def _attacks(behaviour: Any) -> list[Any]:
+    """The behaviour, or a per-neighbour map's attacks."""
+    return list(behaviour.to.values()) if isinstance(behaviour, PerNeighbour) else [behaviour]
 
 
 def _resolved(behaviour: Any, clients: int, adversaries: int) -> Any:
@@ -122,10 +133,16 @@ def _resolved(behaviour: Any, clients: int, adversaries: int) -> Any:
     return behaviour
 
 
-def check_classes(adversaries: dict[int, list[dict[str, Any]]], classes: int) -> None:
-    """Label maps and backdoor targets within the data's classes."""
+def check_data(adversaries: dict[int, list[dict[str, Any]]], classes: int,
+               shape: tuple[int, ...]) -> None:
+    """Label maps and backdoor targets within the data's classes; a backdoor's trigger on
+    images (a sample of at least height x width) it fits in."""
     for node_id, data in adversaries.items():
         for b in behaviours_of(data):
+            if isinstance(b, Backdoor) and (len(shape) < 2 or b.size > min(shape[-2:])):
+                raise LaunchError(f"adversaries: node {node_id}'s backdoor stamps a {b.size}x"
+                                  f"{b.size} trigger on images, but a sample has shape "
+                                  f"{list(shape)}")
             named: list[int] = []
             if isinstance(b, LabelFlip) and b.mapping:
                 named = [*b.mapping, *b.mapping.values()]

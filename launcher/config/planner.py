@@ -15,7 +15,7 @@ from dfl_node.settings.link import LinkSettings
 from dfl_node.settings.prephase import PrephaseSection
 from dfl_node.settings.schedule import ScheduleSection
 from dfl_node.settings.wire import WireSettings
-from launcher.config.adversaries import check_classes, resolve_adversaries, without_adversaries
+from launcher.config.adversaries import check_data, resolve_adversaries, without_adversaries
 from launcher.config.backend_catalog import local_spec
 from launcher.config.checks import check_protocol
 from launcher.config.devices import resolve_devices
@@ -150,7 +150,7 @@ def build_plan(topology: Topology, config: dict[str, Any], claims: PortClaims,
         checkpoint_every=config["checkpoint_every"], discovery=discovery,
         eval_at_start=config["eval_at_start"], results_key=new_results_key(),
         adversaries=adversaries)
-    check_classes(adversaries, plan.data.num_classes)
+    check_data(adversaries, plan.data.num_classes, plan.data.shape)
     check_protocol(plan)
     return plan
 

@@ -4,9 +4,12 @@ adversarial node can send or train with (`attacks`, `poisoning`).
 
 Each function takes tensors and parameters and returns tensors, with no state, no randomness
 but a `torch.Generator` it is given, and no order but the one of its arguments, so that every
-process of a run computes the same bits (zmq = inproc). None of them is wired into a run yet:
-docs/design/adversaries.md says how declaration, the runtime, metrics and the reproduction
-will use them, and docs/protocols/robust.md states each rule with its paper's equation.
+process of a run computes the same bits (zmq = inproc). Adversaries are declared with
+`adversary_settings` (torch-free: the launcher validates and resolves them) and run by
+`adversary` (installed by protocols/node_base.py); docs/design/adversaries.md says how the rest
+(robust mixing, honest metrics, the reproduction) will use them, and docs/protocols/robust.md
+states each rule with its paper's equation.
 
-May import `dfl_config` and torch; no protocol family, no runtime module.
+The pure functions import `dfl_config` and torch only; `adversary`, which runs inside a node,
+also the runtime's comm, seeds and data types. No protocol family.
 """

@@ -80,20 +80,17 @@ class Gaussian(Section):
     centre: Literal["sent", "zero"] = "sent"
 
 
+SeesOthers = Literal["previous-round", "this-round"]
+"""What an attack that reads its neighbours' models sees (`own` would show it none)."""
+
+
 class Alie(Section):
     """A little is enough: mu - z sigma of the honest models it sees. z None: ALIE's z_max for
     the run's clients and adversaries, fixed in the plan."""
 
     kind: Literal["alie"]
     z: Number | None = None
-    sees: Sees = "previous-round"
-
-    @model_validator(mode="after")
-    def needs_a_spread(self) -> Alie:
-        if self.sees == "own":
-            raise ValueError("alie: sees: own gives one model, and ALIE needs the spread of "
-                             "several (previous-round or this-round)")
-        return self
+    sees: SeesOthers = "previous-round"
 
 
 class Ipm(Section):
@@ -110,14 +107,7 @@ class Dissensus(Section):
 
     kind: Literal["dissensus"]
     epsilon: Positive = 1.0
-    sees: Sees = "previous-round"
-
-    @model_validator(mode="after")
-    def needs_neighbours(self) -> Dissensus:
-        if self.sees == "own":
-            raise ValueError("dissensus: sees: own shows no neighbour to push away from "
-                             "(previous-round or this-round)")
-        return self
+    sees: SeesOthers = "previous-round"
 
 
 ModelAttack = Annotated[Union[SignFlip, Scaled, Gaussian, Alie, Ipm, Dissensus],  # noqa: UP007
