@@ -45,7 +45,13 @@ SECTIONS: dict[str, tuple[str, ...]] = {
                 "secure", "discovery"),
     "prephase": ("prephase",),
     "schedule": ("schedule",),  # the TDMA slot lists themselves, not only their options
+    # who attacks and how: two runs that differ only in their attackers share every other
+    # hash; a plan without adversaries has no such section (its hashes are as before)
+    "adversaries": ("adversaries",),
 }
+# Sections a plan has only when set: without them its hashes are those of a plan written
+# before the section existed (the plan agreement's control message keeps its size).
+OPTIONAL_SECTIONS = ("adversaries",)
 # Data keys that say where one host keeps the dataset, not what it is (the content fingerprint
 # says that): hosts that keep it in other places still hold the same plan.
 HOST_LOCAL_DATA = ("data_root", "cache_dir")
@@ -65,6 +71,15 @@ class NodeEntry:
     host: str
     device: str
     attrs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AdversaryRole:
+    """What an adversarial node knows of its role: its behaviours (the plan's JSON data) and
+    the ids of the other adversaries, its colluders."""
+
+    behaviours: tuple[dict[str, Any], ...]
+    colluders: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -107,6 +122,11 @@ class RunPlan:
     # the secret every record to the collector is sealed with (dfl_node/runner/results_seal.py),
     # drawn per run; in no section hash, which neighbours exchange in the clear
     results_key: str = ""
+    # Adversarial nodes (docs/design/adversaries.md): node id -> its behaviours, JSON data that
+    # the runtime only carries (protocols/robust reads them), resolved by the launcher from the
+    # topology's `adversary` attributes and the config's `adversaries:` section. A node's
+    # protocol sees none of it (`seen_by_protocol`), only its own role (`NodeContext.adversary`).
+    adversaries: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -199,6 +219,19 @@ class RunPlan:
             return self.neighbors(node_id)
         return self.round_graphs.in_neighbors(node_id, round_, self.seed)
 
+    def adversary_role(self, node_id: int) -> AdversaryRole | None:
+        """Node `node_id`'s behaviours and the other adversaries' ids (None: it is honest)."""
+        behaviours = self.adversaries.get(node_id)
+        if behaviours is None:
+            return None
+        return AdversaryRole(tuple(behaviours),
+                             tuple(sorted(i for i in self.adversaries if i != node_id)))
+
+    def seen_by_protocol(self) -> RunPlan:
+        """The plan a protocol object reads: without the adversaries, so that no defence can
+        learn who attacks from the plan (the plan itself, a plan without any)."""
+        return replace(self, adversaries={}) if self.adversaries else self
+
     def with_addresses(self, table: Mapping[int, tuple[str, str]]) -> RunPlan:
         """This plan with every node's (address, host) from a discovery's `table`."""
         return replace(self, nodes=tuple(replace(n, address=table[n.id][0], host=table[n.id][1])
@@ -219,6 +252,8 @@ class RunPlan:
         written before a key existed hashes as it did)."""
         out = asdict(self)
         out["weights"] = [list(w) for w in self.weights]
+        # JSON keys are text; written so, the hash is the same before and after a round trip
+        out["adversaries"] = {str(i): list(b) for i, b in sorted(self.adversaries.items())}
         for name in TYPED_SECTIONS:
             out[name] = section_json(getattr(self, name))
         return out
@@ -242,6 +277,8 @@ class RunPlan:
         try:
             data["nodes"] = tuple(NodeEntry(**n) for n in data["nodes"])
             data["weights"] = tuple((int(i), int(j), float(w)) for i, j, w in data["weights"])
+            data["adversaries"] = {int(i): list(b)
+                                   for i, b in data.get("adversaries", {}).items()}
             for name, kind in TYPED_SECTIONS.items():
                 if name in data:
                     data[name] = _section(kind, name, data[name])
@@ -285,11 +322,12 @@ def section_hashes_of(data: dict[str, Any]) -> dict[str, str]:
     data = dict(data)
     data["data"] = {k: v for k, v in data["data"].items() if k not in HOST_LOCAL_DATA}
     data["secure"] = {k: v for k, v in data["secure"].items() if k not in HOST_LOCAL_SECURE}
-    for key in ("discovery", "eval_at_start"):  # unset: hashed as before the key existed
-        if not data[key]:
-            del data[key]
+    for key in ("discovery", "eval_at_start", "adversaries"):  # unset: hashed as before the
+        if not data.get(key):                                    # key existed
+            data.pop(key, None)
     return {name: _digest({key: data[key] for key in keys if key in data})
-            for name, keys in SECTIONS.items()}
+            for name, keys in SECTIONS.items() if name not in OPTIONAL_SECTIONS
+            or any(key in data for key in keys)}
 
 
 # The sections the node reads as models (dfl_node/settings): their defaults live there only.

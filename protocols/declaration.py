@@ -94,6 +94,12 @@ class ProtocolDeclaration(Generic[H]):
     # Node attributes of topology files the protocol reads (SSD-FL's `optimizer`): one model
     # whose fields are the attributes; a topology's node keys are validated against them.
     node_attributes: type[Section] | None = None
+    # Whether an adversary may poison its training data (label-flip, backdoor:
+    # docs/protocols/robust.md): True for the runtime's classification workload, which
+    # ProtocolNode.build_workload poisons; a protocol whose node class brings a workload of its
+    # own (DSC's scenes) says False unless it poisons that itself, and the launcher refuses such
+    # an adversary (exit 2).
+    data_poisoning: bool = True
     # Models the protocol brings for the `model:` section (DSC's `routed`): spec models with a
     # `name: Literal[...]` field, validated like the runtime's own models.
     model_specs: tuple[type[Section], ...] = ()

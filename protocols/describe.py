@@ -26,7 +26,7 @@ class Column:
 
     key: str
     header: str
-    unit: str  # how a value reads: "fraction", "bits", "cycles", "percent"
+    unit: str  # how a value reads: "fraction", "bits", "cycles", "percent", "norm"
     extract: Extract
 
 

@@ -8,12 +8,13 @@ file or the collector.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Generic, get_args, get_origin
+from typing import Any, ClassVar, Generic, cast, get_args, get_origin
 
 import numpy as np
 import torch
 from torch import nn
 
+from dfl_node.comm.channel import Comm
 from dfl_node.learning.models import build_model
 from dfl_node.learning.shards import load_node_data
 from dfl_node.learning.training import evaluate
@@ -21,7 +22,9 @@ from dfl_node.plan import RunPlan
 from dfl_node.runner.context import NodeContext
 from dfl_node.state.checkpoint_codec import capture, capture_fields, restore, restore_fields
 from dfl_node.state.checkpoint_file import State
+from protocols.backdoor_probe import backdoor_keys, with_backdoor_probe
 from protocols.declaration import H, ProtocolDeclaration
+from protocols.robust.adversary import AdversarialComm, Adversary, poisoned
 
 # Samples per forward pass when a node evaluates. A pass's activations are the largest buffers a
 # node ever holds: 256 CIFAR/Fashion-MNIST samples through dmflsq-cnn took its PSS from about
@@ -72,6 +75,21 @@ class ProtocolNode(ABC, Generic[H]):
     def __init__(self, ctx: NodeContext) -> None:
         self.ctx = ctx
         self.hyper: H = self.spec.settings(ctx.hyper)
+        # An adversarial node (ctx.adversary, from the plan) runs this same code with its
+        # messages rewritten on their way out (protocols/robust/adversary.py); its state is
+        # saved with the checkpoint, under `adversary`.
+        self.adversary: Adversary | None = None
+        if ctx.adversary is not None:
+            self.adversary = Adversary(ctx.adversary, ctx.plan, ctx.node_id, ctx.model)
+            ctx.comm = cast(Comm, AdversarialComm(ctx.comm, self.adversary))
+            if self.adversary.silent:  # it never trains: its model stays the round-0 one
+                setattr(self, "run_round", self._silent_round)  # noqa: B010
+
+    def _silent_round(self, r: int) -> dict[str, float]:
+        info = type(self).run_round(self, r)
+        if self.adversary is not None:
+            self.adversary.freeze(self.ctx.model)
+        return info
 
     @property
     def needs_prephase(self) -> bool:
@@ -83,12 +101,16 @@ class ProtocolNode(ABC, Generic[H]):
         `checkpoint_fields`. Override where state lives elsewhere."""
         state = capture_fields(self)
         state.put("model", capture(self.ctx.model))
+        if self.adversary is not None:
+            state.put("adversary", capture(self.adversary))
         return state
 
     def restore_state(self, state: State) -> None:
         """Put back what `checkpoint_state` saved, into a freshly constructed protocol."""
         restore(self.ctx.model, state.part("model"))
         restore_fields(self, state)
+        if self.adversary is not None:
+            restore(self.adversary, state.part("adversary"))
 
     @classmethod
     def build_workload(cls, plan: RunPlan, node_id: int) -> tuple[nn.Module, Any]:
@@ -98,7 +120,11 @@ class ProtocolNode(ABC, Generic[H]):
         problem (DSC's multi-task dense prediction) brings its own; raise ValueError (one line)
         on a plan it cannot serve."""
         data = load_node_data(plan.data, plan.clients, node_id)
-        return build_model(plan.model, data.input_shape, data.classes, plan.seed), data
+        behaviours = plan.adversaries.get(node_id)
+        if behaviours:  # label flipping, a backdoor: the node's own poisoned copy
+            data = poisoned(data, behaviours, plan.seed, node_id)
+        model = build_model(plan.model, data.input_shape, data.classes, plan.seed)
+        return model, with_backdoor_probe(plan, node_id, data)  # an honest node's triggers
 
     @abstractmethod
     def run_round(self, r: int) -> dict[str, float]:
@@ -115,7 +141,7 @@ class ProtocolNode(ABC, Generic[H]):
             acc, loss = evaluate(self.eval_model(), both[0], both[1], self.ctx.device,
                                  batch=EVAL_BATCH)
             out |= {"global_accuracy": acc, "global_loss": loss}
-        return out
+        return out | backdoor_keys(self.eval_model(), data, self.ctx.device, EVAL_BATCH)
 
     def eval_model(self) -> nn.Module:
         """The model that evaluation and `final/` report (personalised protocols may differ)."""

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 from matplotlib.axes import Axes
+from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.image import imread
 
@@ -18,8 +19,10 @@ from launcher.config.run_spec import RunSpec
 from launcher.launch import write_plan_only
 from launcher.logs import configure
 from launcher.results.plots import figures, plot_run, write_plots
+from launcher.results.plots_curves import ADVERSARY_COLOUR, ADVERSARY_MARKER
 from launcher.results.plots_data import RunFiles, load_run
 from tests.harness import launch_ok
+from tests.rings import ring_file
 
 UNIT = re.compile(r"\S.*\(.+\)$")  # "virtual time (s)"
 SYNTHETIC = ("--transport", "inproc", "--dataset", "synthetic", "--partition", "iid")
@@ -109,6 +112,40 @@ def test_a_tdma_dpsgd_run_plots_its_own_numbers(tmp_path: Path) -> None:
     topo = made["topology"]
     assert len(topo.axes[0].lines) == 2 * len(run.plan.edges())  # one half edge per sender
     assert "TDMA slot" in topo.axes[1].get_ylabel()
+
+
+def test_adversaries_are_marked_and_the_bands_are_the_honest_nodes(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    summary = launch_ok(run_dir, ring_file(tmp_path, 6), "d-psgd", *SYNTHETIC, "--rounds", "2",
+                        "--eval-every", "1", "--set",
+                        "adversaries={nodes: [2], behaviour: [{kind: sign-flip}]}", plots=True)
+    made = check_run(run_dir, {"accuracy-round", "accuracy-bits", "accuracy-time",
+                               "final-accuracy", "topology", "link-bytes"})
+    run = load_run(run_dir)
+    honest = RunFiles([r for r in run.rows if r["node"] != 2], run.summary, run.plan,
+                      run.ledger, run.prephase)
+    mine = [r["accuracy"] for r in sorted(run.rows, key=lambda r: r["round"]) if r["node"] == 2]
+    acc_round = made["accuracy-round"].axes[0]
+    assert np.allclose(line(acc_round, "honest average").get_ydata(),
+                       per_round(honest, "accuracy", np.mean))
+    assert np.allclose(line(acc_round, "honest worst node").get_ydata(),
+                       per_round(honest, "accuracy", min))
+    marked = line(acc_round, "adversary (node 2)")
+    assert list(marked.get_ydata()) == mine
+    assert (marked.get_color(), marked.get_marker()) == (ADVERSARY_COLOUR, ADVERSARY_MARKER)
+    final = made["final-accuracy"].axes[0]
+    legend = [t.get_text() for t in final.get_legend().get_texts()]
+    assert f"honest average {summary['honest']['avg_accuracy']:.4f}" in legend
+    assert f"honest worst {summary['honest']['worst_accuracy']:.4f}" in legend
+    (crosses,) = [c for c in final.collections if c.get_label() == "adversary (node 2)"]
+    assert crosses.get_offsets()[:, 0].tolist() == [mine[-1]]
+    topo = made["topology"].axes[0]
+    nodes, attacker = topo.collections
+    assert len(nodes.get_offsets()) == 5 and nodes.get_label().startswith("honest node")
+    assert attacker.get_label() == "adversary (node 2)"
+    assert to_rgba(attacker.get_facecolor()[0]) == to_rgba(ADVERSARY_COLOUR)
+    spots = {tuple(p) for p in nodes.get_offsets().tolist()}
+    assert tuple(attacker.get_offsets()[0].tolist()) not in spots
 
 
 @pytest.mark.slow

@@ -189,6 +189,35 @@ def test_cycles_to_threshold_and_dsc_deltas() -> None:
     assert rows[1].endswith(f" | {delta[0]:.2f} ± {delta[1]:.2f} |")
 
 
+def test_a_table_with_adversaries_gets_the_honest_columns() -> None:
+    """Over seeds like every column; a run without adversaries shows its all-client figures
+    there (all its clients are honest), and a backdoor's rate only where one was measured."""
+    attacked = [fake(f"a{s}", "d-psgd", s, {"aggregation": "mean"}, avg_accuracy=0.5,
+                     adversaries={"3": [{"kind": "backdoor"}]},
+                     honest={"avg_accuracy": 0.6 + s / 100, "worst_accuracy": 0.5 + s / 50,
+                             "consensus_distance": 1.0 + s, "backdoor_asr": 0.2 * s})
+                for s in range(3)]
+    clean = [fake(f"c{s}", "d-psgd", s, avg_accuracy=0.7 + s / 100, worst_accuracy=0.6,
+                  consensus_gap=0.5) for s in range(3)]
+    (table,) = report_of(attacked + clean).tables
+    keys = [c.key for c in table.columns]
+    assert keys == [*TABLE_II, "honest_avg_accuracy", "honest_worst_accuracy",
+                    "honest_consensus_distance", "backdoor_asr"]
+    rows = {row.group.runs[0].path.name[0]: row.cells for row in table.rows}
+    for key, values in (("honest_avg_accuracy", [0.6, 0.61, 0.62]),
+                        ("honest_worst_accuracy", [0.5, 0.52, 0.54]),
+                        ("honest_consensus_distance", [1.0, 2.0, 3.0]),
+                        ("backdoor_asr", [0.0, 0.2, 0.4])):
+        assert (rows["a"][key].mean, rows["a"][key].half) == pytest.approx(mean_ci(values))
+    assert rows["c"]["honest_avg_accuracy"].mean == pytest.approx(0.71)
+    assert rows["c"]["honest_worst_accuracy"].mean == pytest.approx(0.6)
+    assert rows["c"]["honest_consensus_distance"].mean == pytest.approx(0.5)
+    assert rows["c"]["backdoor_asr"].n == 0
+    assert "| Honest avg acc | Honest worst acc | Honest consensus dist | Backdoor ASR |" in \
+        to_markdown(report_of(attacked))
+    assert "Honest" not in to_markdown(report_of(clean))
+
+
 def test_t_quantile_matches_its_closed_forms() -> None:
     """scipy's quantile against the few degrees of freedom with a closed form, and the normal
     limit (an independent oracle, now that the code itself asks scipy)."""

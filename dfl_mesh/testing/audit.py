@@ -106,7 +106,7 @@ def audit_mesh(kit_mesh: Mesh, out: Path, ignore: tuple[str, ...] = ()) -> Audit
         before = snapshot(proto, skip)
         info = base.run_round(proto, r)
         after = snapshot(proto, skip)
-        cov = coverage(proto, ctx.model)
+        cov = coverage(proto, ctx.model, () if proto.adversary is None else (proto.adversary,))
         with lock:
             for path, leaf in after.items():
                 if _ignored(path, ignore) or _same(before.get(path), leaf):

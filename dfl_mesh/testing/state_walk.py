@@ -22,7 +22,7 @@ import logging
 import threading
 import types
 from collections import deque
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -73,14 +73,17 @@ def snapshot(root: Any, skip: set[int]) -> dict[str, Leaf]:
     return out
 
 
-def coverage(proto: Any, model: nn.Module) -> Coverage:
-    """What `proto`'s checkpoint (model plus checkpoint_fields) saves."""
+def coverage(proto: Any, model: nn.Module, apart: Iterable[Any] = ()) -> Coverage:
+    """What `proto`'s checkpoint (model plus checkpoint_fields) saves; `apart`: objects it
+    saves beside them by their own `checkpoint_fields` (an adversary's state)."""
     cov = Coverage()
     cov.objects.add(id(model))
     cov.objects.update(id(m) for m in model.modules())
     cov.objects.update(id(t) for t in model.parameters())
     cov.objects.update(id(t) for t in model.buffers())
     _cover_fields(proto, cov, set())
+    for obj in apart:
+        _cover_fields(obj, cov, set())
     return cov
 
 

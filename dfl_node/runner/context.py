@@ -15,7 +15,7 @@ from dfl_node.learning.seeds import numpy_stream, torch_stream
 from dfl_node.learning.shards import NodeData
 from dfl_node.ledgers.formula import FormulaLedger
 from dfl_node.netsim.virtual_clock import VirtualClock
-from dfl_node.plan import RunPlan
+from dfl_node.plan import AdversaryRole, RunPlan
 
 NODE_LOGGERS = "dfl_mesh.node"
 
@@ -36,6 +36,10 @@ class NodeContext:
     device: torch.device
     clock: VirtualClock
     formula: FormulaLedger
+    # This node's role when it is an adversary (its behaviours, its colluders' ids), None for
+    # an honest node; `plan` then holds no adversaries (RunPlan.seen_by_protocol), so honest
+    # code has no way to learn who attacks.
+    adversary: AdversaryRole | None = None
 
     @property
     def hyper(self) -> dict[str, Any]:

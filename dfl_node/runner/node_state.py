@@ -41,12 +41,14 @@ class Resumed:
     prephase: dict[str, int] = field(default_factory=dict)
 
 
-def save(out_dir: Path, ctx: NodeContext, proto: Checkpointable, progress: Resumed) -> None:
-    """Checkpoint after `progress.round` rounds, then drop this node's outdated ones."""
+def save(out_dir: Path, plan: RunPlan, ctx: NodeContext, proto: Checkpointable,
+         progress: Resumed) -> None:
+    """Checkpoint after `progress.round` rounds, then drop this node's outdated ones. `plan`
+    is the whole plan, which `load` compares with (`ctx.plan` is the protocol's view of it)."""
     state = proto.checkpoint_state()
     state.meta["runtime"] = {
         # which node and round the file holds: --resume refuses it under another name
-        "node": ctx.node_id, "round": progress.round, "plan": content_hashes(ctx.plan),
+        "node": ctx.node_id, "round": progress.round, "plan": content_hashes(plan),
         # the last metrics record sent; if it is this round's, a kill may have kept it from
         # the launcher, and `--resume` writes it from here (launcher/run/resume.py)
         "last": progress.last,
@@ -57,7 +59,7 @@ def save(out_dir: Path, ctx: NodeContext, proto: Checkpointable, progress: Resum
         "slot_mismatches": ctx.comm.slot_mismatches,
     }
     checkpoint.write(layout.checkpoint_path(out_dir, ctx.node_id, progress.round), state)
-    layout.prune(out_dir, ctx.node_id, ctx.plan.ids)
+    layout.prune(out_dir, ctx.node_id, plan.ids)
 
 
 def load(out_dir: Path, plan: RunPlan, node_id: int) -> State | None:

@@ -73,8 +73,8 @@ def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: 
     device = torch.device(os.environ.get("DFL_MESH_DEVICE") or entry.device)
     cls = algorithm
     model, data = cls.build_workload(plan, node_id)
-    ctx = NodeContext(node_id, plan, comm, model.to(device), data, device, clock,
-                      FormulaLedger(node_id))
+    ctx = NodeContext(node_id, plan.seen_by_protocol(), comm, model.to(device), data, device,
+                      clock, FormulaLedger(node_id), adversary=plan.adversary_role(node_id))
     proto = cls(ctx)
     saved = node_checkpoint.load(out_dir, plan, node_id)
     resumed = node_checkpoint.restore(saved, ctx, proto) if saved is not None else None
@@ -134,7 +134,8 @@ def run_node(plan: RunPlan, node_id: int, algorithm: AlgorithmClass, transport: 
                               plan.rounds, r + 1):
                     sink.emit(params_record(node_id, r + 1, proto.eval_model().state_dict()))
             if checkpoint.due(plan.checkpoint_every, r + 1):
-                node_checkpoint.save(out_dir, ctx, proto, Resumed(r + 1, last, prephase_traffic))
+                node_checkpoint.save(out_dir, plan, ctx, proto,
+                                     Resumed(r + 1, last, prephase_traffic))
     comm.close()
     survival = failures.report()
     final = out_dir / "final"

@@ -15,6 +15,7 @@ from dfl_node.settings.link import LinkSettings
 from dfl_node.settings.prephase import PrephaseSection
 from dfl_node.settings.schedule import ScheduleSection
 from dfl_node.settings.wire import WireSettings
+from launcher.config.adversaries import check_data, resolve_adversaries, without_adversaries
 from launcher.config.backend_catalog import local_spec
 from launcher.config.checks import check_protocol
 from launcher.config.devices import resolve_devices
@@ -129,6 +130,9 @@ def build_plan(topology: Topology, config: dict[str, Any], claims: PortClaims,
         raise LaunchError(f"schedule: {config['protocol']} talks through an aggregator (a star "
                           "the topology does not have), so it runs only with schedule=sync")
     discovery = discovery_section(config, claims)
+    hub_id = max(topology.ids) + 1 if aggregator else None  # aggregator_entry's id
+    adversaries = resolve_adversaries(topology, config, hub_id)
+    topology = without_adversaries(topology)
     nodes = node_entries(topology, claims, discover=discovery is not None)
     hub = aggregator_entry(topology, config, claims) if aggregator else None
     plan = RunPlan(
@@ -144,7 +148,9 @@ def build_plan(topology: Topology, config: dict[str, Any], claims: PortClaims,
         collector=endpoint(config, "collector", claims)[1], schedule=schedule,
         aggregator=hub.id if hub else None, cycle_metrics=cycle_section(config["cycle_metrics"]),
         checkpoint_every=config["checkpoint_every"], discovery=discovery,
-        eval_at_start=config["eval_at_start"], results_key=new_results_key())
+        eval_at_start=config["eval_at_start"], results_key=new_results_key(),
+        adversaries=adversaries)
+    check_data(adversaries, plan.data.num_classes, plan.data.shape)
     check_protocol(plan)
     return plan
 

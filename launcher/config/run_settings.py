@@ -29,6 +29,7 @@ from dfl_node.state.checkpoint_check import OnCorrupt
 from launcher.config.backend_catalog import DEFAULT_LOCAL
 from protocols.hyper import ProtocolHyper
 from protocols.registry import PROTOCOLS, protocol_spec
+from protocols.robust.adversary_settings import AdversariesSection, AdversaryAttributes
 from topologies.mixing_schemes import MixingScheme
 
 # `model: {name: auto}` picks the dataset's default model (resolved before validation).
@@ -95,6 +96,9 @@ class RunSettings(Section):
     """CURVE on every socket of the run."""
     keys: str | None = None
     """The directory of the run's key files (a local launch uses RUN_DIR/keys when None)."""
+    adversaries: AdversariesSection = AdversariesSection()
+    """Adversarial nodes by id or by a drawn fraction, and what they do
+    (docs/protocols/robust.md); a topology may declare them per node instead (`adversary:`)."""
 
 
 def model_union(protocols: list[str]) -> Any:
@@ -148,11 +152,11 @@ class AnyHyper(ProtocolHyper):
 
 @cache
 def node_attributes_model(protocol: str | None = None) -> type[Section]:
-    """Every topology node attribute something reads: the runtime's and each protocol's (only
-    `protocol`'s where given). A node key outside these is a typo (`dfl_mesh` validates
-    topology files against this model)."""
+    """Every topology node attribute something reads: the runtime's, the adversaries' and each
+    protocol's (only `protocol`'s where given). A node key outside these is a typo (`dfl_mesh`
+    validates topology files against this model)."""
     fields: dict[str, Any] = {}
-    sources: list[type[Section]] = [NodeRuntimeAttributes]
+    sources: list[type[Section]] = [NodeRuntimeAttributes, AdversaryAttributes]
     specs = [protocol_spec(protocol)] if protocol else PROTOCOLS.values()
     sources += [spec.node_attributes for spec in specs if spec.node_attributes]
     for source in sources:

@@ -3,8 +3,9 @@ protocol page's evaluation section; docs/run-directory.md#per-cycle-metrics).
 
 One row per evaluated round in `cycles.jsonl`: every node's accuracy summarised (mean, min,
 max, loss mean), per-cluster means, and, from the nodes' parameters, the global consensus gap
-||Delta_hat|| = sqrt(sum_i ||theta_i - theta_bar||^2), the intra-cluster gaps ||Delta_s|| and
-the accuracy of the network-average model theta_bar on the global test split. summary.json
+||Delta_hat|| = sqrt(sum_i ||theta_i - theta_bar||^2), the intra-cluster gaps ||Delta_s||, the
+honest nodes' gap in a run with adversaries (launcher/results/honest.py), and the accuracy of the
+network-average model theta_bar on the global test split. summary.json
 gets cycles-to-threshold (the first round whose mean accuracy reaches each configured
 threshold) and the plan's spectral report (lambda_2, lambda_min, SLEM and conductance of the
 global matrix and of every cluster's Metropolis-Hastings matrix on its induced subgraph).
@@ -35,6 +36,8 @@ import numpy as np
 from dfl_node.plan import RunPlan
 from dfl_node.runner.record_sink import params_due
 from dfl_node.settings.cycle_metrics import CycleMetricsSettings
+from launcher.results.consensus import consensus_gap
+from launcher.results.honest import honest_clients
 from protocols.registry import protocol_spec
 from topologies.measures import exact_conductance, slem, sweep_conductance
 from topologies.mixing import WEIGHTS, induced, lazy
@@ -137,15 +140,13 @@ class CycleMetrics:
         """Consensus gaps and the network-average model's accuracy (float64 sums)."""
         ids = sorted(slot.params)
         names = list(slot.params[ids[0]])
-        gaps: dict[str, float] = {}
-        for label, members in [("all", ids), *groups.items()]:
-            sq = 0.0
-            for name in names:
-                stack = np.stack([slot.params[i][name].astype(np.float64) for i in members])
-                sq += float(((stack - stack.mean(axis=0)) ** 2).sum())
-            gaps[label] = math.sqrt(sq)
+        gaps = {label: consensus_gap(slot.params, members, names)
+                for label, members in [("all", ids), *groups.items()]}
         out: dict[str, Any] = {"consensus_gap": gaps.pop("all"),
                                "cluster_gaps": gaps if len(groups) > 1 else {}}
+        if self.plan.adversaries:  # the honest nodes' own (launcher/results/honest.py)
+            out["honest_consensus_distance"] = consensus_gap(
+                slot.params, honest_clients(self.plan), names)
         mean = {n: np.asarray(np.mean([slot.params[i][n] for i in ids], axis=0,
                                       dtype=np.float64)) for n in names}
         scored = None if self._reference is None else self._reference.accuracy(mean)

@@ -30,6 +30,9 @@ SIZE = (11.0, 4.6)
 DPI = 110
 ACCURACY = "accuracy (fraction)"
 LOSS = "evaluation loss (nats)"
+# How every figure marks an adversarial node: a colour none of the others uses (viridis fills,
+# the blue average, the red worst node) and a cross.
+ADVERSARY_COLOUR, ADVERSARY_MARKER = "magenta", "X"
 
 
 @dataclass(frozen=True)
@@ -50,13 +53,37 @@ def score_label(run: RunFiles) -> str:
     return f"{run.score.name} (fraction)"
 
 
-def draw_band(ax: Axes, x: np.ndarray, b: Band, higher_is_better: bool) -> None:
-    """Mean, worst node and the per-node range, one series each."""
-    ax.fill_between(x, b.low, b.high, alpha=0.25, color="tab:blue", label="per-node range")
-    ax.plot(x, b.mean, color="tab:blue", marker=".", label="average")
+def draw_band(ax: Axes, x: np.ndarray, b: Band, higher_is_better: bool, who: str = "") -> None:
+    """Mean, worst node and the per-node range, one series each; `who` ("honest ") names the
+    nodes they are over where not all are."""
+    ax.fill_between(x, b.low, b.high, alpha=0.25, color="tab:blue",
+                    label=f"{who}per-node range")
+    ax.plot(x, b.mean, color="tab:blue", marker=".", label=f"{who}average")
     ax.plot(x, b.low if higher_is_better else b.high, color="tab:red", linestyle="--",
-            label="worst node")
+            label=f"{who}worst node")
     ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize="small")
+
+
+def plural(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
+
+
+def adversaries_label(run: RunFiles) -> str:
+    """The legend entry of the adversaries: "adversary (nodes 2, 5)"."""
+    ids = run.adversaries
+    return f"adversary ({'node' if len(ids) == 1 else 'nodes'} {', '.join(map(str, ids))})"
+
+
+def draw_adversaries(ax: Axes, run: RunFiles, axis: XAxis, metric: str) -> None:
+    """Each adversary's own curve, thin and crossed, one legend entry for all of them."""
+    for k, node in enumerate(run.adversaries):
+        own = band([row for row in run.rows if row["node"] == node], key(metric))
+        x = x_values(run, axis, own.rounds)
+        if x is None or not len(own.rounds):
+            continue
+        ax.plot(x, own.mean, color=ADVERSARY_COLOUR, marker=ADVERSARY_MARKER, linewidth=0.8,
+                markersize=5, label=adversaries_label(run) if k == 0 else "_adversary")
     ax.legend(loc="best", fontsize="small")
 
 
@@ -73,8 +100,10 @@ def x_values(run: RunFiles, axis: XAxis, rounds: np.ndarray) -> np.ndarray | Non
 
 
 def curves_figure(run: RunFiles, axis: XAxis) -> Figure | None:
-    """Accuracy and loss against `axis`; None when the run has no such axis (no formula bits)."""
-    acc, loss = band(run.rows, key("accuracy")), band(run.rows, key("loss"))
+    """Accuracy and loss against `axis`; None when the run has no such axis (no formula bits).
+    With adversaries, the band is the honest nodes' and each adversary has its own curve."""
+    rows, who = run.honest_rows, "honest " if run.adversaries else ""
+    acc, loss = band(rows, key("accuracy")), band(rows, key("loss"))
     if not len(acc.rounds) or not len(loss.rounds):
         return None
     x_acc, x_loss = x_values(run, axis, acc.rounds), x_values(run, axis, loss.rounds)
@@ -85,28 +114,43 @@ def curves_figure(run: RunFiles, axis: XAxis) -> Figure | None:
     if axis is ROUND:
         integer_rounds(left)
         integer_rounds(right)
-    draw_band(left, x_acc, acc, higher_is_better=True)
+    draw_band(left, x_acc, acc, higher_is_better=True, who=who)
     left.set(title=f"Accuracy against {axis.name}", xlabel=axis.label, ylabel=ACCURACY)
-    draw_band(right, x_loss, loss, higher_is_better=False)
+    draw_band(right, x_loss, loss, higher_is_better=False, who=who)
     right.set(title=f"Loss against {axis.name}", xlabel=axis.label, ylabel=LOSS)
+    if run.adversaries:
+        draw_adversaries(left, run, axis, "accuracy")
+        draw_adversaries(right, run, axis, "loss")
     fig.suptitle(run_title(run))
     return fig
 
 
 def distribution_figure(run: RunFiles) -> Figure | None:
-    """The final per-node accuracy (or task score): how unequal the nodes ended."""
-    scores = np.array(list(final_scores(run).values()))
+    """The final per-node accuracy (or task score): how unequal the nodes ended. With
+    adversaries, the histogram, average and worst are the honest nodes', and each adversary's
+    score is a cross on the axis."""
+    final = final_scores(run)
+    attackers = {n: v for n, v in final.items() if n in run.plan.adversaries}
+    scores = np.array([v for n, v in final.items() if n not in attackers])
     if not len(scores):
         return None
     metric = score_label(run)
+    who = "honest " if run.adversaries else ""
     fig = Figure(figsize=SIZE, dpi=DPI, layout="constrained")
     ax = fig.subplots()
     ax.hist(scores, bins=min(20, max(5, len(scores))), color="tab:blue", alpha=0.7,
-            edgecolor="white", label="nodes")
+            edgecolor="white", label=f"{who}nodes")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.axvline(scores.mean(), color="black", label=f"average {scores.mean():.4f}")
-    ax.axvline(scores.min(), color="tab:red", linestyle="--", label=f"worst {scores.min():.4f}")
-    ax.set(title=f"Final {metric.split(' (')[0]} per node ({len(scores)} nodes)",
+    ax.axvline(scores.mean(), color="black", label=f"{who}average {scores.mean():.4f}")
+    ax.axvline(scores.min(), color="tab:red", linestyle="--",
+               label=f"{who}worst {scores.min():.4f}")
+    if attackers:
+        ax.scatter(list(attackers.values()), np.zeros(len(attackers)), color=ADVERSARY_COLOUR,
+                   marker=ADVERSARY_MARKER, s=80, zorder=3, clip_on=False,
+                   label=adversaries_label(run))
+    ax.set(title=f"Final {metric.split(' (')[0]} per node ({len(scores)} {who}nodes"
+                 + (f", {plural(len(attackers), 'adversary', 'adversaries')})" if attackers
+                    else ")"),
            xlabel=f"final {metric}", ylabel="nodes (#)")
     ax.legend(loc="best", fontsize="small")
     fig.suptitle(run_title(run))

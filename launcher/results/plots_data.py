@@ -53,6 +53,18 @@ class RunFiles:
         """Set for protocols judged by per-task metrics and Delta_all, not one accuracy."""
         return protocol_spec(self.plan.protocol).multitask
 
+    @property
+    def adversaries(self) -> list[int]:
+        """The plan's adversarial nodes, in id order (none in most runs)."""
+        return sorted(self.plan.adversaries)
+
+    @property
+    def honest_rows(self) -> list[Row]:
+        """The metrics rows of the honest nodes: every row in a run without adversaries."""
+        if not self.plan.adversaries:
+            return self.rows
+        return [row for row in self.rows if row["node"] not in self.plan.adversaries]
+
 
 def read_json(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.exists() else {}

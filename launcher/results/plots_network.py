@@ -16,7 +16,14 @@ from matplotlib.colors import BoundaryNorm, Normalize
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from launcher.results.plots_curves import DPI, run_title, score_label
+from launcher.results.plots_curves import (
+    ADVERSARY_COLOUR,
+    ADVERSARY_MARKER,
+    DPI,
+    adversaries_label,
+    run_title,
+    score_label,
+)
 from launcher.results.plots_data import (
     RunFiles,
     clusters,
@@ -81,7 +88,8 @@ def cluster_handles(cluster_of: dict[int, int], colours: dict[int, tuple]) -> li
 
 
 def topology_figure(run: RunFiles) -> Figure:
-    """The graph: node colour is the final score; cluster rings and slot colours when present."""
+    """The graph: node colour is the final score; cluster rings and slot colours when present;
+    adversaries as crosses of their own colour (the score's scale is the honest nodes')."""
     where, unit = layout(run)
     scores = final_scores(run)
     cluster_of, slot_of = clusters(run), slots(run)
@@ -92,7 +100,8 @@ def topology_figure(run: RunFiles) -> Figure:
     handles = (
         [draw_slots(ax, fig, where, slot_of)] if slot_of
         else draw_edges(ax, where, run.plan.edges(), cluster_of, colours))
-    ids = run.plan.ids
+    attackers = run.adversaries
+    ids = [n for n in run.plan.ids if n not in attackers]
     metric = score_label(run)
     values = [scores.get(n, np.nan) for n in ids]
     norm = Normalize(*_score_range(values))
@@ -101,15 +110,24 @@ def topology_figure(run: RunFiles) -> Figure:
                        edgecolors=[colours[cluster_of[n]] if n in cluster_of else "black"
                                    for n in ids],
                        linewidths=3.0 if cluster_of else 1.0,
-                       label=f"node (fill: final {metric.split(' (')[0]})")
+                       label=f"{'honest ' if attackers else ''}node "
+                             f"(fill: final {metric.split(' (')[0]})")
     fig.colorbar(nodes, ax=ax, fraction=0.04, pad=0.01).set_label(f"final {metric}")
-    if len(ids) <= LABELLED_NODES:
+    shown = [nodes, *handles, *cluster_handles(cluster_of, colours)]
+    if attackers:
+        shown.append(ax.scatter([where[n][0] for n in attackers],
+                                [where[n][1] for n in attackers], color=ADVERSARY_COLOUR,
+                                marker=ADVERSARY_MARKER, s=420, zorder=2, edgecolors="black",
+                                linewidths=1.0, label=adversaries_label(run)))
+    if len(run.plan.ids) <= LABELLED_NODES:
         for n in ids:
             ax.annotate(str(n), where[n], ha="center", va="center", fontsize=7, zorder=3,
                         color="white" if norm(scores.get(n, 0.0)) < 0.5 else "black")
-    ax.legend(handles=[nodes, *handles, *cluster_handles(cluster_of, colours)], loc="best",
-              fontsize="small")
-    ax.set(title=f"Topology {run.plan.topology_name}: {len(ids)} nodes, "
+        for n in attackers:
+            ax.annotate(str(n), where[n], ha="center", va="center", fontsize=7, zorder=3,
+                        color="black")
+    ax.legend(handles=shown, loc="best", fontsize="small")
+    ax.set(title=f"Topology {run.plan.topology_name}: {len(run.plan.ids)} nodes, "
                  f"{len(run.plan.edges())} edges", xlabel=f"x ({unit})", ylabel=f"y ({unit})")
     ax.set_aspect("equal", adjustable="datalim")
     fig.suptitle(run_title(run))

@@ -25,9 +25,9 @@ from launcher.results.report_columns import Column, Stat
 
 INTERVAL_NOTE = ("mean ± 95% t-interval over seeds (t_{0.975, n-1} · s / √n, s with ddof 1); "
                  "(k/n): over the k of n seeds that reached the threshold; never: no seed "
-                 "did; –: no value (no such threshold, no delta baseline)")
+                 "did; –: no value (no such threshold, no delta baseline, no backdoor)")
 SI = ((1e9, "G"), (1e6, "M"), (1e3, "k"))
-DECIMALS = {"fraction": 4, "percent": 2, "cycles": 1}
+DECIMALS = {"fraction": 4, "percent": 2, "cycles": 1, "norm": 4}
 
 
 def shown(path: Path) -> str:

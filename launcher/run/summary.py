@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from dfl_node.plan import RunPlan
 from dfl_node.runner.records import DoneRecord
+from launcher.results.honest import backdoor_keys, final_consensus_distance, honest_clients
 from launcher.run.directory import write_json
 from launcher.run.fairness import fairness
 from launcher.run.linkreport import radio_totals
@@ -183,6 +184,29 @@ def summarize(plan: RunPlan, config: dict[str, Any], collector: Collector, outco
                           if node in plan.clients}),
         **(collector.cycles.summary_keys() if collector.cycles else {}),
         "config": {"mixing": plan.mixing, "model": plan.model, "hyper": config["hyper"]},
+        **honest_keys(plan, nodes, collector.run_dir),
+    }
+
+
+def honest_keys(plan: RunPlan, nodes: list[dict[str, Any]], run_dir: Path) -> dict[str, Any]:
+    """With adversaries in the plan: `adversaries` (id -> behaviours, as the plan holds them)
+    and `honest`, the figures of the honest clients alone (launcher/results/honest.py); {}
+    without (every client is honest, and the keys above say so)."""
+    if not plan.adversaries:
+        return {}
+    honest = honest_clients(plan)
+    finished = [n for n in nodes if n["id"] in honest and n["accuracy"] is not None]
+    accs = [n["accuracy"] for n in finished]
+    return {
+        "adversaries": {str(i): b for i, b in sorted(plan.adversaries.items())},
+        "honest": {
+            "nodes": honest,
+            "avg_accuracy": sum(accs) / len(accs) if accs else None,
+            "worst_accuracy": min(accs) if accs else None,
+            **(fairness(accs, [n["loss"] for n in finished]) if finished else {}),
+            "consensus_distance": final_consensus_distance(run_dir, [n["id"] for n in finished]),
+            **backdoor_keys(run_dir / "metrics.jsonl", honest),
+        },
     }
 
 

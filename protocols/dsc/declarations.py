@@ -79,6 +79,7 @@ DSC_SPEC = ProtocolDeclaration(
     datasets={"scenes": prepare_scenes, "nyuv2": prepare_nyu},
     dataset_options={"scenes": SceneOptions, "nyuv2": NyuOptions},
     model_specs=(RoutedModelConfig,), node_attributes=DSCNodeAttributes,
+    data_poisoning=False,  # its scenes are dense multi-task targets, not labels to flip
     # The mini run (docs/protocols/dsc.md): procedural multi-task scenes (their options, the
     # quick run's pool sizes, in `SceneOptions`), the routed mini ResNet, R = 30 rounds, each
     # mixing step one TDMA frame, a first evaluation soon (the paper-sized test pool:

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from statistics import NormalDist
 
 import torch
 
+from protocols.robust.alie_quantile import alie_z
 from protocols.robust.errors import RobustnessError
 from protocols.robust.neighbourhood import ordered_mean, ordered_sum
+
+__all__ = ["alie", "alie_z", "dissensus", "gaussian", "ipm", "scaled", "sign_flip"]
 
 
 def sign_flip(v: torch.Tensor) -> torch.Tensor:
@@ -40,20 +42,6 @@ def gaussian(centre: torch.Tensor, std: float, generator: torch.Generator) -> to
         raise RobustnessError(f"Gaussian attack: std must be finite and >= 0, got {std}")
     noise = torch.randn(centre.shape, generator=generator, dtype=centre.dtype, device="cpu")
     return centre + noise.to(centre.device).mul_(std)
-
-
-def alie_z(n: int, f: int) -> float:
-    """ALIE's z_max (Baruch, Baruch, Goldberg 2019): with s = floor(n/2 + 1) - f
-    supporters needed, the largest z with Phi(z) < (n - s) / n, Phi the standard normal CDF."""
-    if n < 1 or f < 0 or f > n:
-        raise RobustnessError(f"ALIE: f = {f} Byzantine of n = {n} workers is no population")
-    s = math.floor(n / 2 + 1) - f
-    p = (n - s) / n
-    if not 0 < p < 1:
-        raise RobustnessError(
-            f"ALIE: n = {n}, f = {f} give s = {s} supporters and Phi(z) < {p:g}, which no "
-            "finite z meets (it needs 0 < s < n)")
-    return NormalDist().inv_cdf(p)
 
 
 def _mean_and_std(honest: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
