@@ -259,13 +259,18 @@ class RunPlan:
         return out
 
     def dump(self, path: Path) -> None:
-        """plan.json, readable by its owner only: it holds the run's results key."""
+        """plan.json, readable by its owner only: it holds the run's results key. Written under
+        `<stem>.tmp` and renamed, so a reader (a node, a resume, the kill helper of
+        dfl_mesh.testing) never sees it half-written, and a cut-short write leaves a name the
+        run directory knows as temporary."""
         body = self.to_dict()
         body["hashes"] = self.section_hashes()
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        tmp = path.with_name(f"{path.stem}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             os.fchmod(out.fileno(), 0o600)  # a file that existed keeps its mode otherwise
             out.write(json.dumps(body, indent=1, sort_keys=True) + "\n")
+        tmp.replace(path)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunPlan:

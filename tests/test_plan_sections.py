@@ -142,6 +142,21 @@ def test_a_plan_file_read_again_is_the_same_plan_until_its_bytes_change(tmp_path
     assert second.section_hashes()["data"] == first.section_hashes()["data"]
 
 
+
+def test_a_plan_file_is_replaced_whole_and_private(tmp_path: Path) -> None:
+    """A node or the kill helper polling plan.json never reads it half-written: the new file is
+    written beside it and renamed over it, so the old inode (held open by a reader) keeps the
+    old bytes; a temporary one left by a cut-short write is overwritten and never read."""
+    path = tmp_path / "plan.json"
+    RunPlan.from_dict(hand_made_plan()).dump(path)
+    (tmp_path / "plan.tmp").write_text("a write cut short")
+    with path.open() as reader:
+        RunPlan.from_dict({**hand_made_plan(), "rounds": 7}).dump(path)
+        assert json.loads(reader.read())["rounds"] == hand_made_plan()["rounds"]
+    assert json.loads(path.read_text())["rounds"] == 7
+    assert not (tmp_path / "plan.tmp").exists()
+    assert path.stat().st_mode & 0o777 == 0o600
+
 # content_hashes of hand_made_plan() with a directory, as cbff4f5 (before the typed sections)
 # computed them (its code run on this very body): checkpoints of runs started then carry
 # these, and must resume.

@@ -48,7 +48,7 @@ def kill_after_checkpoint(out: Path, round_: int, argv: Sequence[str], timeout_s
                                  f"(exit {proc.returncode}): " + _tail(proc))
         try:
             ids = node_ids(out)
-        except (FileNotFoundError, json.JSONDecodeError):  # not written yet, or being written
+        except FileNotFoundError:  # not written yet (RunPlan.dump renames it into place whole)
             return False
         return layout.last_complete_round(out, ids) >= round_
 
