@@ -152,7 +152,9 @@ BUDGETS = {
 # faster), `--check-estimate --rounds 40` of Fig. 4's and Fig. 6's first arms: a D-PSGD round of
 # the small CNN (one step of 32 samples and the exchange) took 0.17 s of wall time for 20 nodes
 # and 0.19 s for 16 (the adversaries' extra messages), start-up 11.6 s and 12.7 s; an evaluated
-# image costs 0.16 ms of a core (bench/reproduce/recipes/ssdfl.py's EVAL).
+# image costs 0.16 ms of a core (bench/reproduce/recipes/ssdfl.py's EVAL). Whole medium runs of
+# Fig. 4's Gossip arm (900 rounds) took 534 s and 491 s at a load average of 33-37, against the
+# 188 s this estimates for an idle machine.
 ROUND_PER_NODE = 0.009
 EVAL_PER_IMAGE = 0.16e-3
 START = (3.0, 0.45)  # wall seconds: once, and per node
