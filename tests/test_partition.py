@@ -19,7 +19,8 @@ from dfl_node.settings.partition import (
 )
 from launcher.config.run_settings import run_config_model
 
-SPECS = ["iid", "shards:1", "shards:2", "shards:3", "dirichlet:0.1", "dirichlet:0.5:10"]
+SPECS = ["iid", "shards:1", "shards:2", "shards:3", "shards:5:ordered", "dirichlet:0.1",
+         "dirichlet:0.5:10"]
 
 
 def split(spec: str, labels: np.ndarray, parts: int, seed: int) -> list[np.ndarray]:
@@ -71,6 +72,17 @@ def test_shards_permutation_decides_which_node_is_which_device(labels: np.ndarra
     a = [tuple(np.unique(labels[s])) for s in split("shards:1", labels, 20, seed=1)]
     b = [tuple(np.unique(labels[s])) for s in split("shards:1", labels, 20, seed=2)]
     assert sorted(a) == sorted(b) and a != b
+
+
+def test_ordered_shards_give_node_d_device_ds_classes_for_every_seed(labels: np.ndarray) -> None:
+    """ClippedGossip's dumbbell is built around `shards:5:ordered`: the even positions hold
+    digits 0-4 and the odd ones 5-9, whatever the seed; the samples still follow the seed."""
+    for seed in (0, 1):
+        held = [set(np.unique(labels[s]).tolist()) for s in split("shards:5:ordered", labels,
+                                                                   20, seed)]
+        assert held == [set(range(5)) if d % 2 == 0 else set(range(5, 10)) for d in range(20)]
+    assert not np.array_equal(split("shards:5:ordered", labels, 20, 0)[0],
+                              split("shards:5:ordered", labels, 20, 1)[0])
 
 
 @pytest.mark.parametrize(("spec", "minimum"), [("dirichlet:0.1", 64), ("dirichlet:0.1:200", 200),

@@ -5,25 +5,23 @@
                               [--backend local|slurm] [--jobs N] [SLURM OPTIONS]
                               [--check-estimate [--rounds K]]
 
-PAPER is dmfl-sq, ssd-fl or dsc; without EXPERIMENT, every experiment of the paper that can be
-reproduced here. Each runs its arms as real meshes (sweeps: a finished run is kept, an
-interrupted one resumed by the same command), then writes OUT/<experiment>.json (every number),
-.md (our table with the majority-class share under it, the paper's numbers, each of the
-paper's claims for that experiment judged holds / does not hold / not resolved / not measured /
-not trained on paired differences over the shared seeds (bench/reproduce/judge.py), and where
-the paper contradicts itself the measurement that shows it) and .png, and prints the .md.
-Budgets: quick (a few rounds on small meshes: CI's slow suite), medium (at most 60 minutes per
-experiment on a 2-core machine, the proposed method trained, runs shared between experiments),
-paper (the paper's own rounds, epochs, seeds and N; the time left, from each recipe's measured
-costs, is printed first). OUT defaults to runs/reproduce/PAPER/BUDGET.
---backend slurm makes each run a Slurm job, submitted and followed from this host as
-`dfl-launch slurm --submit` does, every run of the experiments queued at once (up to --jobs N),
-the outputs written once all have finished; `dfl-launch slurm`'s options (--time,
---cpus-per-task, --slurm-partition, ...) say what each job asks for (docs/slurm.md).
---check-estimate runs, for each EXPERIMENT, only its first arm's first seed (cut to --rounds K
-rounds if given) and sets its wall time beside what the budget's estimate says that run costs
-(bench/reproduce/estimate_check.py; OUT/estimate-check/<experiment>.json).
-"""
+PAPER is dmfl-sq, ssd-fl, dsc or clippedgossip; without EXPERIMENT, every experiment of the paper
+that can be reproduced here. Each runs its arms as real meshes (sweeps: a finished run is kept, an
+interrupted one resumed by the same command), then writes OUT/<experiment>.json (every number), .md
+(our table with the majority-class share under it, the paper's numbers, each of the paper's claims
+for that experiment judged holds / does not hold / not resolved / not measured / not trained on
+paired differences over the shared seeds (bench/reproduce/judge.py), and where the paper
+contradicts itself the measurement that shows it) and .png, and prints the .md. Budgets: quick (a
+few rounds on small meshes: CI's slow suite), medium (at most 60 minutes per experiment on a 2-core
+machine, the proposed method trained, runs shared between experiments), paper (the paper's own
+rounds, epochs, seeds and N; the time left, from each recipe's measured costs, is printed first).
+OUT defaults to runs/reproduce/PAPER/BUDGET. --backend slurm makes each run a Slurm job, submitted
+and followed from this host as `dfl-launch slurm --submit` does, every run of the experiments
+queued at once (up to --jobs N), the outputs written once all have finished; `dfl-launch slurm`'s
+options (--time, --cpus-per-task, --slurm-partition, ...) say what each job asks for
+(docs/slurm.md). --check-estimate runs, for each EXPERIMENT, only its first arm's first seed (cut
+to --rounds K rounds if given) and sets its wall time beside what the budget's estimate says that
+run costs (bench/reproduce/estimate_check.py; OUT/estimate-check/<experiment>.json)."""
 
 from __future__ import annotations
 

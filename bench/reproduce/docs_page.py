@@ -27,13 +27,13 @@ from bench.reproduce.__main__ import estimate_seconds
 from bench.reproduce.experiment import Recipe
 from bench.reproduce.judge import Verdict
 from bench.reproduce.outputs import NOT_CHECKED, draw, paper_points, to_markdown
-from bench.reproduce.paperdata import Paper, load_paper
+from bench.reproduce.paperdata import Experiment, Paper, load_paper
 from bench.reproduce.recipes import RECIPES
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "reproduce"
 RESULTS = DOCS / "results"
-NAMES = {"dmfl-sq": "DMFL-SQ", "ssd-fl": "SSD-FL", "dsc": "DSC"}
+NAMES = {"dmfl-sq": "DMFL-SQ", "ssd-fl": "SSD-FL", "dsc": "DSC", "clippedgossip": "ClippedGossip"}
 BUDGETS = ("quick", "medium", "paper")
 VERDICTS = (*(str(v) for v in Verdict), NOT_CHECKED)
 
@@ -130,6 +130,7 @@ def render(paper_id: str) -> str:
         "Runs are shared between experiments and kept: the same command again skips what is "
         "finished and resumes what was interrupted "
         "([benchmarks](../benchmarks.md#paper-reproductions)).", "",
+        *([paper.sources.strip(), ""] if paper.sources else []),
         *judging(), "",
         "| budget | what it runs | estimated here |", "|---|---|---|",
     ]
@@ -224,6 +225,28 @@ def experiment_section(paper_id: str, paper: Paper, experiment_id: str,
         elif budget == "medium":
             lines += [f"Not measured at the medium budget yet: `{command(paper_id, e.id)}`.",
                       ""]
+    if not any(e.id in measured[b] for b in ("medium", "paper")):
+        lines += unmeasured(e)
+    return lines
+
+
+def unmeasured(e: Experiment) -> list[str]:
+    """An experiment no budget has published yet: the paper's numbers and its claims, so that
+    the page says what the runs will be set beside."""
+    lines = []
+    if e.numbers:
+        lines += ["The paper's numbers:", "", "| method | metric | paper | condition | where |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {n.method} | {n.metric} | {f'{n.value:g} {n.unit}'.strip()} | "
+                  f"{n.condition} | {n.where} |" for n in e.numbers]
+        lines.append("")
+    if e.claims:
+        lines += ["Its claims, to be judged:", ""]
+        for c in e.claims:
+            lines.append(f"- {c.text} ({c.where})")
+            if c.check is None:
+                lines.append(f"  - not checked: {c.why_unchecked}")
+        lines.append("")
     return lines
 
 

@@ -9,6 +9,10 @@ these derived ones:
 - `delta_seg`, `delta_sn`, `delta_dep`, ...: DSC's Delta per task (summary `delta_tasks`);
 - `delta_group:seg+dep`: DSC's mean Delta over the clients whose portfolio is exactly those
   tasks (summary `delta_clients`, portfolios from `task_metrics`);
+- `honest_avg_accuracy`, `honest_worst_accuracy`, `honest_consensus_distance`,
+  `backdoor_asr`: the honest clients' figures (summary `honest`, dfl-report's columns of the
+  same names); in a run without adversaries, the all-client ones, so that an attack-free arm
+  sits on the same axis as the attacked ones (ClippedGossip's delta_max = 0);
 - `packet_loss_probability`: the mean over links of the share of packet transmissions that
   were retransmissions (links.json; the radio channel of docs/protocols/dsc.md);
 - `s_argmin_H`: the S at which Algorithm 1's H is smallest over every candidate;
@@ -42,6 +46,7 @@ from dfl_node.learning.datacache import DataError
 from dfl_node.learning.datasets import load_arrays
 from dfl_node.learning.shards import global_split, split_indices
 from dfl_node.settings.data_section import DataSection
+from launcher.results.report_columns import HONEST_COLUMNS
 from launcher.run.fairness import fairness
 
 SUMMARY_KEYS = ("avg_accuracy", "worst_accuracy", "bottom10_accuracy", "std_accuracy",
@@ -73,6 +78,9 @@ def measure(run_dir: Path, seed: int | None = None) -> Measured:
     for key in SUMMARY_KEYS:
         if (value := number(summary.get(key))) is not None:
             out.scalars[key] = value
+    for column in HONEST_COLUMNS:
+        if (value := column.extract(summary)) is not None:
+            out.scalars[column.key] = value
     for key, value in (summary.get("global_eval") or {}).items():
         if (v := number(value)) is not None:
             out.scalars[f"global_{key}"] = v

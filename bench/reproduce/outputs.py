@@ -59,8 +59,10 @@ OURS: dict[str, tuple[str, float]] = {
 
 def ours_for(number: PaperNumber, results: Results) -> str:
     """Our value beside one of the paper's numbers: its metric (`ours`, else by the paper's
-    words) for its method and point, in the paper's unit, when exactly one arm is that."""
-    key, factor = (number.ours, 1.0) if number.ours else OURS.get(number.metric, ("", 1.0))
+    words) for its method and point, in the paper's unit, when exactly one arm is that (a
+    fraction of ours against a paper's "%": times 100)."""
+    key, factor = (number.ours, 100.0 if number.unit == "%" else 1.0) if number.ours \
+        else OURS.get(number.metric, ("", 1.0))
     if not key:
         return ""
     name, point = parse_method(number.method)

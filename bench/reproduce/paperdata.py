@@ -137,6 +137,9 @@ class Paper(Section):
     """The paper's own training budget, as it states it (rounds, epochs, seeds, N)."""
     experiments: tuple[Experiment, ...]
     inconsistencies: tuple[Inconsistency, ...] = ()
+    sources: str = ""
+    """Where the file's data comes from when not simply the paper's text (ClippedGossip's:
+    the authors' released code and logs), markdown for the top of the docs page."""
 
     @model_validator(mode="after")
     def _unique(self) -> Paper:

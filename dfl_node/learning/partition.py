@@ -9,7 +9,8 @@ training sample lands in exactly one part.
 - `shards:C`: the SSD-FL slot scheme (docs/protocols/ssd-fl.md#e4): device d holds classes
   {(d*C + t) mod K : t < C}, a seeded permutation decides which node is device d, and each
   class's samples are split evenly among the devices holding it (equal part sizes whenever
-  parts*C is a multiple of K).
+  parts*C is a multiple of K). `shards:C:ordered`: the same without the permutation, node
+  position d is device d.
 - `dirichlet:ALPHA[:MIN]`: for each class, shares p ~ Dir(ALPHA * 1) cut that class's
   shuffled samples; the whole draw is repeated until every part has at least MIN samples
   (default 64 = 2 batches of 32, so both DMFL-SQ batches fit in a shard).
@@ -48,7 +49,8 @@ def iid(labels: np.ndarray, parts: int, seed: int) -> list[np.ndarray]:
     return [np.sort(chunk) for chunk in np.array_split(order, parts)]
 
 
-def label_shards(labels: np.ndarray, parts: int, per_node: int, seed: int) -> list[np.ndarray]:
+def label_shards(labels: np.ndarray, parts: int, per_node: int, seed: int,
+                 ordered: bool = False) -> list[np.ndarray]:
     """The SSD-FL slot scheme: `per_node` consecutive classes per device (see module doc)."""
     rng = numpy_stream(seed, -1, "partition/shards")
     by_class = class_indices(labels, rng)
@@ -58,7 +60,9 @@ def label_shards(labels: np.ndarray, parts: int, per_node: int, seed: int) -> li
     if parts * per_node < classes:
         raise PartitionError(f"shards:{per_node} on {parts} nodes covers only "
                              f"{parts * per_node} of {classes} classes")
-    device_of = rng.permutation(parts)
+    device_of = rng.permutation(parts)  # drawn under `ordered` too: the same stream either way
+    if ordered:
+        device_of = np.arange(parts)
     holders: list[list[int]] = [[] for _ in range(classes)]
     for device in range(parts):
         for t in range(per_node):
@@ -99,8 +103,8 @@ def partition(spec: ParsedPartition, labels: np.ndarray, parts: int,
     match spec:
         case IidPartition():
             return iid(labels, parts, seed)
-        case ShardsPartition(per_node=per_node):
-            return label_shards(labels, parts, per_node, seed)
+        case ShardsPartition(per_node=per_node, ordered=ordered):
+            return label_shards(labels, parts, per_node, seed, ordered)
         case DirichletPartition(alpha=alpha):
             return dirichlet(labels, parts, alpha, spec.minimum, seed)
         case GivenPartition():  # the handed-over split itself: dfl_node/learning/given.py

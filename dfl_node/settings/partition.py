@@ -1,7 +1,8 @@
 """`partition`: which training samples each node holds, as a typed value (the partitioners
 themselves are in dfl_node/learning/partition.py).
 
-Users, YAML files and plans spell it as a string (`iid`, `shards:C`, `dirichlet:ALPHA[:MIN]`,
+Users, YAML files and plans spell it as a string (`iid`, `shards:C[:ordered]`,
+`dirichlet:ALPHA[:MIN]`,
 and `given`, which the launcher sets for arrays handed over one set per node);
 the string is parsed here once, when a config or a plan is validated, so a misspelt one is
 refused at planning and the runtime dispatches on the type. A parsed value writes back the very
@@ -25,7 +26,7 @@ from dfl_config.section import Section
 DIRICHLET_MIN_SIZE = 64
 """A Dirichlet part's fewest samples when the spec gives none: 2 batches of 32, so both DMFL-SQ
 batches fit in a shard."""
-KNOWN = "iid, shards:C, dirichlet:ALPHA[:MIN]"
+KNOWN = "iid, shards:C[:ordered], dirichlet:ALPHA[:MIN]"
 GIVEN_PARTITION = "given"
 
 
@@ -63,9 +64,13 @@ class ShardsPartition(PartitionKind):
     kind: Literal["shards"] = "shards"
     per_node: int
     """C: classes per device."""
+    ordered: bool = False
+    """`shards:C:ordered`: the node in position d is device d, no permutation, so that a
+    graph can be built around who holds which classes (ClippedGossip's dumbbell: one clique
+    holds digits 0-4, the other 5-9, for every seed)."""
 
     def canonical(self) -> str:
-        return f"shards:{self.per_node}"
+        return f"shards:{self.per_node}" + (":ordered" if self.ordered else "")
 
 
 class DirichletPartition(PartitionKind):
@@ -123,8 +128,8 @@ def parse_partition(spec: str) -> ParsedPartition:
     parsed: ParsedPartition
     if kind == "iid" and not args:
         parsed = IidPartition()
-    elif kind == "shards" and len(args) == 1:
-        parsed = ShardsPartition(per_node=parse_count(spec, args[0]))
+    elif kind == "shards" and len(args) in (1, 2) and args[1:] in ([], ["ordered"]):
+        parsed = ShardsPartition(per_node=parse_count(spec, args[0]), ordered=args[1:] != [])
     elif kind == "dirichlet" and len(args) in (1, 2):
         parsed = DirichletPartition(alpha=parse_alpha(spec, args[0]),
                                     min_size=parse_count(spec, args[1]) if args[1:] else None)

@@ -11,6 +11,6 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from bench.reproduce.recipes import dmflsq, dsc, ssdfl
+from bench.reproduce.recipes import clippedgossip, dmflsq, dsc, ssdfl
 
-RECIPES: dict[str, ModuleType] = {m.PAPER: m for m in (dmflsq, ssdfl, dsc)}
+RECIPES: dict[str, ModuleType] = {m.PAPER: m for m in (dmflsq, ssdfl, dsc, clippedgossip)}
