@@ -51,9 +51,10 @@ def test_a_node_builds_its_model_on_its_planned_device(tmp_path: Path,
     seen: dict[int, tuple[str, set[str]]] = {}
     real = dfl_node.runner.run_node.NodeContext
 
-    def recording(node_id: int, plan: Any, comm: Any, model: torch.nn.Module, *rest: Any) -> Any:
+    def recording(node_id: int, plan: Any, comm: Any, model: torch.nn.Module, *rest: Any,
+                  **named: Any) -> Any:
         seen[node_id] = (str(rest[1]), {str(p.device) for p in model.parameters()})
-        return real(node_id, plan, comm, model, *rest)
+        return real(node_id, plan, comm, model, *rest, **named)
 
     monkeypatch.setattr(dfl_node.runner.run_node, "NodeContext", recording)
     topo = tmp_path / "t.yaml"
