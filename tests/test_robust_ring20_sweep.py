@@ -16,6 +16,7 @@ from launcher.config.inputs import resolve_inputs
 from launcher.sweep.grid import checked
 
 CG = {"rule": "clipped-gossip", "tau": None, "delta": 0.33}
+CG_TAU = {"rule": "clipped-gossip", "tau": 0.1, "delta": None}
 TM = {"rule": "trimmed-mean", "b": 1}
 MEAN = {"rule": "mean"}
 
@@ -39,9 +40,12 @@ def test_the_sweep_expands_to_each_attack_against_each_rule_three_seeds_each() -
                "alie-z10": {"kind": "alie", "z": 10.0, "sees": "previous-round"},
                "backdoor": {"kind": "backdoor", "target": 0, "fraction": 0.5, "size": 3}}
     rules = {"mean": MEAN, "clipped-gossip": CG, "trimmed-mean": TM}
-    expected = {"no-attack": (None, MEAN)} | {
+    expected = {"no-attack": (None, MEAN), "no-attack-clipped-gossip-tau": (None, CG_TAU),
+                "no-attack-trimmed-mean": (None, TM)} | {
         f"{attack}-{rule}": (behaviour, aggregation)
-        for attack, behaviour in attacks.items() for rule, aggregation in rules.items()}
+        for attack, behaviour in attacks.items() for rule, aggregation in rules.items()} | {
+        f"{attack}-clipped-gossip-tau": (attacks[attack], CG_TAU)
+        for attack in ("sign-flip", "alie-z10")}
     assert set(by_arm) == set(expected)
     for name, (behaviour, aggregation) in expected.items():
         runs = by_arm[name]
