@@ -50,7 +50,9 @@ def table(by_arm: dict[str, dict[int, dict[str, float | None]]]) -> list[dict[st
     for arm, seeds in by_arm.items():
         row: dict[str, Any] = {"arm": arm, "seeds": sorted(seeds)}
         for metric in METRICS:
-            values = [x for v in seeds.values() if (x := v[metric]) is not None]
+            # finite values only, as dfl-report's cells (a diverged model's distance is inf)
+            values = [x for v in seeds.values()
+                      if (x := v[metric]) is not None and math.isfinite(x)]
             row[metric] = list(mean_ci(values)) if values else None
         if arm != BASELINE:
             mine = {s: v["avg_accuracy"] for s, v in seeds.items()
