@@ -70,6 +70,8 @@ def cell(value: list[float] | None, digits: int = 3) -> str:
     if value is None:
         return "-"
     mean, half = value
+    if abs(mean) >= 1e4:  # a diverged model
+        return f"{mean:.1e}" + ("" if math.isnan(half) else f" +- {half:.1e}")
     return f"{mean:.{digits}f}" + ("" if math.isnan(half) else f" +- {half:.{digits}f}")
 
 
@@ -96,8 +98,9 @@ def main(argv: list[str] | None = None) -> None:
         by_arm.setdefault(arm, {})[seed] = honest_values(summary)
     rows = table(by_arm)
     print(markdown(rows))
-    if args.json:
-        args.json.write_text(json.dumps({"sweep": f"bench/sweeps/{SWEEP}.yaml", "rows": rows},
+    if args.json:  # NaN (no interval: one finite seed) as null, so that it is strict JSON
+        text = json.dumps({"sweep": f"bench/sweeps/{SWEEP}.yaml", "rows": rows}, indent=1)
+        args.json.write_text(json.dumps(json.loads(text, parse_constant=lambda _: None),
                                         indent=1) + "\n")
 
 
