@@ -1,0 +1,90 @@
+"""The shipped ring-of-20 attack sweep (bench/sweeps/robust-ring20.yaml) says what its note in
+docs/protocols/robust.md claims it runs: every arm resolves as a run would, and the arms are the
+attacks against the rules, on the same two adversaries, three seeds each. Nothing is run."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.robust_ring20 import table
+from bench.sweeps import load
+from launcher.config.inputs import resolve_inputs
+from launcher.sweep.grid import checked
+
+CG = {"rule": "clipped-gossip", "tau": None, "delta": 0.33}
+CG_TAU = {"rule": "clipped-gossip", "tau": 0.1, "delta": None}
+TM = {"rule": "trimmed-mean", "b": 1}
+MEAN = {"rule": "mean"}
+
+
+def arms() -> dict[str, list[tuple[int, dict[str, Any]]]]:
+    """Variant name -> (seed, resolved config) of each of its runs."""
+    sweep = checked(load("robust-ring20"))
+    assert sweep.largest == 20
+    out: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
+    for point in sweep.points:
+        assert Path(point.topology).stem == "ring20"
+        _, config = resolve_inputs(point.request)
+        out[point.variant.name].append((point.seed, config))
+    return out
+
+
+def test_the_sweep_expands_to_each_attack_against_each_rule_three_seeds_each() -> None:
+    by_arm = arms()
+    attacks = {"sign-flip": {"kind": "sign-flip"},
+               "alie": {"kind": "alie", "z": None, "sees": "previous-round"},
+               "alie-z10": {"kind": "alie", "z": 10.0, "sees": "previous-round"},
+               "backdoor": {"kind": "backdoor", "target": 0, "fraction": 0.5, "size": 3}}
+    rules = {"mean": MEAN, "clipped-gossip": CG, "trimmed-mean": TM}
+    expected = {"no-attack": (None, MEAN), "no-attack-clipped-gossip-tau": (None, CG_TAU),
+                "no-attack-trimmed-mean": (None, TM)} | {
+        f"{attack}-{rule}": (behaviour, aggregation)
+        for attack, behaviour in attacks.items() for rule, aggregation in rules.items()} | {
+        f"{attack}-clipped-gossip-tau": (attacks[attack], CG_TAU)
+        for attack in ("sign-flip", "alie-z10")}
+    assert set(by_arm) == set(expected)
+    for name, (behaviour, aggregation) in expected.items():
+        runs = by_arm[name]
+        assert [seed for seed, _ in runs] == [0, 1, 2], name
+        for _, config in runs:
+            assert (config["protocol"], config["dataset"], config["model"]["name"]) == (
+                "d-psgd", "fmnist", "mlp")
+            assert config["hyper"]["aggregation"] == aggregation, name
+            adversaries = config["adversaries"]
+            if behaviour is None:
+                assert adversaries["nodes"] is None and adversaries["behaviour"] == [], name
+            else:
+                assert adversaries["nodes"] == [0, 10], name
+                assert adversaries["behaviour"] == [behaviour], name
+
+
+def test_the_arms_differ_only_in_their_adversaries_and_rule() -> None:
+    """The attack-free run is the baseline of every arm: nothing else may differ."""
+    by_arm = arms()
+    def rest(config: dict[str, Any]) -> dict[str, Any]:
+        hyper = {k: v for k, v in config["hyper"].items() if k != "aggregation"}
+        return {**{k: v for k, v in config.items() if k not in ("adversaries", "hyper")},
+                "hyper": hyper}
+    baseline = {seed: rest(config) for seed, config in by_arm["no-attack"]}
+    for name, runs in by_arm.items():
+        for seed, config in runs:
+            assert rest(config) == baseline[seed], name
+
+
+def test_the_note_table_pairs_each_arm_with_the_attack_free_run_of_its_seed() -> None:
+    """A defence 3 points below the baseline on every seed is within 5 points; one 10 below is
+    not; an arm's seeds are paired with the baseline's, not averaged apart."""
+    def seeds(*accs: float) -> dict[int, dict[str, float | None]]:
+        return {s: {"avg_accuracy": a, "worst_accuracy": a - 0.1, "consensus_distance": 1.0,
+                    "backdoor_asr": None} for s, a in enumerate(accs)}
+    rows = {r["arm"]: r for r in table({"no-attack": seeds(0.70, 0.80, 0.75),
+                                        "close": seeds(0.67, 0.77, 0.72),
+                                        "far": seeds(0.60, 0.70, 0.65)})}
+    assert rows["close"]["vs_attack_free"] == pytest.approx([-0.03, 0.0], abs=1e-9)
+    assert rows["close"]["within_5_points"] and not rows["far"]["within_5_points"]
+    assert rows["no-attack"]["avg_accuracy"][0] == pytest.approx(0.75)
+    assert "vs_attack_free" not in rows["no-attack"] and rows["far"]["backdoor_asr"] is None
