@@ -6,10 +6,10 @@ note's table, each arm's honest nodes over its seeds beside the attack-free run.
 
 Each cell is mean +- the 95% t-interval over the seeds (dfl-report's statistic). `vs attack-free`
 is the paired difference of the honest average accuracy from the no-attack run of the same seed
-(the same split, initial model and batches), with its own interval; `within 5 points` says
-whether that whole interval lies above -0.05. The attack-free run has no adversaries, so its
-honest figures are every client's, its consensus distance computed from its final models as
-the attacked runs' is.
+(the same split, initial model and batches; an `-iid` arm's from `no-attack-iid`), with its own
+interval; `within 5 points` says whether that whole interval lies above -0.05. The attack-free
+run has no adversaries, so its honest figures are every client's, its consensus distance
+computed from its final models as the attacked runs' is.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from launcher.results.honest import final_consensus_distance
 
 SWEEP = "robust-ring20"  # bench/sweeps/robust-ring20.yaml
 BASELINE = "no-attack"  # its variant without adversaries
+IID = "-iid"  # the arms on IID shards, each compared with BASELINE + IID
 TOLERANCE = 0.05  # the issue's "within 5 points of the attack-free run"
 METRICS = ("avg_accuracy", "worst_accuracy", "consensus_distance", "backdoor_asr")
 
@@ -42,10 +43,13 @@ def honest_values(summary: dict[str, Any]) -> dict[str, float | None]:
             "backdoor_asr": None}
 
 
+def baseline_of(arm: str) -> str:
+    """The attack-free arm on the same data as `arm`."""
+    return BASELINE + IID if arm.endswith(IID) else BASELINE
+
+
 def table(by_arm: dict[str, dict[int, dict[str, float | None]]]) -> list[dict[str, Any]]:
     """One row per arm: each metric's (mean, half-width) and the paired difference."""
-    base = {s: v["avg_accuracy"] for s, v in by_arm[BASELINE].items()
-            if v["avg_accuracy"] is not None}
     rows = []
     for arm, seeds in by_arm.items():
         row: dict[str, Any] = {"arm": arm, "seeds": sorted(seeds)}
@@ -54,7 +58,9 @@ def table(by_arm: dict[str, dict[int, dict[str, float | None]]]) -> list[dict[st
             values = [x for v in seeds.values()
                       if (x := v[metric]) is not None and math.isfinite(x)]
             row[metric] = list(mean_ci(values)) if values else None
-        if arm != BASELINE:
+        if arm != baseline_of(arm) and baseline_of(arm) in by_arm:
+            base = {s: v["avg_accuracy"] for s, v in by_arm[baseline_of(arm)].items()
+                    if v["avg_accuracy"] is not None}
             mine = {s: v["avg_accuracy"] for s, v in seeds.items()
                     if v["avg_accuracy"] is not None}
             diff = difference(mine, base)

@@ -12,8 +12,10 @@ import json
 import signal
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from dfl_mesh.testing.compare import metrics_rows, results_difference
 from tests.harness import Exited, assert_transports_identical
@@ -49,6 +51,19 @@ RULES = {
     "clipped-gossip-tau": "{rule: clipped-gossip, tau: 0.05}",
     "self-centred-clipping": "{rule: self-centred-clipping, tau: 0.05, iterations: 2}",
 }
+# Each rule runs against node 0 as an adversary, each with other behaviours, so that together
+# the runs below (and the backdoor's, which needs images: tests/test_adversaries.py) put every
+# attack against a defence over both transports and through a kill and resume.
+ATTACKED = {
+    "median": "[{kind: silent}]",
+    "trimmed-mean": "[{kind: label-flip}, {kind: sign-flip}]",
+    "krum": "[{kind: scaled, factor: -2}, {kind: gaussian, std: 0.5}]",
+    "multi-krum": "[{kind: alie, z: 1.0}]",
+    "bridge": "[{kind: ipm, epsilon: 0.5}]",
+    "clipped-gossip": "[{kind: dissensus, epsilon: 2.0}]",
+    "clipped-gossip-tau": "[{kind: per-neighbour, to: {1: {kind: scaled, factor: -4}}}]",
+    "self-centred-clipping": "[{kind: alie, z: 1.0, sees: this-round}]",
+}
 CLIPPING = {"clipped-gossip", "clipped-gossip-tau", "self-centred-clipping"}
 RUN = (*SYNTH, "--rounds", "3", "--eval-every", "1", "--set", "local_steps=2", "--quiet")
 
@@ -57,10 +72,28 @@ def with_rule(name: str) -> tuple[str, ...]:
     return (*RUN, "--set", f"aggregation={RULES[name]}")
 
 
+def attacked(name: str) -> tuple[str, ...]:
+    """Rule `name` with node 0 attacking as ATTACKED says."""
+    return ("--set", f"aggregation={RULES[name]}",
+            "--set", f"adversaries={{nodes: [0], behaviour: {ATTACKED[name]}}}")
+
+
+def test_every_attack_but_the_backdoor_meets_a_rule() -> None:
+    def kinds(behaviour: dict[str, Any]) -> list[str]:
+        inner = behaviour.get("to", {}).values()
+        return [behaviour["kind"], *(k for b in inner for k in kinds(b))]
+
+    met = {k for attacks in ATTACKED.values() for b in yaml.safe_load(attacks) for k in kinds(b)}
+    assert met == {"silent", "label-flip", "sign-flip", "scaled", "gaussian", "alie", "ipm",
+                     "dissensus", "per-neighbour"}
+    assert set(ATTACKED) == set(RULES)
+
+
 @pytest.mark.parametrize("name", sorted(RULES))
-def test_each_rule_runs_bit_identically_over_zmq_and_inproc(tmp_path: Path, name: str) -> None:
+def test_each_rule_under_attack_runs_bit_identically_over_zmq_and_inproc(
+        tmp_path: Path, name: str) -> None:
     topo = topology(tmp_path, "k5", K5_LESS_ONE)
-    assert_transports_identical(tmp_path, topo, "d-psgd", *with_rule(name))
+    assert_transports_identical(tmp_path, topo, "d-psgd", *RUN, *attacked(name))
     differ = results_difference(tmp_path / "zmq", tmp_path / "inproc")
     assert differ is None, differ  # metrics rows and ledgers too
     rows = metrics_rows(tmp_path / "inproc")
@@ -100,13 +133,14 @@ RESUMED = ("clipped-gossip",)  # the adaptive radius, recomputed every round fro
 
 @pytest.mark.parametrize("name", [*RESUMED, *(pytest.param(n, marks=pytest.mark.slow)
                                                for n in sorted(RULES) if n not in RESUMED)])
-def test_a_run_with_a_rule_killed_and_resumed_ends_as_an_uninterrupted_one(
+def test_a_run_with_a_rule_under_attack_killed_and_resumed_ends_as_an_uninterrupted_one(
         tmp_path: Path, name: str) -> None:
-    """The rules keep no state between rounds: nothing to checkpoint, and nothing forgotten."""
+    """The rules keep no state between rounds (nothing to checkpoint, nothing forgotten); the
+    adversary's random streams and remembered messages are checkpointed."""
     topo = topology(tmp_path, "k5", K5_LESS_ONE)
     assert_resumed_equals_uninterrupted(
         tmp_path, topo, "d-psgd", 2, *SYNTH, "--rounds", "4", "--eval-every", "2",
-        "--checkpoint-every", "2", "--set", f"aggregation={RULES[name]}")
+        "--checkpoint-every", "2", *attacked(name))
 
 
 @pytest.mark.parametrize(("graph", "args", "said"), ids=[

@@ -1,6 +1,7 @@
 """The shipped ring-of-20 attack sweep (bench/sweeps/robust-ring20.yaml) says what its note in
 docs/protocols/robust.md claims it runs: every arm resolves as a run would, and the arms are the
-attacks against the rules, on the same two adversaries, three seeds each. Nothing is run."""
+attacks against the rules, with the two adversaries placed apart or side by side, three seeds
+each. Nothing is run."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bench.robust_ring20 import table
+from bench.robust_ring20 import baseline_of, table
 from bench.sweeps import load
 from launcher.config.inputs import resolve_inputs
 from launcher.sweep.grid import checked
@@ -40,39 +41,52 @@ def test_the_sweep_expands_to_each_attack_against_each_rule_three_seeds_each() -
                "alie-z10": {"kind": "alie", "z": 10.0, "sees": "previous-round"},
                "backdoor": {"kind": "backdoor", "target": 0, "fraction": 0.5, "size": 3}}
     rules = {"mean": MEAN, "clipped-gossip": CG, "trimmed-mean": TM}
-    expected = {"no-attack": (None, MEAN), "no-attack-clipped-gossip-tau": (None, CG_TAU),
-                "no-attack-trimmed-mean": (None, TM)} | {
-        f"{attack}-{rule}": (behaviour, aggregation)
-        for attack, behaviour in attacks.items() for rule, aggregation in rules.items()} | {
-        f"{attack}-clipped-gossip-tau": (attacks[attack], CG_TAU)
-        for attack in ("sign-flip", "alie-z10")}
-    assert set(by_arm) == set(expected)
-    for name, (behaviour, aggregation) in expected.items():
+    apart, adjacent = [0, 10], [0, 1]
+    Arm = tuple[Any, Any, list[int] | None]  # behaviour, aggregation, adversary nodes
+    expected: dict[str, Arm] = {
+        "no-attack": (None, MEAN, None), "no-attack-clipped-gossip": (None, CG, None),
+        "no-attack-clipped-gossip-tau": (None, CG_TAU, None),
+        "no-attack-trimmed-mean": (None, TM, None)}
+    for placement, placed in (("", apart), ("-adjacent", adjacent)):
+        expected |= {f"{attack}{placement}-{rule}": (behaviour, aggregation, placed)
+                     for attack, behaviour in attacks.items()
+                     for rule, aggregation in rules.items()}
+        expected |= {f"{attack}{placement}-clipped-gossip-tau": (attacks[attack], CG_TAU, placed)
+                     for attack in ("sign-flip", "alie-z10")}
+    iid: dict[str, Arm] = {"no-attack-iid": (None, MEAN, None),
+                           "no-attack-trimmed-mean-iid": (None, TM, None)} | {
+        f"sign-flip-adjacent-{rule}-iid": (attacks["sign-flip"], aggregation, adjacent)
+        for rule, aggregation in rules.items()}
+    assert set(by_arm) == set(expected) | set(iid)
+    for name, (behaviour, aggregation, nodes) in (expected | iid).items():
         runs = by_arm[name]
         assert [seed for seed, _ in runs] == [0, 1, 2], name
         for _, config in runs:
             assert (config["protocol"], config["dataset"], config["model"]["name"]) == (
                 "d-psgd", "fmnist", "mlp")
+            assert config["partition"] == ("iid" if name in iid else "dirichlet:0.5"), name
             assert config["hyper"]["aggregation"] == aggregation, name
             adversaries = config["adversaries"]
             if behaviour is None:
                 assert adversaries["nodes"] is None and adversaries["behaviour"] == [], name
             else:
-                assert adversaries["nodes"] == [0, 10], name
+                assert adversaries["nodes"] == nodes, name
                 assert adversaries["behaviour"] == [behaviour], name
 
 
 def test_the_arms_differ_only_in_their_adversaries_and_rule() -> None:
-    """The attack-free run is the baseline of every arm: nothing else may differ."""
+    """The attack-free run on the same shards is the baseline of every arm: nothing else may
+    differ."""
     by_arm = arms()
     def rest(config: dict[str, Any]) -> dict[str, Any]:
         hyper = {k: v for k, v in config["hyper"].items() if k != "aggregation"}
         return {**{k: v for k, v in config.items() if k not in ("adversaries", "hyper")},
                 "hyper": hyper}
-    baseline = {seed: rest(config) for seed, config in by_arm["no-attack"]}
     for name, runs in by_arm.items():
+        baseline = dict(by_arm[baseline_of(name)])
+        assert baseline_of(name) == ("no-attack-iid" if name.endswith("-iid") else "no-attack")
         for seed, config in runs:
-            assert rest(config) == baseline[seed], name
+            assert rest(config) == rest(baseline[seed]), name
 
 
 def test_the_note_table_pairs_each_arm_with_the_attack_free_run_of_its_seed() -> None:
@@ -88,3 +102,14 @@ def test_the_note_table_pairs_each_arm_with_the_attack_free_run_of_its_seed() ->
     assert rows["close"]["within_5_points"] and not rows["far"]["within_5_points"]
     assert rows["no-attack"]["avg_accuracy"][0] == pytest.approx(0.75)
     assert "vs_attack_free" not in rows["no-attack"] and rows["far"]["backdoor_asr"] is None
+
+
+def test_an_iid_arm_is_paired_with_the_attack_free_run_on_iid_shards() -> None:
+    def seeds(*accs: float) -> dict[int, dict[str, float | None]]:
+        return {s: {"avg_accuracy": a, "worst_accuracy": a, "consensus_distance": 1.0,
+                    "backdoor_asr": None} for s, a in enumerate(accs)}
+    rows = {r["arm"]: r for r in table({"no-attack": seeds(0.60, 0.60, 0.60),
+                                        "no-attack-iid": seeds(0.80, 0.80, 0.80),
+                                        "attacked-iid": seeds(0.78, 0.78, 0.78)})}
+    assert rows["attacked-iid"]["vs_attack_free"] == pytest.approx([-0.02, 0.0], abs=1e-9)
+    assert "vs_attack_free" not in rows["no-attack-iid"]

@@ -38,6 +38,7 @@ from dfl_node.runner.results_seal import (
     unseal,
 )
 from dfl_node.transports.encryption import Curve, key_owner
+from launcher import stop_signals
 from launcher.config.endpoints import wildcard_bind
 from launcher.run.faults import launcher_storage_cause
 from launcher.run.outcome import Cause
@@ -203,7 +204,9 @@ class Collector:
         self.rejected_records[reason] += 1
 
     def pump(self, timeout_s: float) -> bool:
-        """Handle at most one record; True if one arrived."""
+        """Handle at most one record; True if one arrived. A stop signal that freeing a
+        received frame dropped is raised here (launcher/stop_signals.py)."""
+        stop_signals.raise_if_swallowed()
         arrival = self.source.poll(timeout_s)
         if arrival is None:
             return False
