@@ -94,6 +94,21 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+GROUPS = (  # the note's three tables: where the adversaries sit, and the data
+    ("Placed apart (nodes 0 and 10), Dirichlet(0.5) shards",
+     lambda arm: "-adjacent" not in arm and not arm.endswith(IID)),
+    ("Side by side (nodes 0 and 1), Dirichlet(0.5) shards",
+     lambda arm: arm == BASELINE or ("-adjacent" in arm and not arm.endswith(IID))),
+    ("IID shards (placed apart unless `-adjacent`)", lambda arm: arm.endswith(IID)),
+)
+
+
+def grouped(rows: list[dict[str, Any]]) -> str:
+    """The table in GROUPS, each with its heading (the attack-free row heads the first two)."""
+    return "\n\n".join(f"{title}:\n\n" + markdown([r for r in rows if belongs(r["arm"])])
+                        for title, belongs in GROUPS)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="also write the table here")
@@ -103,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
     for (arm, _, seed), summary in sweeps.summaries(result).items():
         by_arm.setdefault(arm, {})[seed] = honest_values(summary)
     rows = table(by_arm)
-    print(markdown(rows))
+    print(grouped(rows))
     if args.json:  # NaN (no interval: one finite seed) as null, so that it is strict JSON
         text = json.dumps({"sweep": f"bench/sweeps/{SWEEP}.yaml", "rows": rows}, indent=1)
         args.json.write_text(json.dumps(json.loads(text, parse_constant=lambda _: None),
