@@ -61,14 +61,18 @@ def test_the_sweep_expands_to_each_attack_against_each_rule_three_seeds_each() -
                 for rule, aggregation in rules.items()}
     iid |= {f"alie-z10-{rule}-iid": (attacks["alie-z10"], aggregation, apart)
             for rule, aggregation in rules.items()}
-    assert set(by_arm) == set(expected) | set(iid)
-    for name, (behaviour, aggregation, nodes) in (expected | iid).items():
+    ls10: dict[str, Arm] = {"no-attack-ls10": (None, MEAN, None)} | {
+        f"{attack}-{rule}-ls10": (attacks[attack], aggregation, apart)
+        for attack in ("sign-flip", "alie-z10") for rule, aggregation in rules.items()}
+    assert set(by_arm) == set(expected) | set(iid) | set(ls10)
+    for name, (behaviour, aggregation, nodes) in (expected | iid | ls10).items():
         runs = by_arm[name]
         assert [seed for seed, _ in runs] == [0, 1, 2], name
         for _, config in runs:
             assert (config["protocol"], config["dataset"], config["model"]["name"]) == (
                 "d-psgd", "fmnist", "mlp")
             assert config["partition"] == ("iid" if name in iid else "dirichlet:0.5"), name
+            assert config["hyper"]["local_steps"] == (10 if name in ls10 else 1), name
             assert config["hyper"]["aggregation"] == aggregation, name
             adversaries = config["adversaries"]
             if behaviour is None:
@@ -88,7 +92,8 @@ def test_the_arms_differ_only_in_their_adversaries_and_rule() -> None:
                 "hyper": hyper}
     for name, runs in by_arm.items():
         baseline = dict(by_arm[baseline_of(name)])
-        assert baseline_of(name) == ("no-attack-iid" if name.endswith("-iid") else "no-attack")
+        suffix = next((s for s in ("-iid", "-ls10") if name.endswith(s)), "")
+        assert baseline_of(name) == f"no-attack{suffix}"
         for seed, config in runs:
             assert rest(config) == rest(baseline[seed]), name
 
@@ -124,11 +129,12 @@ def test_the_note_prints_each_arm_under_its_placement_and_data() -> None:
         return {0: {"avg_accuracy": 0.7, "worst_accuracy": 0.6, "consensus_distance": 1.0,
                     "backdoor_asr": None}}
     arms = ["no-attack", "sign-flip-mean", "sign-flip-adjacent-mean", "no-attack-iid",
-            "sign-flip-adjacent-mean-iid"]
+            "sign-flip-adjacent-mean-iid", "no-attack-ls10", "sign-flip-mean-ls10"]
     text = grouped(table({arm: seeds() for arm in arms}))
-    apart, adjacent, iid = text.split("\n\n")[1::2]
+    apart, adjacent, iid, ls10 = text.split("\n\n")[1::2]
     def named(block: str) -> list[str]:
         return [line.split(" | ")[0].removeprefix("| ") for line in block.splitlines()[2:]]
     assert named(apart) == ["no-attack", "sign-flip-mean"]
     assert named(adjacent) == ["no-attack", "sign-flip-adjacent-mean"]
     assert named(iid) == ["no-attack-iid", "sign-flip-adjacent-mean-iid"]
+    assert named(ls10) == ["no-attack-ls10", "sign-flip-mean-ls10"]
