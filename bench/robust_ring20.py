@@ -6,10 +6,10 @@ note's table, each arm's honest nodes over its seeds beside the attack-free run.
 
 Each cell is mean +- the 95% t-interval over the seeds (dfl-report's statistic). `vs attack-free`
 is the paired difference of the honest average accuracy from the no-attack run of the same seed
-(the same split, initial model and batches; an `-iid` arm's from `no-attack-iid`), with its own
-interval; `within 5 points` says whether that whole interval lies above -0.05. The attack-free
-run has no adversaries, so its honest figures are every client's, its consensus distance
-computed from its final models as the attacked runs' is.
+(the same split, initial model and batches; an `-iid` arm's from `no-attack-iid`, an `-ls10` arm's
+from `no-attack-ls10`), with its own interval; `within 5 points` says whether that whole interval
+lies above -0.05. The attack-free run has no adversaries, so its honest figures are every client's,
+its consensus distance computed from its final models as the attacked runs' is.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from launcher.results.honest import final_consensus_distance
 SWEEP = "robust-ring20"  # bench/sweeps/robust-ring20.yaml
 BASELINE = "no-attack"  # its variant without adversaries
 IID = "-iid"  # the arms on IID shards, each compared with BASELINE + IID
+LOCAL_STEPS = "-ls10"  # the arms with ten local steps a round, compared with BASELINE + it
 TOLERANCE = 0.05  # the issue's "within 5 points of the attack-free run"
 METRICS = ("avg_accuracy", "worst_accuracy", "consensus_distance", "backdoor_asr")
 
@@ -44,8 +45,8 @@ def honest_values(summary: dict[str, Any]) -> dict[str, float | None]:
 
 
 def baseline_of(arm: str) -> str:
-    """The attack-free arm on the same data as `arm`."""
-    return BASELINE + IID if arm.endswith(IID) else BASELINE
+    """The attack-free arm on the same data and schedule as `arm`."""
+    return BASELINE + next((s for s in (IID, LOCAL_STEPS) if arm.endswith(s)), "")
 
 
 def table(by_arm: dict[str, dict[int, dict[str, float | None]]]) -> list[dict[str, Any]]:
@@ -94,6 +95,23 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+GROUPS = (  # the note's tables: where the adversaries sit, and the data
+    ("Placed apart (nodes 0 and 10), Dirichlet(0.5) shards",
+     lambda arm: "-adjacent" not in arm and baseline_of(arm) == BASELINE),
+    ("Side by side (nodes 0 and 1), Dirichlet(0.5) shards",
+     lambda arm: arm == BASELINE or ("-adjacent" in arm and baseline_of(arm) == BASELINE)),
+    ("IID shards (placed apart unless `-adjacent`)", lambda arm: arm.endswith(IID)),
+    ("Placed apart, Dirichlet(0.5) shards, ten local steps a round",
+     lambda arm: arm.endswith(LOCAL_STEPS)),
+)
+
+
+def grouped(rows: list[dict[str, Any]]) -> str:
+    """The table in GROUPS, each with its heading (the attack-free row heads the first two)."""
+    return "\n\n".join(f"{title}:\n\n" + markdown([r for r in rows if belongs(r["arm"])])
+                        for title, belongs in GROUPS)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="also write the table here")
@@ -103,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
     for (arm, _, seed), summary in sweeps.summaries(result).items():
         by_arm.setdefault(arm, {})[seed] = honest_values(summary)
     rows = table(by_arm)
-    print(markdown(rows))
+    print(grouped(rows))
     if args.json:  # NaN (no interval: one finite seed) as null, so that it is strict JSON
         text = json.dumps({"sweep": f"bench/sweeps/{SWEEP}.yaml", "rows": rows}, indent=1)
         args.json.write_text(json.dumps(json.loads(text, parse_constant=lambda _: None),

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bench.robust_ring20 import baseline_of, table
+from bench.robust_ring20 import baseline_of, grouped, table
 from bench.sweeps import load
 from launcher.config.inputs import resolve_inputs
 from launcher.sweep.grid import checked
@@ -54,17 +54,25 @@ def test_the_sweep_expands_to_each_attack_against_each_rule_three_seeds_each() -
         expected |= {f"{attack}{placement}-clipped-gossip-tau": (attacks[attack], CG_TAU, placed)
                      for attack in ("sign-flip", "alie-z10")}
     iid: dict[str, Arm] = {"no-attack-iid": (None, MEAN, None),
-                           "no-attack-trimmed-mean-iid": (None, TM, None)} | {
-        f"sign-flip-adjacent-{rule}-iid": (attacks["sign-flip"], aggregation, adjacent)
-        for rule, aggregation in rules.items()}
-    assert set(by_arm) == set(expected) | set(iid)
-    for name, (behaviour, aggregation, nodes) in (expected | iid).items():
+                           "no-attack-trimmed-mean-iid": (None, TM, None),
+                           "no-attack-clipped-gossip-iid": (None, CG, None)}
+    for placement, placed in (("", apart), ("-adjacent", adjacent)):
+        iid |= {f"sign-flip{placement}-{rule}-iid": (attacks["sign-flip"], aggregation, placed)
+                for rule, aggregation in rules.items()}
+    iid |= {f"alie-z10-{rule}-iid": (attacks["alie-z10"], aggregation, apart)
+            for rule, aggregation in rules.items()}
+    ls10: dict[str, Arm] = {"no-attack-ls10": (None, MEAN, None)} | {
+        f"{attack}-{rule}-ls10": (attacks[attack], aggregation, apart)
+        for attack in ("sign-flip", "alie-z10") for rule, aggregation in rules.items()}
+    assert set(by_arm) == set(expected) | set(iid) | set(ls10)
+    for name, (behaviour, aggregation, nodes) in (expected | iid | ls10).items():
         runs = by_arm[name]
         assert [seed for seed, _ in runs] == [0, 1, 2], name
         for _, config in runs:
             assert (config["protocol"], config["dataset"], config["model"]["name"]) == (
                 "d-psgd", "fmnist", "mlp")
             assert config["partition"] == ("iid" if name in iid else "dirichlet:0.5"), name
+            assert config["hyper"]["local_steps"] == (10 if name in ls10 else 1), name
             assert config["hyper"]["aggregation"] == aggregation, name
             adversaries = config["adversaries"]
             if behaviour is None:
@@ -84,7 +92,8 @@ def test_the_arms_differ_only_in_their_adversaries_and_rule() -> None:
                 "hyper": hyper}
     for name, runs in by_arm.items():
         baseline = dict(by_arm[baseline_of(name)])
-        assert baseline_of(name) == ("no-attack-iid" if name.endswith("-iid") else "no-attack")
+        suffix = next((s for s in ("-iid", "-ls10") if name.endswith(s)), "")
+        assert baseline_of(name) == f"no-attack{suffix}"
         for seed, config in runs:
             assert rest(config) == rest(baseline[seed]), name
 
@@ -113,3 +122,19 @@ def test_an_iid_arm_is_paired_with_the_attack_free_run_on_iid_shards() -> None:
                                         "attacked-iid": seeds(0.78, 0.78, 0.78)})}
     assert rows["attacked-iid"]["vs_attack_free"] == pytest.approx([-0.02, 0.0], abs=1e-9)
     assert "vs_attack_free" not in rows["no-attack-iid"]
+
+
+def test_the_note_prints_each_arm_under_its_placement_and_data() -> None:
+    def seeds() -> dict[int, dict[str, float | None]]:
+        return {0: {"avg_accuracy": 0.7, "worst_accuracy": 0.6, "consensus_distance": 1.0,
+                    "backdoor_asr": None}}
+    arms = ["no-attack", "sign-flip-mean", "sign-flip-adjacent-mean", "no-attack-iid",
+            "sign-flip-adjacent-mean-iid", "no-attack-ls10", "sign-flip-mean-ls10"]
+    text = grouped(table({arm: seeds() for arm in arms}))
+    apart, adjacent, iid, ls10 = text.split("\n\n")[1::2]
+    def named(block: str) -> list[str]:
+        return [line.split(" | ")[0].removeprefix("| ") for line in block.splitlines()[2:]]
+    assert named(apart) == ["no-attack", "sign-flip-mean"]
+    assert named(adjacent) == ["no-attack", "sign-flip-adjacent-mean"]
+    assert named(iid) == ["no-attack-iid", "sign-flip-adjacent-mean-iid"]
+    assert named(ls10) == ["no-attack-ls10", "sign-flip-mean-ls10"]
