@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import zmq
 
 from dfl_node.comm.channel import Comm
 from dfl_node.ledgers.traffic import Ledger
@@ -162,3 +163,40 @@ def test_heartbeats_are_kept_apart_from_the_training_ledger() -> None:
     assert ledger.totals("control")["sent"]["messages"] == 0
     assert ledger.to_json()["heartbeats"] == {"1": {"messages": 20, "bytes": 160}}
     assert list(ledger.per_round()) == [0]
+
+
+WEDGED: list[zmq.Context] = []  # contexts a failed test leaves: terminating one would hang
+
+
+def test_a_closed_transport_leaves_the_nodes_context_working(port_claims: PortClaims) -> None:
+    """Every socket of a node shares one ZeroMQ context (launcher/node_cli.py). A closed
+    transport's DEALER lingers while it holds a message for a neighbour that is away; when
+    the neighbour is back, that connection must raise no monitor event, whose reader the
+    liveness watch closed: libzmq's I/O thread sends each event blocking, so it would stop
+    there for good, and with it the node's other sockets (its results to the collector)."""
+    mine, theirs, elsewhere = (f"tcp://127.0.0.1:{p}" for p in port_claims.claim(3))
+    context, outside = zmq.Context(), zmq.Context()
+    try:
+        neighbour = outside.socket(zmq.ROUTER)
+        neighbour.bind(theirs)
+        transport = ZmqTransport(0, mine, {1: theirs}, max_message_bytes=1 << 20,
+                                 heartbeat=Heartbeat(DEADLINE_S), context=context)
+        assert transport.liveness is not None
+        wait_for(lambda: transport.liveness.connected(1), 30, "the neighbour connected")
+        neighbour.close(linger=0)
+        wait_for(lambda: not transport.liveness.connected(1), 30, "the neighbour gone")
+        transport.send(1, [b"queued while away"])
+        transport.close()
+        neighbour = outside.socket(zmq.ROUTER)
+        neighbour.bind(theirs)
+        assert neighbour.poll(30_000), "the lingering DEALER never delivered"
+        probe, listener = context.socket(zmq.DEALER), outside.socket(zmq.ROUTER)
+        listener.bind(elsewhere)
+        probe.connect(elsewhere)
+        probe.send(b"still working")
+        assert listener.poll(30_000), "the node's context stopped"
+    except BaseException:
+        WEDGED.append(context)
+        raise
+    context.destroy(linger=0)
+    outside.destroy(linger=0)

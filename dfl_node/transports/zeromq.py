@@ -219,6 +219,7 @@ class ZmqTransport:
         dealer = self._dealers.pop(peer, None)
         self._pending.pop(peer, None)
         if dealer is not None:
+            dealer.disable_monitor()  # no event for a reader the watch may close (close())
             dealer.close(linger=0)
             self.add_peer(peer, self._addresses[peer])
 
@@ -255,12 +256,19 @@ class ZmqTransport:
         if self.liveness is not None:
             self.liveness.ignore(peer)
         if dealer is not None:
+            dealer.disable_monitor()  # no event for a reader the watch may close (close())
             dealer.close(linger=0)
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        # No more monitor events first: libzmq's I/O thread sends each one blocking, so an
+        # event for a DEALER still lingering (a neighbour that leaves) once the watch below has
+        # closed its reading end would stop the I/O thread for good, and with it every other
+        # socket of the node's context (its results to the collector, launcher/node_cli.py).
+        for dealer in self._dealers.values():
+            dealer.disable_monitor()
         if self.liveness is not None:
             self.liveness.stop()
         for monitor in self._monitors.values():  # the watch closed them, unless it never ran
