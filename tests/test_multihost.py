@@ -159,7 +159,8 @@ def test_collect_without_a_mesh_gives_up_at_its_timeout(tmp_path: Path, ports: l
 @pytest.mark.slow
 def test_off_launcher_coordinator_and_collector_equal_the_launchers_inproc_run(
         tmp_path: Path, ports: list[int]) -> None:
-    """SSD-FL on 4 hand-started nodes: the coordinator and the collector start after them."""
+    """SSD-FL on 4 hand-started nodes: the coordinator starts after them, and the collector
+    after their run has ended (each node waits for it as long as for the mesh to start)."""
     topo = topology(tmp_path, ports, 4)
     options = ["--dataset", "synthetic", "--partition", "iid", "--rounds", "2",
                "--set", "model={name: mlp}", "--set", "local_steps=1",
@@ -174,6 +175,8 @@ def test_off_launcher_coordinator_and_collector_equal_the_launchers_inproc_run(
     procs = [dfl_node("--plan", plan, "--node-id", str(i)) for i in (3, 1, 0, 2)]
     wait_for(lambda: all(listening(port) for port in ports[:4]), 120, "the nodes listening")
     procs.append(dfl_node("--coordinator", "--plan", plan, "--out", str(tmp_path / "coord")))
+    wait_for(lambda: all(ended(run / "records" / f"node-{i}.jsonl") for i in range(4)), 200,
+             "every node's run ended")
     collect = subprocess.run([sys.executable, "-m", "launcher.cli", "collect", "--plan", plan,
                               "--out", str(tmp_path / "collected"), "--timeout-s", "300"],
                              env=ENV_ROOT, cwd=ROOT, capture_output=True, text=True, timeout=400)
@@ -190,6 +193,13 @@ def test_off_launcher_coordinator_and_collector_equal_the_launchers_inproc_run(
     collected = json.loads((tmp_path / "collected" / "summary.json").read_text())
     assert [n["accuracy"] for n in collected["nodes"]] == [
         n["accuracy"] for n in reference["nodes"]]
+
+
+def ended(records: Path) -> bool:
+    """Whether a hand-started node's kept records (records/node-<id>.jsonl) hold its `done`."""
+    text = records.read_text() if records.exists() else ""
+    whole = text.endswith("\n")  # else its last line is still being written
+    return whole and json.loads(text.splitlines()[-1])["type"] == "done"
 
 
 def test_a_host_without_the_prepared_data_decodes_its_own_copy(

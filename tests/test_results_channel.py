@@ -103,8 +103,8 @@ def test_a_node_of_another_plan_is_refused_and_told(tmp_path: Path, ports: list[
     assert plan.results_key != theirs.results_key  # each resolution draws its own
     other = dataclasses.replace(theirs, results_key=plan.results_key)
     collector = Collector(ZmqSource(plan), tmp_path / "run", plan.ids)
-    strange = ZmqRecordSink(dataclasses.replace(plan, results_key=new_results_key()), 1,
-                          linger_ms=500)
+    impatient = plan_of(tmp_path, ports, 2, "wire.rendezvous_s=0.5")
+    strange = ZmqRecordSink(dataclasses.replace(impatient, results_key=new_results_key()), 1)
     try:
         wait_for(lambda: collector.pump(0.1) and collector.rejected, 30, "the stranger's hello")
         assert collector.rejected == {"unauthenticated": 1}
@@ -120,7 +120,10 @@ def test_a_node_of_another_plan_is_refused_and_told(tmp_path: Path, ports: list[
         sink.close()
     assert str(told.value) == ("node 0: the collector's plan differs in ['protocol']; "
                                "refusing to send it results")
-    with pytest.raises(NoCollector, match=r"no collector at .* agreed to the plan"):
+    # It waits for a verdict as long as its plan waits for the mesh to start, then says so.
+    with pytest.raises(NoCollector, match=r"^node 1: no collector at tcp://127.0.0.1:\d+ agreed "
+                       r"to the plan within 0.5 s \(wire.rendezvous_s\); 0 record\(s\) were "
+                       r"not sent$"):
         strange.close()
     assert not (tmp_path / "run").exists()
 
@@ -154,12 +157,23 @@ def test_collect_with_another_plan_refuses_in_one_line(tmp_path: Path, ports: li
         "results")
 
 
+def test_a_failed_node_waits_for_the_collector_the_linger_only(tmp_path: Path,
+                                                               ports: list[int]) -> None:
+    """A node that ended its run waits for a collector as long as for the mesh to start
+    (wire.rendezvous_s); one that failed, its `error` record emitted, exits after the linger
+    with its own line, however long its plan would wait."""
+    sink = ZmqRecordSink(plan_of(tmp_path, ports, 1, "wire.rendezvous_s=60"), 0, linger_ms=100)
+    sink.emit({"type": "error", "node": 0, "message": "PlanError: refused"})
+    with pytest.raises(NoCollector, match=r"within 0.1 s \(the linger\); 1 record\(s\)"):
+        sink.close()
+
+
 def test_a_sink_in_the_nodes_context_leaves_that_context_to_its_owner(tmp_path: Path,
                                                                       ports: list[int]) -> None:
     """A node runs every socket in one ZeroMQ context (launcher/node_cli.py) and destroys it
     last: a sink given that context closes its socket and leaves the context open, so the
     node's other sockets go on and what they queued still goes out."""
-    plan = plan_of(tmp_path, ports, 1)
+    plan = plan_of(tmp_path, ports, 1, "wire.rendezvous_s=0.1")
     context = zmq.Context()
     try:
         sink = ZmqRecordSink(plan, 0, linger_ms=100, context=context)

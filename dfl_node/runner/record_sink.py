@@ -54,9 +54,15 @@ class ZmqRecordSink:
     The first message is a HELLO with this node's plan hashes; records are held here until the
     collector's verdict agrees, then sent in order. A verdict that names differing sections
     raises PlanError (one line) from the `emit` or `close` that reads it: a node never sends
-    results to a collector of another plan, and says so. `close()` waits up to the linger for
-    a verdict still due, and raises NoCollector if none came: the records never left this
-    node (a kept copy is in records/node-<id>.jsonl, FileRecordSink).
+    results to a collector of another plan, and says so. `close()` waits for a verdict still
+    due, and raises NoCollector if none came: the records never left this node (a kept copy is
+    in records/node-<id>.jsonl, FileRecordSink). After a run that ended it waits as long as
+    the plan's start-up patience (wire.rendezvous_s): where nodes are started by hand, the
+    collector may come up after a short run has ended, and a node that gave up on it sooner
+    would fail a run whose collector came within the time the mesh itself allows for
+    starting. After an `error` record it waits the linger only: a node that failed (a plan
+    refused at start, say) exits with its one line soon, whether its error reached a collector
+    or not.
 
     `close()` must see every queued record out (up to the linger) before the node ends: a
     launcher-forked node ends with os._exit, which would drop them otherwise. Its own context
@@ -70,7 +76,9 @@ class ZmqRecordSink:
         self._key = results_key(plan)
         self._node = node_id
         self._address = plan.collector
-        self._linger_ms = linger_ms
+        self._patience_s = plan.wire.rendezvous_seconds
+        self._linger_s = linger_ms / 1000
+        self._failed = False  # an `error` record was emitted
         self._seq = SequenceClock()
         self._nonce = secrets.token_bytes(NONCE_BYTES)
         self._held: list[bytes] = []
@@ -88,6 +96,7 @@ class ZmqRecordSink:
                            "hashes": plan.section_hashes()})
 
     def emit(self, record: dict[str, Any]) -> None:
+        self._failed = self._failed or record.get("type") == "error"
         if self._refused:
             return  # the node is stopping on it already
         sealed = self._sealed(RECORD, record)
@@ -98,16 +107,19 @@ class ZmqRecordSink:
             self._held.append(sealed)
 
     def close(self) -> None:
-        """Send what is held once the verdict agrees, waiting up to the linger for one still
-        due; PlanError if the collector's plan differs, NoCollector if no verdict came."""
+        """Send what is held once the verdict agrees, waiting for one still due (the plan's
+        start-up patience, or the linger after an error); PlanError if the collector's plan
+        differs, NoCollector if no verdict came."""
         try:
             if not self._agreed and not self._refused:
-                self._read_verdict(self._linger_ms)
+                wait_s, knob = ((self._linger_s, "the linger") if self._failed
+                                else (self._patience_s, "wire.rendezvous_s"))
+                self._read_verdict(int(wait_s * 1000))
                 if not self._agreed:
                     raise NoCollector(
                         f"node {self._node}: no collector at {self._address} agreed to the "
-                        f"plan within {self._linger_ms / 1000:g} s; {len(self._held)} "
-                        "record(s) were not sent")
+                        f"plan within {wait_s:g} s ({knob}); {len(self._held)} record(s) "
+                        "were not sent")
         finally:
             self._sock.close()
             if self._own_ctx:
