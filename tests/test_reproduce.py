@@ -24,6 +24,7 @@ from bench.reproduce.judge import Verdict
 from bench.reproduce.measures import Measured, measure, portfolio_deltas
 from bench.reproduce.outputs import bar_rows
 from bench.reproduce.paperdata import Check, Claim, load_paper
+from bench.reproduce.provenance import checkout_commit
 from bench.reproduce.recipes import RECIPES
 
 PAPERS = sorted(RECIPES)
@@ -455,6 +456,8 @@ def test_every_experiment_runs_at_the_quick_budget_and_writes_its_outputs(
                     assert len(arm["scalars"][column]["values"]) == 1  # one seed at quick
         assert any(arm["scalars"] for arm in record["arms"])
         assert len(record["paper_numbers"]) == len(experiment.numbers)
+        # every run was finished here, by this checkout, and says so
+        assert record["run_commits"] == [record["commit"]] == [checkout_commit()]
     if sys.platform == "linux":  # every run directory is a finished run, kept for a resume
         summaries = list((out / "runs").glob("*/*/defaults/seed-0/summary.json"))
         assert summaries and all(json.loads(s.read_text())["status"] == "ok"

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.reproduce.graphs import materialize
+from bench.reproduce.provenance import checkout_commit, stamp
 from bench.sweeps import why
 from dfl_node.state.checkpoint_layout import checkpoints_dir
 from launcher.errors import LaunchError
@@ -115,14 +116,18 @@ def sweeps(arms: Sequence[Arm], seeds: Sequence[int], out: Path,
 
 
 def run_sweeps(specs: list[SweepSpec], runner: Runner) -> None:
-    """Run what is not finished yet; return once all of it is finished. Exits like the
+    """Run what is not finished yet, stamping each run it finishes with this checkout's commit
+    (bench/reproduce/provenance.py); return once all of it is finished. Exits like the
     reproduction scripts: 2 on bad input, 130 when interrupted (the same command resumes), 1
     naming the first run that failed."""
+    unfinished = [p.run_dir for spec in specs for p in points(spec) if not finished(p.run_dir)]
+    made_by = checkout_commit()
     try:
         results = runner(specs)
     except LaunchError as exc:
         print(f"bench.reproduce: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    stamp([d for d in unfinished if finished(d)], made_by)  # an interrupted sweep's too
     if any(result.interrupted for result in results):
         print("bench.reproduce: interrupted; the same command again resumes", file=sys.stderr)
         raise SystemExit(EXIT_INTERRUPTED)

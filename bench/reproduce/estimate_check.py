@@ -21,7 +21,7 @@ from typing import Any
 
 from bench.reproduce.arms import Runner, run_arms
 from bench.reproduce.experiment import Recipe
-from bench.reproduce.outputs import commit
+from bench.reproduce.provenance import checkout_commit
 
 FOLDER = "estimate-check"
 
@@ -48,7 +48,7 @@ def check(paper_id: str, experiment: str, budget: str, recipe: Recipe, out: Path
         "estimated_seconds": estimated, "measured_seconds": measured,
         "ratio": measured / estimated if estimated > 0 else None,
         "load_average": {"before": load_before, "after": os.getloadavg()[0]},
-        "cores": os.cpu_count(), "commit": commit(), "run": str(run_dir.relative_to(runs)),
+        "cores": os.cpu_count(), "commit": checkout_commit(), "run": str(run_dir.relative_to(runs)),
     }
     (out / FOLDER / f"{experiment}.json").write_text(json.dumps(record, indent=1) + "\n")
     return record

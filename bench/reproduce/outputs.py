@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import subprocess
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -21,9 +20,8 @@ from matplotlib.figure import Figure as MplFigure
 from bench.reproduce.deviations import Row
 from bench.reproduce.experiment import Judged, Recipe, Results, fmt_ci, matches, parse_method
 from bench.reproduce.paperdata import Experiment, Paper, PaperNumber
+from bench.reproduce.provenance import checkout_commit, run_commits
 from bench.seedstats import mean_ci
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def stats(values: list[float]) -> dict[str, Any]:
@@ -92,7 +90,9 @@ def to_json(paper: Paper, experiment: Experiment, budget: str, recipe: Recipe,
     return {
         "paper": paper.id, "experiment": experiment.id, "label": experiment.label,
         "budget": budget, "seeds": list(recipe.seeds), "settings": dict(recipe.common),
-        "notes": list(recipe.notes), "proxy": recipe.proxy, "commit": commit(),
+        "notes": list(recipe.notes), "proxy": recipe.proxy, "commit": checkout_commit(),
+        "run_commits": run_commits(m.run_dir for ms in results.values() for m in ms
+                                   if m.run_dir is not None),
         "columns": list(recipe.columns), "figure": asdict(recipe.figure),
         "wall_seconds": wall_seconds(results),
         "rounds_cpu_seconds": rounds_cpu_seconds(results),
@@ -125,16 +125,12 @@ def to_json(paper: Paper, experiment: Experiment, budget: str, recipe: Recipe,
 NOT_CHECKED = "not checked"
 
 
-def commit() -> str:
-    """The checkout's commit the outputs were made with ('+' when it had changes)."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + ("+" if dirty else "")
+def runs_made_at(record: dict[str, Any]) -> str:
+    """", its runs at commits ..." where the runs' stamps are not just the outputs' commit."""
+    made = record.get("run_commits")
+    if not made or made == [record["commit"]]:
+        return ""
+    return f", its runs at {', '.join(c[:12] for c in made)}"
 
 
 def wall_seconds(results: Results) -> float:
@@ -171,7 +167,7 @@ def to_markdown(record: dict[str, Any]) -> str:
                  f"(estimated on an idle 2-core machine from the costs measured there: "
                  f"{record.get('estimated_seconds', 0) / 60:.1f} min; its nodes' CPU in rounds: "
                  f"{record.get('rounds_cpu_seconds', 0) / 60:.1f} min); made at commit "
-                 f"{record['commit'][:12]}")
+                 f"{record['commit'][:12]}{runs_made_at(record)}")
     lines += ["", "| method | point | " + " | ".join(columns) + " |",
               "|---" * (len(columns) + 2) + "|"]
     for arm in record["arms"]:
