@@ -59,8 +59,9 @@ def table(by_arm: dict[str, dict[int, dict[str, float | None]]]) -> list[dict[st
             values = [x for v in seeds.values()
                       if (x := v[metric]) is not None and math.isfinite(x)]
             row[metric] = list(mean_ci(values)) if values else None
-        if arm != baseline_of(arm) and baseline_of(arm) in by_arm:
-            base = {s: v["avg_accuracy"] for s, v in by_arm[baseline_of(arm)].items()
+        baseline = baseline_of(arm)
+        if arm != baseline and baseline in by_arm:
+            base = {s: v["avg_accuracy"] for s, v in by_arm[baseline].items()
                     if v["avg_accuracy"] is not None}
             mine = {s: v["avg_accuracy"] for s, v in seeds.items()
                     if v["avg_accuracy"] is not None}
