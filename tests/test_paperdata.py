@@ -51,7 +51,7 @@ def test_clippedgossip_checks_compare_methods_its_figures_show_on_keys_we_measur
     assert paper.id in RECIPES
     checked = 0
     for experiment in paper.experiments:
-        shown = {number.method for number in experiment.numbers}
+        shown = {parse_method(number.method)[0] for number in experiment.numbers}
         for claim in experiment.claims:
             if claim.check is None:
                 continue
