@@ -16,14 +16,16 @@ import click
 
 from launcher.config.compose_options import DEFAULT_IMAGE, DEFAULT_SUBNET, ComposeOptions
 from launcher.config.options import ViewOptions, command_line_spec, run_options
+from launcher.config.run_spec import OPTION_NAMES
 from launcher.errors import LaunchError, run_cli
 from launcher.slurm.resource_options import COLLECTOR_HOST, RESOURCE_OPTIONS, resources_of
 
 DEFAULT_COLLECT_TIMEOUT_S = 3600.0
-# Options that define a run; a resumed run takes them from its directory (inputs.json).
-RUN_DEFINING = ("topology", "protocol", "config_file", "rounds", "seed", "seeds", "dataset",
-                "data_root", "partition", "eval_every", "checkpoint_every", "transport", "sets",
-                "out_dir")
+# Options that define a run: a resumed run takes them from its directory (inputs.json), so
+# --resume refuses each, rather than ignore it. Every run option of the spec is one (derived, so
+# a new option cannot be forgotten), but --on-corrupt, which decides only what --resume does.
+RUN_DEFINING = ("topology", "protocol", "config_file", "seeds", "sets", "out_dir",
+                *sorted(OPTION_NAMES - {"on_corrupt"}))
 FLAG_NAMES = {"config_file": "config", "sets": "set", "out_dir": "out"}
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import click
 import numpy as np
 import pytest
 import torch
@@ -25,6 +26,7 @@ from dfl_node.learning.training import BatchSampler
 from dfl_node.state import checkpoint_codec as statecodec
 from dfl_node.state import checkpoint_file as checkpoint
 from dfl_node.state import checkpoint_layout as layout
+from launcher.config.options import run_options
 from launcher.run.resume import keep_rounds_through
 from protocols.registry import PROTOCOLS
 from tests.checkpoint_damage import DAMAGES, damage, flip_bit
@@ -159,6 +161,29 @@ def test_resume_without_a_run_or_with_run_options_is_exit_2(
         assert done.code == 2 and done.out == ""
         lines = done.err.strip().splitlines()
         assert len(lines) == 1 and reason in lines[0], lines
+
+
+RUN_PARAMS = click.command()(run_options(lambda **_: None)).params
+"""The options `dfl-launch` declares for a run (launcher/config/options.py)."""
+
+
+def test_resume_refuses_every_run_option_but_on_corrupt(
+        tmp_path: Path, entry: Callable[..., Exited]) -> None:
+    """The run directory fixes a resumed run's inputs: an option given beside --resume would be
+    ignored, so each is refused by name (--secure, --keys, --deadline and --on-failure once
+    were ignored). Walks the options the command line declares, so a new one is covered."""
+    values = {"--seeds": "0-1", "--transport": "inproc", "--on-failure": "continue",
+              "--set": "lr=0.1"}
+    flags = [opt for param in RUN_PARAMS for opt in param.opts if opt.startswith("--")]
+    assert {"--secure", "--keys", "--deadline", "--on-failure"} <= set(flags)
+    for flag in flags:
+        if flag == "--on-corrupt":
+            continue
+        args = (flag,) if flag == "--secure" else (flag, values.get(flag, "3"))
+        done = entry("dfl-launch", "--resume", str(tmp_path), *args)
+        assert done.code == 2 and done.out == "", flag
+        assert done.err.strip().splitlines() == [
+            f"dfl-launch: --resume: the run directory fixes the inputs; drop {flag}"], flag
 
 
 def test_checkpoint_files_round_trip_generators_optimizers_and_counters(tmp_path: Path) -> None:
