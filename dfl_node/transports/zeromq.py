@@ -216,11 +216,7 @@ class ZmqTransport:
         buffers until it came back. The caller may change those buffers at once: whatever
         ZeroMQ still reads from them while it tears the connection down reaches nobody, and
         pyzmq keeps them allocated until ZeroMQ lets go."""
-        dealer = self._dealers.pop(peer, None)
-        self._pending.pop(peer, None)
-        if dealer is not None:
-            dealer.disable_monitor()  # no event for a reader the watch may close (close())
-            dealer.close(linger=0)
+        if self._forget(peer):
             self.add_peer(peer, self._addresses[peer])
 
     def recv(self, timeout_s: float) -> tuple[int, list[Frame]] | None:
@@ -251,13 +247,19 @@ class ZmqTransport:
 
     def drop_peer(self, peer: int) -> None:
         """Stop talking to a neighbour the mesh has dropped, discarding what is queued for it."""
-        dealer = self._dealers.pop(peer, None)
-        self._pending.pop(peer, None)
         if self.liveness is not None:
             self.liveness.ignore(peer)
-        if dealer is not None:
-            dealer.disable_monitor()  # no event for a reader the watch may close (close())
-            dealer.close(linger=0)
+        self._forget(peer)
+
+    def _forget(self, peer: int) -> bool:
+        """Close `peer`'s DEALER at once, with what is queued for it; False: there was none."""
+        dealer = self._dealers.pop(peer, None)
+        self._pending.pop(peer, None)
+        if dealer is None:
+            return False
+        dealer.disable_monitor()  # no event for a reader the watch may close (close())
+        dealer.close(linger=0)
+        return True
 
     def close(self) -> None:
         if self._closed:
