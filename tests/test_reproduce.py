@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 import pytest
 
-from bench.reproduce import deviations, docs_page
+from bench.reproduce import deviations, docs_page, estimate_check
 from bench.reproduce.__main__ import DATA_ROOT, main, parse
 from bench.reproduce.arms import Arm, drop_checkpoints
 from bench.reproduce.backend import for_backend
@@ -105,6 +105,9 @@ def test_a_published_estimate_check_is_on_the_page_beside_its_estimate(
     assert docs_page.results_of("dsc", "paper") == {}  # a check is not an experiment's record
     assert "| `paper` | table2: FedAvg, seed 0, cut to 3 rounds | 10.0 min | 15.0 min | 1.50 " \
            "| 2.5 / 3.0 |" in render("dsc")
+    one_round = {**record, "rounds": 1}
+    assert estimate_check.what_ran(one_round) == "FedAvg, seed 0, cut to 1 round"
+    assert estimate_check.what_ran({**record, "cut": False}) == "FedAvg, seed 0"
 
 
 def measured(values: dict[str, float], **series: dict[float, float]) -> Measured:

@@ -80,9 +80,9 @@ def estimate_rows(paper_id: str) -> list[str]:
         folder = RESULTS / paper_id / budget
         for path in sorted((folder / estimate_check.FOLDER).glob("*.json")):
             record = json.loads(path.read_text())
-            cut = f", cut to {record['rounds']} rounds" if record["cut"] else ""
-            rows.append(f"| `{budget}` | {record['experiment']}: {record['method']}, seed "
-                        f"{record['seed']}{cut} | {record['estimated_seconds'] / 60:.1f} min | "
+            rows.append(f"| `{budget}` | {record['experiment']}: "
+                        f"{estimate_check.what_ran(record)} | "
+                        f"{record['estimated_seconds'] / 60:.1f} min | "
                         f"{record['measured_seconds'] / 60:.1f} min | "
                         f"{'-' if record['ratio'] is None else format(record['ratio'], '.2f')} | "
                         f"{record['load_average']['before']:.1f} / "

@@ -54,12 +54,18 @@ def check(paper_id: str, experiment: str, budget: str, recipe: Recipe, out: Path
     return record
 
 
+def what_ran(record: dict[str, Any]) -> str:
+    """The checked run: its method and seed, and its cut if it was cut."""
+    rounds = record["rounds"]
+    cut = f", cut to {rounds} round{'' if rounds == 1 else 's'}" if record["cut"] else ""
+    return f"{record['method']}, seed {record['seed']}{cut}"
+
+
 def line(record: dict[str, Any]) -> str:
     """One line for a person: what ran, what was promised, what it took."""
-    cut = f", cut to {record['rounds']} rounds" if record["cut"] else ""
     ratio = "-" if record["ratio"] is None else f"{record['ratio']:.2f}x"
     return (f"{record['paper']} {record['experiment']} at budget {record['budget']}: "
-            f"{record['method']}, seed {record['seed']}{cut}: estimated "
+            f"{what_ran(record)}: estimated "
             f"{record['estimated_seconds'] / 60:.1f} min, measured "
             f"{record['measured_seconds'] / 60:.1f} min ({ratio}; load average "
             f"{record['load_average']['before']:.1f} before, "
