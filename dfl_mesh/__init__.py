@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from launcher.api.result import RunResult, Summary, load
+    from launcher.api.result import HonestSummary, RunResult, Summary, load
     from launcher.api.running import RunInterrupted, resume, run
     from launcher.errors import LaunchError as InputError
     from launcher.sweep.runner import SweepResult
 
-__all__ = ["InputError", "RunInterrupted", "RunResult", "Summary", "SweepResult", "load",
-           "resume", "run", "sweep"]
+__all__ = ["HonestSummary", "InputError", "RunInterrupted", "RunResult", "Summary", "SweepResult",
+           "load", "resume", "run", "sweep"]
 
 
 def __getattr__(name: str) -> Any:
@@ -36,10 +36,11 @@ def __getattr__(name: str) -> Any:
 
         names = {"SweepResult": SweepResult}
     elif name in __all__:
-        from launcher.api.result import RunResult, Summary, load
+        from launcher.api.result import HonestSummary, RunResult, Summary, load
         from launcher.api.running import RunInterrupted, resume, run
 
-        names = {"RunResult": RunResult, "Summary": Summary, "load": load,
+        names = {"RunResult": RunResult, "Summary": Summary, "HonestSummary": HonestSummary,
+                 "load": load,
                  "RunInterrupted": RunInterrupted, "resume": resume, "run": run}
     else:
         raise AttributeError(f"module 'dfl_mesh' has no attribute {name!r}")

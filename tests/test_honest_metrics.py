@@ -79,6 +79,14 @@ def test_a_run_with_adversaries_reports_its_honest_nodes_alone(tmp_path: Path) -
     assert summary["consensus_gap"] == pytest.approx(distance(models), rel=1e-9)
     # no backdoor: nothing measured
     assert "backdoor_asr" not in honest
+    # the Python API's typed summary holds the same figures
+    typed = dfl_mesh.load(run).summary
+    assert typed.adversaries == (2,) and typed.honest is not None
+    assert typed.honest.nodes == tuple(ids)
+    for key in ("avg_accuracy", "worst_accuracy", "bottom10_accuracy", "std_accuracy",
+                "jain_index", "cvar10_loss", "consensus_distance"):
+        assert getattr(typed.honest, key) == honest[key], key
+    assert typed.honest.backdoor_asr is None and typed.honest.worst_backdoor_asr is None
     assert not any("backdoor_asr" in row for row in jsonl(run / "metrics.jsonl"))
 
     # without adversaries: no new key anywhere, and dfl-report reads its all-client figures
@@ -87,6 +95,8 @@ def test_a_run_with_adversaries_reports_its_honest_nodes_alone(tmp_path: Path) -
     plain = launch_ok(clean, ring, "d-psgd", *SYNTHETIC,
                       "--set", "cycle_metrics={params_every: 1}")
     assert "adversaries" not in plain and "honest" not in plain
+    assert dfl_mesh.load(clean).summary.adversaries == ()
+    assert dfl_mesh.load(clean).summary.honest is None
     # the sign flip reached the honest nodes, and the all-client figures hide how far
     assert honest["avg_accuracy"] != plain["avg_accuracy"]
     assert honest["avg_accuracy"] != summary["avg_accuracy"]
@@ -148,6 +158,9 @@ def test_every_honest_node_measures_the_backdoor(tmp_path: Path) -> None:
     honest = result.raw["honest"]
     assert honest["backdoor_asr"] == pytest.approx(np.mean(rates), abs=1e-12)
     assert honest["worst_backdoor_asr"] == max(rates)
+    typed = result.summary.honest
+    assert typed is not None and typed.backdoor_asr == honest["backdoor_asr"]
+    assert typed.worst_backdoor_asr == honest["worst_backdoor_asr"]
 
 
 def test_the_trigger_tested_is_the_one_trained_on_raw_pixels() -> None:

@@ -25,8 +25,35 @@ EXIT_CODES = {"ok": 0, "failed": 1, "interrupted": 130}
 
 
 @dataclass(frozen=True)
+class HonestSummary:
+    """summary.json's `honest`: the figures of a run with adversaries over its honest clients
+    alone (docs/run-directory.md#honest-nodes), which is what a robustness study compares.
+    `consensus_distance` is None when the final models are on other hosts; the backdoor's
+    figures are None in a run without one."""
+
+    nodes: tuple[int, ...]
+    avg_accuracy: float | None
+    worst_accuracy: float | None
+    bottom10_accuracy: float | None
+    std_accuracy: float | None
+    jain_index: float | None
+    cvar10_loss: float | None
+    consensus_distance: float | None
+    backdoor_asr: float | None = None
+    worst_backdoor_asr: float | None = None
+
+    @classmethod
+    def of(cls, raw: dict[str, Any]) -> HonestSummary:
+        values: dict[str, Any] = {f.name: raw.get(f.name) for f in fields(cls)}
+        values["nodes"] = tuple(raw.get("nodes") or ())
+        return cls(**values)
+
+
+@dataclass(frozen=True)
 class Summary:
-    """The keys of summary.json a script reaches for most; the rest stay in `RunResult.raw`."""
+    """The keys of summary.json a script reaches for most; the rest stay in `RunResult.raw`.
+    `adversaries` and `honest` are set in a run with adversaries only (its adversaries' ids,
+    and the honest clients' own figures)."""
 
     status: str
     protocol: str
@@ -43,11 +70,16 @@ class Summary:
     virtual_seconds: float
     failed_node: int | None = None
     failures: tuple[dict[str, Any], ...] = ()  # nodes that died, and why
+    adversaries: tuple[int, ...] = ()
+    honest: HonestSummary | None = None
 
     @classmethod
     def of(cls, raw: dict[str, Any]) -> Summary:
         values: dict[str, Any] = {f.name: raw.get(f.name) for f in fields(cls)}
         values["failures"] = tuple(raw.get("failures") or ())
+        values["adversaries"] = tuple(sorted(int(i) for i in raw.get("adversaries") or {}))
+        honest = raw.get("honest")
+        values["honest"] = HonestSummary.of(honest) if honest is not None else None
         return cls(**values)
 
 
