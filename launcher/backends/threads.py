@@ -47,11 +47,18 @@ def run_threads(plan: RunPlan, run_dir: Path, collector: Collector,
             run_node(plan, node_id, node_class(plan.protocol), transport,
                      QueueRecordSink(sink), run_dir, channel)
         except Exception as exc:
-            failures[node_id] = f"{type(exc).__name__}: {exc}"
+            if hub.stopped and failures:
+                return  # stopped because another node failed: not a failure of its own
+            failures[node_id] = f"{type(exc).__name__}: {exc}"  # in the order they came
             if fields := io_fields(exc):
                 faults[node_id] = fields
             with contextlib.suppress(OSError):  # the run directory may be what failed
                 (run_dir / "logs" / f"node-{node_id}.log").write_text(traceback.format_exc())
+            # A thread that raised is a node that died alone, but no heartbeat can tell its
+            # neighbours (they share its process): they would wait for its messages until
+            # wire.recv_timeout_s. So the first failure ends the run at once, under either
+            # --on-failure policy.
+            hub.stop()
 
     threads = [threading.Thread(target=body, args=(i,), name=f"node-{i}", daemon=True)
                for i in plan.ids]
@@ -72,7 +79,7 @@ def run_threads(plan: RunPlan, run_dir: Path, collector: Collector,
         storage.pids = pids
         return storage
     if failures:
-        node_id = min(failures)
+        node_id = next(iter(failures))  # the first: the others may be what it caused
         return Outcome(False, node_id, failures[node_id], pids)
     return Outcome(True, pids=pids)
 
