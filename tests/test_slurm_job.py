@@ -17,6 +17,7 @@ from dfl_node.plan import RunPlan
 from launcher.config.run_spec import RunSpec
 from launcher.errors import LaunchError
 from launcher.node_cli import node_from_env
+from launcher.run.lock import RunLock
 from launcher.slurm.job import HOST_CLIENT, JobShape, Resources, check_fits, task_ids
 from launcher.slurm.queue import early_shape
 from tests.harness import ROOT, in_process
@@ -359,3 +360,20 @@ def test_the_plan_comes_with_the_config_a_run_directory_keeps(tmp_path: Path) ->
     assert config["hyper"] == plan.hyper
     assert {k: v for k, v in config.items() if k != "endpoints"} == {
         k: v for k, v in resolve_inputs(req)[1].items() if k != "endpoints"}
+
+
+def test_a_submission_into_a_run_directory_in_use_is_refused_before_the_queue(
+        tmp_path: Path) -> None:
+    """One launcher per run directory, as for a local run: a second `--submit` (or a
+    `--resume`) into a directory whose run is still being collected would interleave its files
+    with the first one's; it is refused, before it asks Slurm anything or writes a file."""
+    run = tmp_path / "job"
+    run.mkdir()
+    with RunLock(run) as held:
+        held.mark()
+        code, out, err = slurm(tmp_path, "--submit")
+    assert (code, out) == (2, "")
+    assert err.strip().splitlines() == [
+        f"dfl-launch: {run}: in use by another launcher (pid {os.getpid()}, holding "
+        f"{run / 'run.lock'}); wait for it to end or stop it"]
+    assert sorted(p.name for p in run.iterdir()) == ["run.lock"]

@@ -150,7 +150,7 @@ def restore_last_rows(path: Path, run_dir: Path, plan: RunPlan, round_: int) -> 
             out.writelines(json.dumps(row, sort_keys=True) + "\n" for row in missing)
 
 
-def start_fresh(run_dir: Path, req: RunSpec) -> int:
+def reset_run_dir(run_dir: Path, req: RunSpec) -> int:
     """A new run in `run_dir`: no old checkpoint may be resumed from, no old row is kept, and
     the inputs are recorded for a later `--resume`; the round it starts after, 0."""
     checkpoint.clear(run_dir)

@@ -10,8 +10,9 @@ torch, nor numpy and networkx (a third of a second: the topology loader reads a 
 them), so that sbatch runs a quarter of a second after the command starts.
 
 Whatever can refuse a run without its plan is checked before the job is queued: the resource
-options, the topology file, the protocol's name, the transport, the partition's size, the run
-directory.
+options, the topology file, the protocol's name, the transport, the run directory's lock (one
+launcher per run directory, as for a local run: a second submission or `--resume` into it is
+refused while the first is collecting), the partition's size, the run directory.
 What only the plan can refuse (a config value, the data) comes after: the job is cancelled
 then, before any node started, and the refusal is the same one line and exit 2
 (launcher/slurm/submit.py).
@@ -27,6 +28,7 @@ from dfl_config.plugins import PROTOCOLS_GROUP, registered
 from launcher.config.backend_catalog import check_hosts_transport
 from launcher.config.run_spec import RunSpec
 from launcher.errors import LaunchError
+from launcher.run.lock import RunLock
 from launcher.slurm import commands
 from launcher.slurm.job import (
     PLAN,
@@ -49,6 +51,8 @@ class Queued:
     job: str
     run_dir: Path
     shape: JobShape
+    lock: RunLock
+    """The run directory's, held until the run is collected (`release` then)."""
 
 
 def early_shape(req: RunSpec, run_dir: Path) -> JobShape:
@@ -77,8 +81,23 @@ def queue(req: RunSpec, resources: Resources, out: Path, resuming: bool = False)
     resources.check()
     run_dir = out.absolute()
     shape = early_shape(req, run_dir)
-    check_fits(len(shape.tasks), resources,
-               *commands.partition_cpus(resources.partition))
-    run_dir = prepare_run_dir(out, resuming)
-    script = write_script(shape, resources, run_dir, sys.executable)
-    return Queued(commands.submit(str(script)), run_dir, shape)
+    lock = lock_run_dir(run_dir)
+    try:
+        check_fits(len(shape.tasks), resources,
+                   *commands.partition_cpus(resources.partition))
+        run_dir = prepare_run_dir(out, resuming)
+        script = write_script(shape, resources, run_dir, sys.executable)
+        lock.mark()
+        return Queued(commands.submit(str(script)), run_dir, shape, lock)
+    except BaseException:
+        lock.release()
+        raise
+
+
+def lock_run_dir(run_dir: Path) -> RunLock:
+    """The run directory, made if need be, locked for this launcher (launcher/run/lock.py)."""
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LaunchError(f"-o {run_dir}: cannot make it: {exc.strerror or exc}") from None
+    return RunLock(run_dir)

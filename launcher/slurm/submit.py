@@ -36,9 +36,9 @@ from launcher.run.resume import (
     INPUTS_FILE,
     SLURM_KEY,
     prepare_resume,
+    reset_run_dir,
     resume_request,
     slurm_inputs,
-    start_fresh,
 )
 from launcher.slurm import commands
 from launcher.slurm.backend import SlurmBackend
@@ -174,14 +174,15 @@ def submit(req: RunSpec, backend: SlurmBackend, queued: Queued, view: ViewOption
         resumed_at = (prepare_resume(run_dir, plan, req, config["on_corrupt"]) if resuming
                       else 0)
         if not resuming:
-            start_fresh(run_dir, req)
+            reset_run_dir(run_dir, req)
             record_slurm(run_dir, backend)
         directory.prepare(run_dir, config)
     except BaseException:
         backend.close()
         commands.cancel(queued.job)
+        queued.lock.release()
         raise
-    with open_display(view.quiet) as display:
+    with queued.lock, open_display(view.quiet) as display:
         display.start(plan)
         try:
             outcome, collector, seconds = run_job(backend, plan, queued.job, run_dir, display,

@@ -191,6 +191,7 @@ def run_one(point: Point, resources: Resources, host: str, following: Following,
     queued = queue(point.request, resources, point.run_dir, resuming=resuming)
     with following.follow(queued.job) as going:
         if not going:
+            queued.lock.release()
             return EXIT_INTERRUPTED
         print(f"{point.label}: Slurm job {queued.job}"
               + (" (resumed)" if resuming else ""), flush=True)
