@@ -162,7 +162,8 @@ def render(paper_id: str) -> str:
     for budget, records in measured.items():
         if records:
             counts = verdict_counts(records)
-            lines.append(f"| {budget} ({len(records)} experiments) | "
+            many = "experiment" if len(records) == 1 else "experiments"
+            lines.append(f"| {budget} ({len(records)} {many}) | "
                          + " | ".join(str(counts.get(v, 0)) for v in VERDICTS) + " |")
     if paper.inconsistencies:
         lines += ["", "## Where the paper contradicts itself", ""]
