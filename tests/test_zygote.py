@@ -77,6 +77,23 @@ def test_closing_ends_the_zygote(zygote: Zygote) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
+def test_a_launcher_gone_mid_start_ends_the_zygote_quietly(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A launcher stopped (SIGTERM) between asking for a node and hearing its pid: the zygote
+    forks the node, finds the launcher's end closed when it reports the pid, and ends as it
+    does when the launcher hangs up (exit 0), not with a traceback in the run's log."""
+    z = Zygote(node)
+    z.warm_up(False)
+    z._send({"start": [str(tmp_path / "pid"), "ok"]})
+    assert z._sock is not None
+    z._sock.close()  # what the launcher's death does to its end
+    z._sock = None
+    _, status = os.waitpid(z.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert "Traceback" not in capfd.readouterr().err
+    z.close()
+
+
 def blas_threads(path: str) -> None:
     """A node that writes the thread count of every OpenBLAS its process has loaded."""
     with open("/proc/self/maps", encoding="utf-8") as maps:

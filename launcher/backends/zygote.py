@@ -289,7 +289,10 @@ def serve(sock: socket.socket, target: Target) -> None:
                         os.close(fd)
                     node_main(target, message["start"])
                 children.add(pid)
-                sock.send(json.dumps({"pid": pid}).encode())
+                try:
+                    sock.send(json.dumps({"pid": pid}).encode())
+                except OSError:  # the launcher is gone (stopped mid-start): as a hang-up; the
+                    return  # node sees its launcher gone and ends itself (launcher/node_cli.py)
 
 
 def _finish_warm_up(message: dict[str, Any]) -> None:
@@ -300,7 +303,11 @@ def _finish_warm_up(message: dict[str, Any]) -> None:
 
 
 def _read(sock: socket.socket) -> dict[str, Any] | None:
-    raw = sock.recv(PACKET_BYTES)
+    """The launcher's next request; None once it has hung up (or its end was reset)."""
+    try:
+        raw = sock.recv(PACKET_BYTES)
+    except ConnectionResetError:
+        return None
     return json.loads(raw) if raw else None
 
 
