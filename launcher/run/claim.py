@@ -25,7 +25,7 @@ from typing import Any
 from launcher.config.run_spec import RunSpec
 from launcher.errors import LaunchError
 from launcher.run import directory
-from launcher.run.lock import RunLock
+from launcher.run.lock import RunLock, lock_made
 from launcher.run.resume import record_inputs, recorded_inputs
 
 SHOWN = 3  # entries a refusal names
@@ -70,11 +70,7 @@ def claim_new(run_dir: Path, req: RunSpec, overwrite: bool) -> RunLock:
     """Make `run_dir` if need be and lock it for a new run of `req`, checked again under the
     lock; nothing in it is deleted yet (`start_fresh`, once the run is sure to start)."""
     check_new(run_dir, req, overwrite)
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise LaunchError(f"--out {run_dir}: cannot make it: {exc.strerror or exc}") from None
-    lock = RunLock(run_dir)
+    lock = lock_made(run_dir, "--out")
     try:
         check_new(run_dir, req, overwrite)
     except BaseException:

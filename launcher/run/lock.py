@@ -80,3 +80,13 @@ class RunLock:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.release()
+
+
+def lock_made(run_dir: Path, flag: str) -> RunLock:
+    """`run_dir`, made if need be (a LaunchError naming `flag`, the option that gave it, when
+    it cannot be), and locked for this launcher."""
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LaunchError(f"{flag} {run_dir}: cannot make it: {exc.strerror or exc}") from None
+    return RunLock(run_dir)

@@ -28,7 +28,7 @@ from dfl_config.plugins import PROTOCOLS_GROUP, registered
 from launcher.config.backend_catalog import check_hosts_transport
 from launcher.config.run_spec import RunSpec
 from launcher.errors import LaunchError
-from launcher.run.lock import RunLock
+from launcher.run.lock import RunLock, lock_made
 from launcher.slurm import commands
 from launcher.slurm.job import (
     PLAN,
@@ -81,7 +81,7 @@ def queue(req: RunSpec, resources: Resources, out: Path, resuming: bool = False)
     resources.check()
     run_dir = out.absolute()
     shape = early_shape(req, run_dir)
-    lock = lock_run_dir(run_dir)
+    lock = lock_made(run_dir, "-o")
     try:
         check_fits(len(shape.tasks), resources,
                    *commands.partition_cpus(resources.partition))
@@ -92,12 +92,3 @@ def queue(req: RunSpec, resources: Resources, out: Path, resuming: bool = False)
     except BaseException:
         lock.release()
         raise
-
-
-def lock_run_dir(run_dir: Path) -> RunLock:
-    """The run directory, made if need be, locked for this launcher (launcher/run/lock.py)."""
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise LaunchError(f"-o {run_dir}: cannot make it: {exc.strerror or exc}") from None
-    return RunLock(run_dir)
