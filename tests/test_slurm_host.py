@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from launcher.slurm.host_server import socket_path
-from launcher.slurm.job import node_command
+from launcher.slurm.job import node_command, server_key
 from tests.harness import ROOT, final_files, in_process, launch_ok
 from tests.proc_util import alive, children, wait_for, wait_gone
 
@@ -47,9 +47,11 @@ class Job:
         self.procs: list[subprocess.Popen[bytes]] = []
         self.collector = self.start("launcher.cli", "collect", "--plan", plan, "--out",
                                     str(self.run))
+        # The socket key with the job id the script's shell would put in.
+        self.key = server_key(self.run).replace("$SLURM_JOB_ID", self.name)
         self.server = self.start("launcher.slurm.host_server", "serve", plan, str(self.run),
-                                 self.name)
-        client = [self.name if word == "$SLURM_JOB_ID" else word  # as the script's shell does
+                                 self.key)
+        client = [word.replace("$SLURM_JOB_ID", self.name)  # as the script's shell does
                   for word in node_command(sys.executable, self.run / "plan.json", self.run,
                                            forked=True)]
         self.clients = [self.spawn("client", [*client, str(i)]) for i in range(3)]
@@ -99,7 +101,7 @@ def test_nodes_forked_by_the_server_run_the_mesh_as_the_inproc_run(
     assert final_files(job.run) == final_files(tmp_path / "inproc")
     job.server.send_signal(signal.SIGTERM)
     assert job.server.wait(RUN_S) == 0
-    assert not Path(socket_path(job.name)).exists()
+    assert not Path(socket_path(job.key)).exists()
 
 
 @pytest.mark.slow
@@ -124,4 +126,4 @@ def test_signals_reach_the_node_and_a_killed_client_takes_its_node_along(
     assert job.server.wait(RUN_S) == 0
     assert wait_gone(sorted(before), RUN_S) == []
     assert job.clients[2].wait(RUN_S) != 0
-    assert not Path(socket_path(job.name)).exists()
+    assert not Path(socket_path(job.key)).exists()

@@ -18,8 +18,16 @@ from launcher.config.run_spec import RunSpec
 from launcher.errors import LaunchError
 from launcher.node_cli import node_from_env
 from launcher.run.lock import RunLock
-from launcher.slurm.job import HOST_CLIENT, JobShape, Resources, check_fits, task_ids
+from launcher.slurm.job import (
+    HOST_CLIENT,
+    JobShape,
+    Resources,
+    check_fits,
+    server_key,
+    task_ids,
+)
 from launcher.slurm.queue import early_shape
+from launcher.slurm.task_client import socket_path
 from tests.harness import ROOT, in_process
 
 RUN = ("--dataset", "synthetic", "--rounds", "2")
@@ -69,12 +77,12 @@ def test_the_script_asks_for_one_task_per_node_and_runs_them_as_one_step(
         "--job-name": "dfl-d-psgd-ring", "--ntasks": "6", "--cpus-per-task": "1",
         "--time": "01:00:00", "--output": f"{job}/slurm-%j.out"}
     assert sruns(script) == [
-        [*HOSTS_STEP, f"{job}/plan.json", str(job), "$SLURM_JOB_ID"],
+        [*HOSTS_STEP, f"{job}/plan.json", str(job), server_key(job)],
         ["srun", "--ntasks=6", "--cpus-per-task=1", "--job-name=nodes"]]
     # the task at rank r runs node ids[r]: the plan's task ids in order
     assert "ids=(0 1 2 3 4 5); id=${ids[$SLURM_PROCID]}" in script
     # the client needs only the standard library: no site-packages to scan, fifty times over
-    assert f'{sys.executable} -S -I {HOST_CLIENT} "$SLURM_JOB_ID"\n' in script
+    assert f'{sys.executable} -S -I {HOST_CLIENT} "{server_key(job)}"\n' in script
     assert (job / "steps" / "plan.ready").exists()  # written by hand: the job may go at once
     assert out.startswith(f"sbatch {job}/job.sh")
 
@@ -102,22 +110,23 @@ def test_with_step_per_node_each_node_is_its_own_step(tmp_path: Path) -> None:
     script = (job / "job.sh").read_text()
     assert directives(script)["--ntasks"] == "6"
     assert sruns(script) == [
-        [*HOSTS_STEP, f"{job}/plan.json", str(job), "$SLURM_JOB_ID"],
+        [*HOSTS_STEP, f"{job}/plan.json", str(job), server_key(job)],
         ["srun", "--ntasks=1", "--nodes=1", "--exact", "--cpus-per-task=1",
          "--job-name=node-$1"]]
-    assert f'{sys.executable} -S -I {HOST_CLIENT} "$SLURM_JOB_ID" "$1"' in script
+    assert f'{sys.executable} -S -I {HOST_CLIENT} "{server_key(job)}" "$1"' in script
     assert 'for id in 0 1 2 3 4 5; do node "$id" & nodes+=($!); done' in script
 
 
-def run_script(job: Path, srun: str, bin_dir: Path) -> subprocess.CompletedProcess[str]:
-    """job.sh run here with `srun` as a stand-in for Slurm's."""
+def run_script(job: Path, srun: str, bin_dir: Path,
+               **env: str) -> subprocess.CompletedProcess[str]:
+    """job.sh run here with `srun` as a stand-in for Slurm's, `env` added to its environment."""
     bin_dir.mkdir()
     fake = bin_dir / "srun"
     fake.write_text(srun)
     fake.chmod(0o755)
     return subprocess.run(["bash", str(job / "job.sh")], env={
         **os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "7",
-        "SLURM_JOB_NUM_NODES": "2"}, capture_output=True, text=True, timeout=60)
+        "SLURM_JOB_NUM_NODES": "2", **env}, capture_output=True, text=True, timeout=60)
 
 
 def exits(job: Path) -> dict[int, str]:
@@ -157,6 +166,33 @@ def test_each_step_records_its_exit_status_where_submit_reads_it(tmp_path: Path)
                       tmp_path / "bin")
     assert done.returncode == 1, done.stderr  # the job fails: a node's step did
     assert exits(job) == {0: "0", 1: "0", 2: "0", 3: "0", 4: "137", 5: "0"}
+
+
+# Records the socket key the host step's server is given and the one the nodes' clients are
+# (each step's last word, as bash expands it).
+RECORDING_SRUN = """#!/bin/bash
+for last; do :; done
+case " $* " in *" --job-name=hosts "*) role=server ;; *) role=client ;; esac
+echo "$role $last" >> "$KEYS"
+"""
+
+
+def test_two_runs_of_one_job_id_on_one_host_name_two_server_sockets(tmp_path: Path) -> None:
+    """Two clusters that share a host's /tmp (two Slurm labs on one machine, diskless nodes)
+    number their jobs alike: each run's clients must reach their own run's server, never a
+    socket of the other's. Both scripts run here as job 7."""
+    keys = {}
+    for out in ("a", "b"):
+        assert slurm(tmp_path, out=out)[0] == 0
+        record = tmp_path / f"{out}.keys"
+        done = run_script(tmp_path / out, RECORDING_SRUN, tmp_path / f"bin-{out}",
+                          KEYS=str(record))
+        assert done.returncode == 0, done.stderr
+        said = dict(line.split() for line in record.read_text().splitlines())
+        assert said["client"] == said["server"]  # a run's clients find its server
+        assert said["server"].startswith("7-")  # the job id, expanded
+        keys[out] = said["server"]
+    assert socket_path(keys["a"]) != socket_path(keys["b"])
 
 
 def test_gpus_per_task_binds_each_node_to_the_first_gpu_its_task_sees(tmp_path: Path) -> None:

@@ -205,12 +205,13 @@ class Server:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m launcher.slurm.host_server serve PLAN RUN_DIR JOB` on each host."""
+    """`python -m launcher.slurm.host_server serve PLAN RUN_DIR KEY` on each host (KEY:
+    task_client.socket_path's)."""
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["serve"] and len(args) == 4:
         serve(socket_path(args[3]), Path(args[1]), Path(args[2]))
     else:
-        print("usage: python -m launcher.slurm.host_server serve PLAN RUN_DIR JOB",
+        print("usage: python -m launcher.slurm.host_server serve PLAN RUN_DIR KEY",
               file=sys.stderr)
         sys.exit(2)
 

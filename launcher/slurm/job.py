@@ -11,6 +11,7 @@ written and tested where no cluster is.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shlex
 import shutil
@@ -118,13 +119,24 @@ def exit_file(run_dir: Path, node_id: int) -> Path:
 # what the interpreter has built in, so `python -S -I` skips site-packages.
 HOST_CLIENT = Path(__file__).resolve().parent / "task_client.py"
 PLAN_WAIT_S = 900  # how long a job queued before its plan waits for it (launcher/slurm/queue.py)
+SERVER_KEY_HEX = 8  # of the run directory's digest: keeps the socket path within 108 bytes
+
+
+def server_key(run_dir: Path) -> str:
+    """The word that names a host's server socket (task_client.socket_path), for the shell to
+    expand: the job's id and a digest of the run directory. The id alone is not enough where two
+    clusters number their jobs alike and a host's /tmp is shared: two Slurm labs on one machine
+    each ran job 1 on a host named n1, and the nodes of each forked from the other's server
+    (measured: both jobs failed, their nodes given two directories' addresses)."""
+    digest = hashlib.sha256(str(run_dir.resolve()).encode()).hexdigest()[:SERVER_KEY_HEX]
+    return f"$SLURM_JOB_ID-{digest}"
 
 
 def node_command(python: str, plan_path: Path, run_dir: Path, forked: bool) -> list[str]:
     """What a node's task runs, its id appended: a client of the host's server that forks the
     node (`forked`), else `dfl-node --plan PLAN --out DIR --node-id`."""
     if forked:
-        return [python, "-S", "-I", str(HOST_CLIENT), "$SLURM_JOB_ID"]
+        return [python, "-S", "-I", str(HOST_CLIENT), server_key(run_dir)]
     return [python, "-m", "launcher.node_cli", "--plan", str(plan_path), "--out", str(run_dir),
             "--node-id"]
 
@@ -136,7 +148,7 @@ def host_command(python: str, plan_path: Path, run_dir: Path) -> list[str]:
     return ["srun", "--overlap", "--nodes=$SLURM_JOB_NUM_NODES", "--ntasks-per-node=1",
             "--ntasks=$SLURM_JOB_NUM_NODES", "--job-name=hosts", python, "-m",
             "launcher.slurm.host_server", "serve", str(plan_path), str(run_dir),
-            "$SLURM_JOB_ID"]
+            server_key(run_dir)]
 
 
 def shell_words(argv: list[str]) -> str:

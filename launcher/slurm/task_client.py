@@ -37,11 +37,12 @@ RELAYED = ("SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGCONT")
 INT_BYTES = 4  # a descriptor in SCM_RIGHTS: a C int
 
 
-def socket_path(job: str) -> str:
-    """The server's socket on each host: in /tmp, one per job and host. Named by the host too,
+def socket_path(key: str) -> str:
+    """The server's socket on each host: in /tmp, one per job (`key`: its id and its run
+    directory's digest, launcher/slurm/job.py's server_key) and host. Named by the host too,
     because /tmp may be shared between hosts (a diskless node's, or containers'), where a
     socket file of another host is a different server."""
-    return f"/tmp/dfl-mesh-{job}-{_socket.gethostname()}.sock"
+    return f"/tmp/dfl-mesh-{key}-{_socket.gethostname()}.sock"
 
 
 def descriptors(fds: list[int]) -> bytes:
@@ -104,10 +105,10 @@ def receive(sock: _socket.socket) -> tuple[str, str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -S -I .../task_client.py JOB NODE_ID` in each node's task."""
+    """`python -S -I .../task_client.py KEY NODE_ID` in each node's task (KEY: socket_path's)."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2 or not args[1].isdigit():
-        print("usage: python -S -I task_client.py JOB NODE_ID", file=sys.stderr)
+        print("usage: python -S -I task_client.py KEY NODE_ID", file=sys.stderr)
         sys.exit(2)
     run(socket_path(args[0]), int(args[1]))
 
