@@ -24,6 +24,7 @@ from tests.proc_util import alive, wait_for
 pytestmark = pytest.mark.slow
 
 WAIT_S = 120  # a bound on a state change of an idle two-node cluster, not an estimate
+STACKS_S = 10  # a bound on faulthandler's dump of a stuck process's stacks
 # What each task reports: the hostname it sees, the node Slurm says it is on, its addresses.
 WHO = 'echo "$(hostname) $SLURMD_NODENAME $(ip -4 -o addr show dev eth0)"'
 
@@ -95,8 +96,9 @@ def test_lab_is_removed_when_the_block_raises() -> None:
 
 
 HOLDER = """\
-import json, sys
+import faulthandler, json, signal, sys
 from tests import slurm_lab
+faulthandler.register(signal.SIGUSR1)  # where a slow teardown is, should the test time out
 with slurm_lab.cluster(nodes=1) as made:
     print(json.dumps({"root": str(made.root), "prefix": made.net.prefix}), flush=True)
     sys.stdin.read()
@@ -118,10 +120,25 @@ def test_lab_is_removed_when_its_process_is_stopped(sig: signal.Signals) -> None
         assert line, f"the lab did not start: {proc.communicate(timeout=WAIT_S)[1][-3000:]}"
         made = json.loads(line)
         proc.send_signal(sig)
-        proc.wait(WAIT_S)
+        try:
+            proc.wait(WAIT_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the lab's process outlived {sig.name} by {WAIT_S} s; its stacks:\n"
+                        f"{stacks(proc)}")
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     assert proc.returncode != 0
     assert slurm_lab.leftovers(Path(made["root"]), made["prefix"]) == []
+
+
+def stacks(proc: subprocess.Popen[str]) -> str:
+    """What a stuck holder is doing: faulthandler's dump of its threads (SIGUSR1), then its
+    stderr once it is killed."""
+    proc.send_signal(signal.SIGUSR1)
+    try:
+        return proc.communicate(timeout=STACKS_S)[1][-6000:]
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.communicate()[1][-6000:]
