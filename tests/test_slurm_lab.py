@@ -99,6 +99,9 @@ HOLDER = """\
 import faulthandler, json, signal, sys
 from tests import slurm_lab
 faulthandler.register(signal.SIGUSR1)  # where a slow teardown is, should the test time out
+# Ctrl-C in a terminal raises KeyboardInterrupt; a process started in the background by a
+# shell without job control (a CI job's, say) inherits SIGINT ignored, and Python keeps it so.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 with slurm_lab.cluster(nodes=1) as made:
     print(json.dumps({"root": str(made.root), "prefix": made.net.prefix}), flush=True)
     sys.stdin.read()
