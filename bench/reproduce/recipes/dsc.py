@@ -138,9 +138,10 @@ LR_WHY = (
     "even centrally (all 800 scenes, 16 epochs: Dep Abs 0.318 against the trivial 0.284; with "
     "them 0.213, Sn 27.7 against 31.4 degrees, Seg PAcc 90.4 against 81.3)")
 MEDIUM_WHY = (
-    "R = 10 and E = 4 (40 of the paper's 600 epochs, ten aggregations) are what fits about an "
-    "hour here for Table 2's 45 runs (nine per seed: every method and both J are named in a "
-    "claim; five seeds), "
+    "R = 10 and E = 4 (40 of the paper's 600 epochs, ten aggregations) are what fit 60 minutes "
+    "here for Table 2's 27 runs at three seeds (nine per seed: every method and both J are "
+    "named in a claim); at the five seeds it needs (see seeds) its 45 runs take about 85 "
+    "minutes, beyond the budget's hour, "
     "its sweep points already cut. With the local training of docs/protocols/dsc.md#a20 and "
     "one scene prior for every client (seed 0, the proposed method at J = 5, tau = 1) it "
     "reaches Seg mIoU 36.3 (trivial predictor 16.3), PAcc 85.4 (81.3), Sn mean angle 30.73 "
