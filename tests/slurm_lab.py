@@ -282,10 +282,10 @@ def start_daemons(cluster: Cluster) -> None:
             lambda: cluster.node_states() == dict.fromkeys(cluster.nodes, "idle"))
 
 
-def lab_pids(net: netns.Lab) -> list[int]:
-    """Every process in a namespace of the lab: daemons, slurmstepd, job tasks."""
+def lab_pids(namespaces: Sequence[str]) -> list[int]:
+    """Every process in the lab's namespaces: daemons, slurmstepd, job tasks."""
     pids: list[int] = []
-    for name in net.made:
+    for name in namespaces:
         with contextlib.suppress(netns.LabError, OSError):
             pids += [int(p) for p in netns.ip("netns", "pids", name).split()]
     return pids
@@ -302,7 +302,7 @@ def stop(cluster: Cluster) -> None:
     our own children, so none lingers as a zombie."""
 
     def remaining() -> list[int]:
-        pids = {*lab_pids(cluster.net), *lab_processes(cluster.root)}
+        pids = {*lab_pids(cluster.net.made), *lab_processes(cluster.root)}
         return [p for p in pids if alive(p)]
 
     signal_all(remaining(), signal.SIGTERM)
@@ -352,10 +352,9 @@ def remove_leftovers(root: Path, prefix: str) -> None:
     outlive the test."""
     names = [line.split()[0] for line in netns.ip("netns", "list").splitlines()
              if line.startswith(prefix)]
-    net = netns.Lab(prefix, netns.free_subnet(), made=names)
 
     def remaining() -> list[int]:
-        return [p for p in {*lab_pids(net), *lab_processes(root)} if alive(p)]
+        return [p for p in {*lab_pids(names), *lab_processes(root)} if alive(p)]
 
     signal_all(remaining(), signal.SIGKILL)
     poll(lambda: not remaining(), STOP_TIMEOUT_S)
